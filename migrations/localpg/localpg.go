@@ -1,0 +1,198 @@
+package localpg
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Options tune a cluster. The zero value is a durable server on a free port.
+type Options struct {
+	Port     int      // 0 picks a free loopback port
+	Fast     bool     // fsync, synchronous_commit and full_page_writes off: for tests only
+	Settings []string // extra "name=value" server settings
+}
+
+// Server is a running cluster.
+type Server struct {
+	Dir    string // data directory
+	Port   int
+	Socket string // directory of the Unix socket
+	bin    string
+	asUser *user.User // non-nil when commands run as the postgres user
+}
+
+// ErrNoPostgres means no PostgreSQL server binaries were found.
+var ErrNoPostgres = errors.New("localpg: no PostgreSQL server binaries (initdb, pg_ctl) found; install postgresql")
+
+// Start initialises dir if it holds no cluster yet and starts the server.
+func Start(ctx context.Context, dir string, opt Options) (*Server, error) {
+	bin, err := binDir()
+	if err != nil {
+		return nil, err
+	}
+	dir, err = filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Dir: dir, Port: opt.Port, Socket: filepath.Join(dir, "socket"), bin: bin}
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			return nil, fmt.Errorf("localpg: running as root needs a postgres user: %w", err)
+		}
+		s.asUser = u
+	}
+	if s.Port == 0 {
+		if s.Port, err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(s.Socket, 0o700); err != nil {
+		return nil, fmt.Errorf("localpg: %w", err)
+	}
+	if err := s.chown(); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data", "PG_VERSION")); err != nil {
+		if err := s.run(ctx, "initdb", "-D", filepath.Join(dir, "data"), "-U", "postgres",
+			"--auth=trust", "-E", "UTF8", "--no-sync", "--locale=C"); err != nil {
+			return nil, err
+		}
+	}
+	settings := []string{
+		"listen_addresses=127.0.0.1",
+		"port=" + strconv.Itoa(s.Port),
+		"unix_socket_directories=" + s.Socket,
+		"max_connections=300",
+		"shared_buffers=256MB",
+	}
+	if opt.Fast {
+		settings = append(settings, "fsync=off", "synchronous_commit=off", "full_page_writes=off")
+	}
+	settings = append(settings, opt.Settings...)
+	var o strings.Builder
+	for _, kv := range settings {
+		o.WriteString(" -c " + kv)
+	}
+	if err := s.run(ctx, "pg_ctl", "-D", filepath.Join(dir, "data"), "-l", filepath.Join(dir, "server.log"),
+		"-o", o.String(), "-w", "-t", "60", "start"); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// URL returns a connection string for database on the loopback port.
+func (s *Server) URL(database string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.Port, database)
+}
+
+// Stop shuts the server down quickly.
+func (s *Server) Stop() error {
+	return s.run(context.Background(), "pg_ctl", "-D", filepath.Join(s.Dir, "data"), "-m", "fast", "-w", "stop")
+}
+
+// Restart stops the server and starts it again with the same settings.
+func (s *Server) Restart() error {
+	return s.run(context.Background(), "pg_ctl", "-D", filepath.Join(s.Dir, "data"), "-m", "fast", "-w", "restart")
+}
+
+func (s *Server) run(ctx context.Context, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, name), args...)
+	if s.asUser != nil {
+		cmd = exec.CommandContext(ctx, "runuser", append([]string{"-u", "postgres", "--", filepath.Join(s.bin, name)}, args...)...)
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Dir = s.Dir
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(out.String())
+		if b, _ := os.ReadFile(filepath.Join(s.Dir, "server.log")); len(b) > 0 && name == "pg_ctl" {
+			msg += "\nserver.log: " + lastLines(string(b), 10)
+		}
+		return fmt.Errorf("localpg: %s: %w: %s", name, err, msg)
+	}
+	return nil
+}
+
+// chown hands the directory to the postgres user when running as root.
+func (s *Server) chown() error {
+	if s.asUser == nil {
+		return nil
+	}
+	uid, _ := strconv.Atoi(s.asUser.Uid)
+	gid, _ := strconv.Atoi(s.asUser.Gid)
+	return filepath.Walk(s.Dir, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, gid)
+	})
+}
+
+func binDir() (string, error) {
+	if p, err := exec.LookPath("pg_ctl"); err == nil {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real
+		}
+		dir := filepath.Dir(p)
+		if _, err := os.Stat(filepath.Join(dir, "initdb")); err == nil {
+			return dir, nil
+		}
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Sort(sort.Reverse(sort.StringSlice(dirs)))
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
+			return d, nil
+		}
+	}
+	return "", ErrNoPostgres
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("localpg: free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// WaitReady polls until the server accepts connections or the deadline passes.
+func (s *Server) WaitReady(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", s.Port), time.Second)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("localpg: not ready after %s: %w", timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

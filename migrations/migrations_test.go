@@ -1,0 +1,61 @@
+package migrations_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectd/effectd/migrations"
+	"github.com/effectd/effectd/migrations/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// TestUpConcurrent runs the migrations from several instances at once, twice.
+func TestUpConcurrent(t *testing.T) {
+	pool := pgtest.New(t) // already migrated: Up must be a no-op on it
+	ctx := context.Background()
+	if err := migrations.Up(ctx, pool); err != nil {
+		t.Fatalf("second Up: %v", err)
+	}
+
+	// A database with nothing in it, migrated by four instances at once.
+	if _, err := pool.Exec(ctx, `DROP SCHEMA effectd CASCADE`); err != nil {
+		t.Fatal(err)
+	}
+	current, err := migrations.Current(ctx, pool)
+	if err != nil || current {
+		t.Fatalf("Current on empty database = %v, %v; want false", current, err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := pgxpool.New(ctx, pool.Config().ConnString())
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer p.Close()
+			errs[i] = migrations.Up(ctx, p)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("instance %d: %v", i, err)
+		}
+	}
+	current, err = migrations.Current(ctx, pool)
+	if err != nil || !current {
+		t.Fatalf("Current after Up = %v, %v; want true", current, err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM effectd.wakeup`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("wakeup rows = %d, %v; want 1 (a migration ran twice?)", n, err)
+	}
+}

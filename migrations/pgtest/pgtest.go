@@ -1,0 +1,128 @@
+package pgtest
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectd/effectd/migrations"
+	"github.com/effectd/effectd/migrations/localpg"
+)
+
+var (
+	once     sync.Once
+	onceErr  error
+	adminURL string // a database on the server with rights to CREATE DATABASE
+	template string // a migrated database that each test's database is cloned from
+	server   *localpg.Server
+	tmpDir   string
+	counter  atomic.Int64
+	prefix   = fmt.Sprintf("effectd_test_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
+)
+
+// Main runs the tests of a package and stops the cluster that New started, if any.
+// Call it from TestMain: func TestMain(m *testing.M) { pgtest.Main(m) }.
+func Main(m *testing.M) {
+	code := m.Run()
+	if server != nil {
+		server.Stop()
+		os.RemoveAll(tmpDir)
+	}
+	os.Exit(code)
+}
+
+// Server returns the cluster that this test binary started, or nil when
+// TEST_DATABASE_URL points elsewhere. Tests that restart PostgreSQL need it.
+func Server(t testing.TB) *localpg.Server {
+	setup(t)
+	return server
+}
+
+func setup(t testing.TB) {
+	t.Helper()
+	once.Do(func() { onceErr = start() })
+	if onceErr != nil {
+		t.Fatalf("pgtest: %v", onceErr)
+	}
+}
+
+func start() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	adminURL = os.Getenv("TEST_DATABASE_URL")
+	if adminURL == "" {
+		var err error
+		if tmpDir, err = os.MkdirTemp("", "effectd-pg-"); err != nil {
+			return err
+		}
+		if server, err = localpg.Start(ctx, tmpDir, localpg.Options{Fast: true}); err != nil {
+			return err
+		}
+		adminURL = server.URL("postgres")
+	}
+	template = prefix + "_tmpl"
+	if err := exec(ctx, adminURL, "CREATE DATABASE "+pgx.Identifier{template}.Sanitize()); err != nil {
+		return err
+	}
+	pool, err := pgxpool.New(ctx, withDatabase(adminURL, template))
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return migrations.Up(ctx, pool)
+}
+
+// URL returns the connection string of a fresh, migrated database that is
+// dropped when the test ends.
+func URL(t testing.TB) string {
+	t.Helper()
+	setup(t)
+	ctx := context.Background()
+	name := fmt.Sprintf("%s_%d", prefix, counter.Add(1))
+	if err := exec(ctx, adminURL, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s",
+		pgx.Identifier{name}.Sanitize(), pgx.Identifier{template}.Sanitize())); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(func() {
+		exec(context.Background(), adminURL, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+	})
+	return withDatabase(adminURL, name)
+}
+
+// New returns a pool on a fresh, migrated database, closed when the test ends.
+func New(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), URL(t))
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func exec(ctx context.Context, dsn, sql string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+func withDatabase(dsn, db string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return dsn
+	}
+	u.Path = "/" + db
+	return u.String()
+}

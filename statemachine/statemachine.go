@@ -1,0 +1,176 @@
+package statemachine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/looplab/fsm"
+)
+
+// State is the status of an intent as stored in effectd.intents.status.
+type State string
+
+// The states of an intent.
+const (
+	Pending   State = "PENDING"   // waiting to be claimed, now or at next_attempt_at
+	Sending   State = "SENDING"   // claimed by a worker under a lease; a call may be in flight
+	Sent      State = "SENT"      // the provider applied the effect
+	Failed    State = "FAILED"    // permanent error or attempts exhausted
+	InDoubt   State = "IN_DOUBT"  // a lease expired and nothing could settle it: waits for an operator
+	Skipped   State = "SKIPPED"   // deliberately not sent
+	Cancelled State = "CANCELLED" // cancelled by an operator before sending
+)
+
+// States lists every state, in lifecycle order.
+var States = []State{Pending, Sending, Sent, Failed, InDoubt, Skipped, Cancelled}
+
+// Terminal reports whether no automatic event leaves s.
+// SENT and CANCELLED are final; FAILED, SKIPPED and IN_DOUBT wait for an operator.
+func (s State) Terminal() bool {
+	switch s {
+	case Sent, Failed, Skipped, Cancelled, InDoubt:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether s is one of the known states.
+func (s State) Valid() bool {
+	for _, x := range States {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
+// Event moves an intent from one state to another.
+type Event string
+
+// The events. Dispatcher events come first, then reconciler, then operator events.
+const (
+	Claim   Event = "claim"   // a worker takes a due intent under a lease
+	Succeed Event = "succeed" // the provider applied the effect
+	Retry   Event = "retry"   // a retryable error: back to PENDING with backoff
+	Fail    Event = "fail"    // a permanent error or the last attempt failed
+	Expire  Event = "expire"  // max_age passed before the intent was sent
+
+	Found   Event = "found"   // a lookup found the effect at the provider
+	Absent  Event = "absent"  // a lookup proved the effect absent, or policy says resend
+	Abandon Event = "abandon" // policy says skip an in-doubt call
+	Doubt   Event = "doubt"   // nothing could settle the call: hand to an operator
+
+	Requeue     Event = "requeue"      // operator: try again
+	Cancel      Event = "cancel"       // operator: never send
+	ResolveSent Event = "resolve_sent" // operator: the effect happened, with this reference
+	ResolveSend Event = "resolve_send" // operator: send it again
+	ResolveSkip Event = "resolve_skip" // operator: do not send it
+)
+
+func src(states ...State) []string {
+	out := make([]string, len(states))
+	for i, s := range states {
+		out[i] = string(s)
+	}
+	return out
+}
+
+// Table is the one table of allowed transitions.
+var Table = fsm.Events{
+	{Name: string(Claim), Src: src(Pending), Dst: string(Sending)},
+	{Name: string(Succeed), Src: src(Sending), Dst: string(Sent)},
+	{Name: string(Retry), Src: src(Sending), Dst: string(Pending)},
+	{Name: string(Fail), Src: src(Sending), Dst: string(Failed)},
+	{Name: string(Expire), Src: src(Pending, Sending), Dst: string(Skipped)},
+
+	{Name: string(Found), Src: src(Sending, InDoubt), Dst: string(Sent)},
+	{Name: string(Absent), Src: src(Sending, InDoubt), Dst: string(Pending)},
+	{Name: string(Abandon), Src: src(Sending), Dst: string(Skipped)},
+	{Name: string(Doubt), Src: src(Sending), Dst: string(InDoubt)},
+
+	{Name: string(Requeue), Src: src(Failed, Skipped, InDoubt), Dst: string(Pending)},
+	{Name: string(Cancel), Src: src(Pending), Dst: string(Cancelled)},
+	{Name: string(ResolveSent), Src: src(InDoubt, Sending), Dst: string(Sent)},
+	{Name: string(ResolveSend), Src: src(InDoubt, Sending), Dst: string(Pending)},
+	{Name: string(ResolveSkip), Src: src(InDoubt, Sending), Dst: string(Skipped)},
+}
+
+// Events lists every event in the table's order.
+var Events = func() []Event {
+	out := make([]Event, len(Table))
+	for i, e := range Table {
+		out[i] = Event(e.Name)
+	}
+	return out
+}()
+
+type edge struct {
+	from State
+	ev   Event
+}
+
+// next is Table flattened for the hot path, so that deciding a transition
+// allocates nothing. A test checks it against looplab/fsm for every pair.
+var next = func() map[edge]State {
+	m := make(map[edge]State)
+	for _, e := range Table {
+		for _, s := range e.Src {
+			m[edge{State(s), Event(e.Name)}] = State(e.Dst)
+		}
+	}
+	return m
+}()
+
+// ErrTransition is returned when an event is not allowed from a state.
+var ErrTransition = errors.New("transition not allowed")
+
+// TransitionError says which event was refused from which state.
+type TransitionError struct {
+	From  State
+	Event Event
+}
+
+func (e *TransitionError) Error() string {
+	return fmt.Sprintf("%s: event %q from state %s", ErrTransition, e.Event, e.From)
+}
+
+// Unwrap makes errors.Is(err, ErrTransition) true.
+func (e *TransitionError) Unwrap() error { return ErrTransition }
+
+// Next returns the state that ev leads to from s, or a *TransitionError.
+func Next(s State, ev Event) (State, error) {
+	if dst, ok := next[edge{s, ev}]; ok {
+		return dst, nil
+	}
+	return "", &TransitionError{From: s, Event: ev}
+}
+
+// Sources returns the states from which ev is allowed.
+func Sources(ev Event) []State {
+	for _, e := range Table {
+		if Event(e.Name) == ev {
+			out := make([]State, len(e.Src))
+			for i, s := range e.Src {
+				out[i] = State(s)
+			}
+			return out
+		}
+	}
+	return nil
+}
+
+// New returns a looplab/fsm machine over Table, starting in s.
+func New(s State) *fsm.FSM {
+	return fsm.NewFSM(string(s), Table, nil)
+}
+
+// Apply runs ev through a looplab/fsm machine starting in s and returns the new state.
+// It is the slow, reference form of Next.
+func Apply(ctx context.Context, s State, ev Event) (State, error) {
+	m := New(s)
+	if err := m.Event(ctx, string(ev)); err != nil {
+		return "", &TransitionError{From: s, Event: ev}
+	}
+	return State(m.Current()), nil
+}
