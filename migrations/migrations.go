@@ -6,10 +6,9 @@ import (
 	"embed"
 	"fmt"
 
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
-	"github.com/pressly/goose/v3/lock"
 )
 
 // FS holds the schema migrations, 00N_name.up.sql, in the order they apply.
@@ -21,17 +20,27 @@ var FS embed.FS
 // never collides with a goose table of the producer's application.
 const versionTable = "effectd.goose_db_version"
 
-// schemaLockKey serialises creating the schema among instances migrating at once.
-const schemaLockKey = 0x65666664 // "effd"
+// lockKey serialises effectd's migrations among instances running them at once.
+const lockKey = 0x65666664 // "effd"
 
 // Up applies every pending migration to the database behind pool. It is
-// idempotent and safe to run from several instances at once: goose holds a
-// session advisory lock for the whole run.
-func Up(ctx context.Context, pool *pgxpool.Pool) error {
+// idempotent and safe to run from several instances at once: the whole run
+// holds a session advisory lock, which later instances wait on (without polling)
+// and then find nothing left to do.
+func Up(ctx context.Context, pool *pgxpool.Pool) (err error) {
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
-	if err := createSchema(ctx, db); err != nil {
-		return err
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("migrations.Up: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, lockKey); err != nil {
+		return fmt.Errorf("migrations.Up: lock: %w", err)
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, lockKey)
+	if _, err := conn.ExecContext(ctx, `CREATE SCHEMA IF NOT EXISTS effectd`); err != nil {
+		return fmt.Errorf("migrations.Up: create schema: %w", err)
 	}
 	p, err := provider(db)
 	if err != nil {
@@ -66,34 +75,12 @@ func Current(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
 }
 
 func provider(db *sql.DB) (*goose.Provider, error) {
-	locker, err := lock.NewPostgresSessionLocker()
-	if err != nil {
-		return nil, fmt.Errorf("migrations: %w", err)
-	}
 	p, err := goose.NewProvider(goose.DialectPostgres, db, FS,
 		goose.WithTableName(versionTable),
-		goose.WithSessionLocker(locker),
 		goose.WithDisableGlobalRegistry(true),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("migrations: %w", err)
 	}
 	return p, nil
-}
-
-// createSchema makes the effectd schema that holds goose's own table.
-// CREATE SCHEMA IF NOT EXISTS can still race, so it runs under a transaction lock.
-func createSchema(ctx context.Context, db *sql.DB) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("migrations: create schema: %w", err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, schemaLockKey); err != nil {
-		return fmt.Errorf("migrations: create schema: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `CREATE SCHEMA IF NOT EXISTS effectd`); err != nil {
-		return fmt.Errorf("migrations: create schema: %w", err)
-	}
-	return tx.Commit()
 }

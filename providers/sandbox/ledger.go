@@ -1,0 +1,112 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"sync"
+	"time"
+)
+
+// Call is one request the sandbox received.
+type Call struct {
+	Seq     int64     `json:"seq"`
+	At      time.Time `json:"at"`
+	Kind    string    `json:"kind"` // webhook | stripe | twilio
+	Method  string    `json:"method"`
+	Path    string    `json:"path"`
+	Key     string    `json:"key,omitempty"` // idempotency key or webhook-id
+	Status  int       `json:"status"`        // what was (or would have been) answered
+	Applied bool      `json:"applied"`       // this call created an effect
+	Ref     string    `json:"ref,omitempty"` // the object it created or replayed
+	Fault   string    `json:"fault,omitempty"`
+}
+
+// Effect is one applied side effect: a refund, a message, a delivered webhook.
+type Effect struct {
+	Kind    string          `json:"kind"`
+	Key     string          `json:"key"` // idempotency key, webhook-id, or for Twilio the message SID
+	Ref     string          `json:"ref"`
+	At      time.Time       `json:"at"`
+	Applied int             `json:"applied"` // times applied: more than 1 is a duplicate
+	Body    json.RawMessage `json:"body,omitempty"`
+}
+
+// Ledger records calls and effects. It is safe for concurrent use.
+type Ledger struct {
+	mu      sync.Mutex
+	seq     int64
+	calls   []Call
+	effects []*Effect
+	byKey   map[string]*Effect // kind + "\x00" + key
+}
+
+// NewLedger returns an empty ledger.
+func NewLedger() *Ledger { return &Ledger{byKey: map[string]*Effect{}} }
+
+// RecordCall appends c, numbering it.
+func (l *Ledger) RecordCall(c Call) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seq++
+	c.Seq = l.seq
+	if c.At.IsZero() {
+		c.At = time.Now()
+	}
+	l.calls = append(l.calls, c)
+}
+
+// Apply records that an effect of kind with key took place, and returns how many
+// times it has been applied, counting this one.
+func (l *Ledger) Apply(kind, key, ref string, body json.RawMessage) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	k := kind + "\x00" + key
+	if e, ok := l.byKey[k]; ok {
+		e.Applied++
+		return e.Applied
+	}
+	e := &Effect{Kind: kind, Key: key, Ref: ref, At: time.Now(), Applied: 1, Body: body}
+	l.byKey[k] = e
+	l.effects = append(l.effects, e)
+	return 1
+}
+
+// Applied returns how many times the effect kind/key was applied.
+func (l *Ledger) Applied(kind, key string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e, ok := l.byKey[kind+"\x00"+key]; ok {
+		return e.Applied
+	}
+	return 0
+}
+
+// Snapshot is the ledger's content at one moment, as served over HTTP.
+type Snapshot struct {
+	Calls   []Call   `json:"calls"`
+	Effects []Effect `json:"effects"`
+}
+
+// Snapshot copies the ledger. kind filters when not empty.
+func (l *Ledger) Snapshot(kind string) Snapshot {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := Snapshot{Calls: []Call{}, Effects: []Effect{}}
+	for _, c := range l.calls {
+		if kind == "" || c.Kind == kind {
+			s.Calls = append(s.Calls, c)
+		}
+	}
+	for _, e := range l.effects {
+		if kind == "" || e.Kind == kind {
+			s.Effects = append(s.Effects, *e)
+		}
+	}
+	return s
+}
+
+// Reset forgets every call and effect.
+func (l *Ledger) Reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls, l.effects, l.byKey = nil, nil, map[string]*Effect{}
+}

@@ -1,0 +1,93 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+)
+
+// Options configure a Server.
+type Options struct {
+	// WebhookSecrets maps a receiver name (/hooks/{name}) to its Standard
+	// Webhooks secret ("whsec_..."). A receiver without a secret accepts
+	// unsigned calls.
+	WebhookSecrets map[string]string
+	// StripeKeyWindow is how long Stripe idempotency keys are kept (default 24h).
+	StripeKeyWindow time.Duration
+}
+
+// Server is the emulator. Its Handler serves every provider on one mux.
+type Server struct {
+	opts   Options
+	Ledger *Ledger
+	Faults *Faults
+	mux    *http.ServeMux
+	stripe *stripeEmu
+	twilio *twilioEmu
+	hooks  *hookReceiver
+}
+
+// New returns a Server with an empty ledger and no faults.
+func New(opts Options) *Server {
+	if opts.StripeKeyWindow == 0 {
+		opts.StripeKeyWindow = 24 * time.Hour
+	}
+	s := &Server{opts: opts, Ledger: NewLedger(), Faults: &Faults{}, mux: http.NewServeMux()}
+	s.stripe = newStripeEmu(s)
+	s.twilio = newTwilioEmu(s)
+	s.hooks = newHookReceiver(s)
+	s.mux.HandleFunc("GET /_sandbox/ledger", s.serveLedger)
+	s.mux.HandleFunc("DELETE /_sandbox/ledger", s.resetLedger)
+	s.mux.HandleFunc("GET /_sandbox/faults", s.serveFaults)
+	s.mux.HandleFunc("PUT /_sandbox/faults/{kind}", s.setFault)
+	s.mux.HandleFunc("DELETE /_sandbox/faults/{kind}", s.clearFault)
+	s.stripe.routes(s.mux)
+	s.twilio.routes(s.mux)
+	s.hooks.routes(s.mux)
+	return s
+}
+
+// Handler serves the emulator.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+func (s *Server) serveLedger(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.Ledger.Snapshot(r.URL.Query().Get("kind")))
+}
+
+func (s *Server) resetLedger(w http.ResponseWriter, r *http.Request) {
+	s.Ledger.Reset()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) serveFaults(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.Faults.All())
+}
+
+func (s *Server) setFault(w http.ResponseWriter, r *http.Request) {
+	var f Fault
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "fault: " + err.Error()})
+		return
+	}
+	for name, rate := range map[string]float64{"error_rate": f.ErrorRate, "hang_rate": f.HangRate, "drop_rate": f.DropRate} {
+		if rate < 0 || rate > 1 {
+			writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"error": "fault: " + name + " must be between 0 and 1"})
+			return
+		}
+	}
+	s.Faults.Set(r.PathValue("kind"), f)
+	writeJSON(w, http.StatusOK, f)
+}
+
+func (s *Server) clearFault(w http.ResponseWriter, r *http.Request) {
+	s.Faults.Set(r.PathValue("kind"), Fault{})
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
