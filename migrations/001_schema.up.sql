@@ -8,7 +8,6 @@ CREATE TABLE effectd.channels (
     policy_override jsonb NOT NULL DEFAULT '{}',   -- set through the admin API; survives restarts
     paused          boolean NOT NULL DEFAULT false,
     max_payload     int NOT NULL DEFAULT 65536 CHECK (max_payload > 0),
-    retention       interval NOT NULL DEFAULT '360 hours',
     updated_at      timestamptz NOT NULL DEFAULT now()
 );
 
@@ -191,6 +190,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     ch effectd.channels%ROWTYPE;
     inserted int;
+    retention interval;
 BEGIN
     IF event_id IS NULL OR event_id = '' THEN
         PERFORM effectd.refuse('event_id', 'must not be empty');
@@ -212,8 +212,11 @@ BEGIN
         PERFORM effectd.refuse('payload', 'is ' || octet_length(payload::text) || ' bytes, more than the limit of ' || ch.max_payload);
     END IF;
     PERFORM effectd.validate_payload(ch.provider, payload);
-    IF occurred_at IS NOT NULL AND occurred_at < now() - ch.retention THEN
-        PERFORM effectd.refuse('occurred_at', 'is older than the channel''s retention (' || ch.retention || '): a copy older than the dedupe window is not sent again');
+    IF occurred_at IS NOT NULL THEN
+        retention := coalesce(ch.policy_override ->> 'retention', ch.policy ->> 'retention', '360h')::interval;
+        IF occurred_at < now() - retention THEN
+            PERFORM effectd.refuse('occurred_at', 'is older than the channel''s retention (' || retention || '): a copy older than the dedupe window is not sent again');
+        END IF;
     END IF;
     IF ordering_key = '' THEN
         PERFORM effectd.refuse('ordering_key', 'must be NULL or non-empty');

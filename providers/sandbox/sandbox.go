@@ -12,6 +12,9 @@ type Options struct {
 	// Webhooks secret ("whsec_..."). A receiver without a secret accepts
 	// unsigned calls.
 	WebhookSecrets map[string]string
+	// WebhookSecret is the secret of every receiver not in WebhookSecrets;
+	// empty means those receivers accept unsigned calls.
+	WebhookSecret string
 	// StripeKeyWindow is how long Stripe idempotency keys are kept (default 24h).
 	StripeKeyWindow time.Duration
 }

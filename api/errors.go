@@ -1,0 +1,78 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/statemachine"
+)
+
+// The API's own error vocabulary; dispatcher and statemachine supply the rest.
+var (
+	errMalformed    = errors.New("malformed request")
+	errUnauthorized = errors.New("missing or unknown bearer token")
+	errForbidden    = errors.New("this token is read-only")
+	errTooLarge     = errors.New("request body too large")
+	errNoRoute      = errors.New("no such route")
+	errMethod       = errors.New("method not allowed on this route")
+	errUnavailable  = errors.New("unavailable")
+)
+
+// errorTable is the one mapping of errors to HTTP status and error code.
+// The first entry that errors.Is matches wins; anything else is a 500.
+var errorTable = []struct {
+	err    error
+	status int
+	code   string
+}{
+	{errMalformed, http.StatusBadRequest, "malformed"},
+	{errUnauthorized, http.StatusUnauthorized, "unauthorized"},
+	{errForbidden, http.StatusForbidden, "forbidden"},
+	{dispatcher.ErrNotFound, http.StatusNotFound, "not_found"},
+	{errNoRoute, http.StatusNotFound, "not_found"},
+	{errMethod, http.StatusMethodNotAllowed, "method_not_allowed"},
+	{statemachine.ErrTransition, http.StatusConflict, "conflict"},
+	{errTooLarge, http.StatusRequestEntityTooLarge, "too_large"},
+	{dispatcher.ErrInvalid, http.StatusUnprocessableEntity, "invalid"},
+	{errUnavailable, http.StatusServiceUnavailable, "unavailable"},
+}
+
+// errorBody is the JSON shape of every error response.
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// fail writes err as a JSON error response. An unclassified error is logged
+// and answered with a generic 500, so internals never leak to the caller.
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var body errorBody
+	status := http.StatusInternalServerError
+	body.Error.Code, body.Error.Message = "internal", "internal error"
+	for _, e := range errorTable {
+		if errors.Is(err, e.err) {
+			status, body.Error.Code, body.Error.Message = e.status, e.code, err.Error()
+			break
+		}
+	}
+	if status == http.StatusInternalServerError {
+		h.log.ErrorContext(r.Context(), "admin api: internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+	} else if status >= 500 {
+		h.log.WarnContext(r.Context(), "admin api: unavailable", "path", r.URL.Path, "err", err)
+	}
+	writeJSON(w, status, body)
+}
+
+// writeJSON writes v as an indented JSON response.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

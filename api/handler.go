@@ -1,0 +1,73 @@
+package api
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/effectd/effectd/dispatcher"
+)
+
+// Reconciler settles one in-doubt intent now, or reports what it would do.
+type Reconciler interface {
+	Reconcile(ctx context.Context, id int64, dryRun bool) (dispatcher.Settlement, error)
+}
+
+// Config is what NewHandler needs.
+type Config struct {
+	Pool           *pgxpool.Pool
+	Tokens         []Token              // bearer tokens; see TokensFromEnv
+	InsecureNoAuth bool                 // no tokens: every caller is "anonymous" and may do anything (loopback only; see CheckBind)
+	Reconciler     Reconciler           // nil: the reconcile route answers 503
+	Registry       *prometheus.Registry // served at /metrics; nil: a new registry
+	Logger         *slog.Logger         // nil: slog.Default()
+	Ready          func(ctx context.Context) error // nil: ping the database and check migrations are current
+}
+
+// handler holds what the route handlers share.
+type handler struct {
+	pool       *pgxpool.Pool
+	tokens     []Token
+	noAuth     bool
+	reconciler Reconciler
+	registry   *prometheus.Registry
+	log        *slog.Logger
+	ready      func(ctx context.Context) error
+}
+
+// NewHandler returns the admin API's HTTP handler.
+func NewHandler(cfg Config) (http.Handler, error) {
+	if cfg.Pool == nil {
+		return nil, errors.New("api.NewHandler: Config.Pool is required")
+	}
+	if len(cfg.Tokens) == 0 && !cfg.InsecureNoAuth {
+		return nil, errors.New("api.NewHandler: no tokens; set EFFECTD_ADMIN_TOKEN or allow insecure no-auth")
+	}
+	for _, t := range cfg.Tokens {
+		if t.Name == "" || t.Secret == "" {
+			return nil, fmt.Errorf("api.NewHandler: token %q has an empty name or secret", t.Name)
+		}
+	}
+	h := &handler{
+		pool:       cfg.Pool,
+		tokens:     cfg.Tokens,
+		noAuth:     cfg.InsecureNoAuth,
+		reconciler: cfg.Reconciler,
+		registry:   cmp.Or(cfg.Registry, prometheus.NewRegistry()),
+		log:        cmp.Or(cfg.Logger, slog.Default()),
+		ready:      cfg.Ready,
+	}
+	if h.ready == nil {
+		h.ready = h.dbReady
+	}
+	if err := h.registry.Register(newCollector(h.pool)); err != nil {
+		return nil, fmt.Errorf("api.NewHandler: register metrics: %w", err)
+	}
+	return h.routes(), nil
+}

@@ -1,0 +1,42 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+)
+
+// routes lists every route of the admin API. openapi.yaml documents the same
+// set, and a test keeps the two equal.
+func (h *handler) routes() chi.Router {
+	r := chi.NewRouter()
+	r.Use(middleware.Recoverer, h.logRequests)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) { h.fail(w, r, errNoRoute) })
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) { h.fail(w, r, errMethod) })
+
+	r.Get("/healthz", h.healthz)
+	r.Get("/readyz", h.readyz)
+	r.Get("/metrics", h.metrics)
+
+	r.Route("/v1", func(r chi.Router) {
+		r.Use(h.authenticate)
+		r.Get("/intents", h.listIntents)
+		r.Get("/intents/{id}", h.getIntent)
+		r.Get("/channels", h.listChannels)
+		r.Get("/channels/{name}", h.getChannel)
+		r.Get("/stats", h.stats)
+
+		r.Group(func(r chi.Router) {
+			r.Use(h.requireAdmin)
+			r.Post("/intents/{id}/retry", h.retryIntent)
+			r.Post("/intents/{id}/cancel", h.cancelIntent)
+			r.Post("/intents/{id}/resolve", h.resolveIntent)
+			r.Post("/intents/{id}/reconcile", h.reconcileIntent)
+			r.Patch("/channels/{name}/policy", h.patchPolicy)
+			r.Post("/channels/{name}/pause", h.pauseChannel)
+			r.Post("/channels/{name}/resume", h.resumeChannel)
+		})
+	})
+	return r
+}

@@ -1,0 +1,31 @@
+WITH input AS (
+    SELECT *
+    FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[],
+                $6::timestamptz[], $7::timestamptz[], $8::timestamptz[], $9::text[], $10::boolean[])
+         AS t(id, attempts, status, provider_ref, last_error, next_attempt_at, started_at, finished_at, outcome, called)
+),
+updated AS (
+    UPDATE effectd.intents i
+    SET status           = input.status,
+        provider_ref     = coalesce(input.provider_ref, i.provider_ref),
+        last_error       = input.last_error,
+        next_attempt_at  = coalesce(input.next_attempt_at, i.next_attempt_at),
+        -- a maybe-sent call to a provider without keys stays SENDING with its
+        -- lease ended now, so the reconciler settles it at once
+        lease_expires_at = CASE WHEN input.status = 'SENDING' THEN now() END,
+        updated_at       = now()
+    FROM input
+    WHERE i.id = input.id
+      AND i.status = 'SENDING'
+      AND i.attempts = input.attempts
+    RETURNING i.id
+),
+recorded AS (
+    INSERT INTO effectd.attempts (intent_id, attempt, kind, started_at, finished_at, outcome, error, provider_ref)
+    SELECT input.id, input.attempts, 'send', input.started_at, input.finished_at,
+           CASE WHEN updated.id IS NULL THEN input.outcome || ' (fenced out)' ELSE input.outcome END,
+           input.last_error, input.provider_ref
+    FROM input LEFT JOIN updated ON updated.id = input.id
+    WHERE input.called
+)
+SELECT input.id FROM input LEFT JOIN updated ON updated.id = input.id WHERE updated.id IS NULL

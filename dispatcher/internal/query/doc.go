@@ -1,0 +1,2 @@
+// Package query holds the dispatcher's SQL, one statement per file, embedded as strings.
+package query

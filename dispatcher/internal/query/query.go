@@ -1,0 +1,46 @@
+package query
+
+import _ "embed"
+
+// Claim moves up to $3 due PENDING intents of channel $1 to SENDING under a lease of $2.
+//
+//go:embed claim.sql
+var Claim string
+
+// Complete applies a batch of dispatcher outcomes as fenced compare-and-sets,
+// records one attempt row per call, and returns the ids that were fenced out.
+//
+//go:embed complete.sql
+var Complete string
+
+// TakeExpired extends the lease of up to $1 SENDING rows of channels $2 whose
+// lease expired, so that one reconciler settles each, and returns them.
+//
+//go:embed take_expired.sql
+var TakeExpired string
+
+// Settle applies one reconciler or lookup decision as a fenced compare-and-set
+// and records it as an attempt.
+//
+//go:embed settle.sql
+var Settle string
+
+// Prune deletes up to $2 terminal intents of channel $1 older than $3, with their attempts.
+//
+//go:embed prune.sql
+var Prune string
+
+// Channels reads the registered channels with their policy and pause flag.
+//
+//go:embed channels.sql
+var Channels string
+
+// Register upserts a channel from the configuration.
+//
+//go:embed register.sql
+var Register string
+
+// Enqueue calls effectd.enqueue with named arguments.
+//
+//go:embed enqueue.sql
+var Enqueue string

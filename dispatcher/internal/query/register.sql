@@ -1,0 +1,8 @@
+INSERT INTO effectd.channels AS c (name, provider, policy, max_payload)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (name) DO UPDATE
+SET provider    = excluded.provider,
+    policy      = excluded.policy,
+    max_payload = excluded.max_payload,
+    updated_at  = now()
+WHERE (c.provider, c.policy, c.max_payload) IS DISTINCT FROM (excluded.provider, excluded.policy, excluded.max_payload)

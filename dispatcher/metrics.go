@@ -1,0 +1,42 @@
+package dispatcher
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the dispatcher's own series; the admin API adds gauges read from
+// the database (oldest PENDING age, SENDING past lease, IN_DOUBT).
+type metrics struct {
+	outcomes *prometheus.CounterVec   // channel, outcome
+	calls    *prometheus.HistogramVec // channel
+	lookups  *prometheus.CounterVec   // channel, outcome
+	retries  *prometheus.CounterVec   // channel
+	fenced   *prometheus.CounterVec   // channel
+	inflight *prometheus.GaugeVec     // channel
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "effectd_intents_total", Help: "Dispatcher outcomes by channel: sent, retry, failed, skipped, in_doubt, maybe_sent.",
+		}, []string{"channel", "outcome"}),
+		calls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "effectd_provider_call_seconds", Help: "Provider call latency by channel.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"channel"}),
+		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "effectd_lookups_total", Help: "In-doubt settlements by channel and outcome: found, absent, ambiguous, policy.",
+		}, []string{"channel", "outcome"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "effectd_retries_total", Help: "Calls scheduled for another attempt, by channel.",
+		}, []string{"channel"}),
+		fenced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "effectd_fenced_total", Help: "Completions refused by the fence: the row was settled by someone else.",
+		}, []string{"channel"}),
+		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "effectd_inflight_calls", Help: "Provider calls in flight in this instance, by channel.",
+		}, []string{"channel"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.outcomes, m.calls, m.lookups, m.retries, m.fenced, m.inflight)
+	}
+	return m
+}

@@ -1,0 +1,205 @@
+package dispatcher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectd/effectd/statemachine"
+)
+
+// IntentRow is one row of effectd.intents, as the admin API shows it.
+type IntentRow struct {
+	ID             int64              `json:"id"`
+	EventID        string             `json:"event_id"`
+	Channel        string             `json:"channel"`
+	Payload        json.RawMessage    `json:"payload"`
+	Status         statemachine.State `json:"status"`
+	Attempts       int                `json:"attempts"`
+	NextAttemptAt  time.Time          `json:"next_attempt_at"`
+	LeaseExpiresAt *time.Time         `json:"lease_expires_at"`
+	ClaimedAt      *time.Time         `json:"claimed_at"`
+	IdempotencyKey string             `json:"idempotency_key"`
+	ProviderRef    *string            `json:"provider_ref"`
+	LastError      *string            `json:"last_error"`
+	OrderingKey    *string            `json:"ordering_key"`
+	OccurredAt     *time.Time         `json:"occurred_at"`
+	CreatedAt      time.Time          `json:"created_at"`
+	UpdatedAt      time.Time          `json:"updated_at"`
+}
+
+// IntentColumns is the select list that ScanIntent reads, in its order.
+const IntentColumns = `id, event_id, channel, payload, status, attempts, next_attempt_at, lease_expires_at,
+	claimed_at, idempotency_key, provider_ref, last_error, ordering_key, occurred_at, created_at, updated_at`
+
+// ScanIntent reads one row selected with IntentColumns.
+func ScanIntent(row pgx.Row) (IntentRow, error) {
+	var r IntentRow
+	err := row.Scan(&r.ID, &r.EventID, &r.Channel, &r.Payload, &r.Status, &r.Attempts, &r.NextAttemptAt,
+		&r.LeaseExpiresAt, &r.ClaimedAt, &r.IdempotencyKey, &r.ProviderRef, &r.LastError, &r.OrderingKey,
+		&r.OccurredAt, &r.CreatedAt, &r.UpdatedAt)
+	return r, err
+}
+
+// Operation is one operator transition of an intent.
+type Operation struct {
+	IntentID    int64
+	Event       statemachine.Event // Requeue, Cancel, ResolveSent, ResolveSend or ResolveSkip
+	Actor       string             // who asks: a token name
+	ProviderRef string             // for ResolveSent: the provider's reference of the effect
+	Reason      string             // free text kept in the attempt and audit rows
+}
+
+// LeaseError refuses to resolve a SENDING intent whose lease is still held:
+// its call may be in flight, and only an expired lease makes it stuck.
+type LeaseError struct {
+	IntentID int64
+	Until    time.Time
+}
+
+func (e *LeaseError) Error() string {
+	return fmt.Sprintf("%s: intent %d is SENDING under a lease held until %s; resolve it after the lease expires",
+		statemachine.ErrTransition, e.IntentID, e.Until.UTC().Format(time.RFC3339))
+}
+
+// Unwrap makes errors.Is(err, ErrTransition) true.
+func (e *LeaseError) Unwrap() error { return statemachine.ErrTransition }
+
+// operatorEvents are the events Operate applies.
+var operatorEvents = map[statemachine.Event]bool{
+	statemachine.Requeue:     true,
+	statemachine.Cancel:      true,
+	statemachine.ResolveSent: true,
+	statemachine.ResolveSend: true,
+	statemachine.ResolveSkip: true,
+}
+
+const (
+	selectIntent = `SELECT ` + IntentColumns + ` FROM effectd.intents WHERE id = $1`
+
+	// operateIntent is the fenced compare-and-set: it changes the row only if
+	// nobody moved it since it was read, and never a SENDING row under a live lease.
+	operateIntent = `
+UPDATE effectd.intents SET
+    status           = $4,
+    next_attempt_at  = CASE WHEN $4 = 'PENDING' THEN now() ELSE next_attempt_at END,
+    lease_expires_at = NULL,
+    provider_ref     = coalesce($5, provider_ref),
+    updated_at       = now()
+WHERE id = $1 AND status = $2 AND attempts = $3
+  AND NOT (status = 'SENDING' AND lease_expires_at > now())
+RETURNING ` + IntentColumns
+
+	insertOperatorAttempt = `
+INSERT INTO effectd.attempts (intent_id, attempt, kind, started_at, finished_at, outcome, error, provider_ref)
+VALUES ($1, $2, 'operator', now(), now(), $3, $4, $5)`
+
+	insertAudit = `
+INSERT INTO effectd.audit (actor, action, intent_id, channel, before, after)
+VALUES ($1, $2, $3, $4, $5, $6)`
+)
+
+// auditState is the part of an intent that an audit entry records: not the
+// payload, which may hold personal data.
+type auditState struct {
+	Status        statemachine.State `json:"status"`
+	Attempts      int                `json:"attempts"`
+	ProviderRef   *string            `json:"provider_ref"`
+	NextAttemptAt time.Time          `json:"next_attempt_at"`
+	Reason        string             `json:"reason,omitempty"`
+}
+
+// Operate applies an operator event to an intent in one transaction: the state
+// machine decides whether it is allowed, a fenced compare-and-set applies it,
+// and an operator attempt and an audit entry record it. A refused or lost race
+// returns an error wrapping ErrTransition with the current state; a missing
+// intent returns ErrNotFound.
+func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, after IntentRow, err error) {
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("dispatcher.Operate(%d, %s): %w", op.IntentID, op.Event, err)
+		}
+	}()
+	if !operatorEvents[op.Event] {
+		return before, after, fmt.Errorf("%w: %q is not an operator event", ErrInvalid, op.Event)
+	}
+	var ref *string
+	if op.Event == statemachine.ResolveSent {
+		if op.ProviderRef == "" {
+			return before, after, fmt.Errorf("%w: provider_ref is required to resolve as sent", ErrInvalid)
+		}
+		ref = &op.ProviderRef
+	}
+	if op.Actor == "" {
+		return before, after, fmt.Errorf("%w: actor is required", ErrInvalid)
+	}
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return before, after, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+
+	if before, err = readIntent(ctx, tx, op.IntentID); err != nil {
+		return before, after, err
+	}
+	to, err := statemachine.Next(before.Status, op.Event)
+	if err != nil {
+		return before, after, err
+	}
+	after, err = ScanIntent(tx.QueryRow(ctx, operateIntent, op.IntentID, before.Status, before.Attempts, to, ref))
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Someone moved the row since we read it, or its lease is live: report what it is now.
+		now, err := readIntent(ctx, tx, op.IntentID)
+		if err != nil {
+			return before, after, err
+		}
+		if now.Status == statemachine.Sending && now.Status == before.Status && now.Attempts == before.Attempts && now.LeaseExpiresAt != nil {
+			return now, after, &LeaseError{IntentID: op.IntentID, Until: *now.LeaseExpiresAt}
+		}
+		return now, after, &statemachine.TransitionError{From: now.Status, Event: op.Event}
+	}
+	if err != nil {
+		return before, after, err
+	}
+
+	var reason *string
+	if op.Reason != "" {
+		reason = &op.Reason
+	}
+	if _, err := tx.Exec(ctx, insertOperatorAttempt, op.IntentID, before.Attempts, string(op.Event), reason, ref); err != nil {
+		return before, after, err
+	}
+	b, err := json.Marshal(snapshot(before, ""))
+	if err != nil {
+		return before, after, err
+	}
+	a, err := json.Marshal(snapshot(after, op.Reason))
+	if err != nil {
+		return before, after, err
+	}
+	if _, err := tx.Exec(ctx, insertAudit, op.Actor, "intent."+string(op.Event), op.IntentID, after.Channel, b, a); err != nil {
+		return before, after, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return before, after, err
+	}
+	return before, after, nil
+}
+
+func readIntent(ctx context.Context, tx pgx.Tx, id int64) (IntentRow, error) {
+	r, err := ScanIntent(tx.QueryRow(ctx, selectIntent, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, fmt.Errorf("intent %d: %w", id, ErrNotFound)
+	}
+	return r, err
+}
+
+func snapshot(r IntentRow, reason string) auditState {
+	return auditState{Status: r.Status, Attempts: r.Attempts, ProviderRef: r.ProviderRef, NextAttemptAt: r.NextAttemptAt, Reason: reason}
+}

@@ -1,0 +1,160 @@
+package dispatcher_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/migrations/pgtest"
+	"github.com/effectd/effectd/statemachine"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// seedIntent inserts an intent straight into the table in the given state,
+// with an expired lease when SENDING unless liveLease.
+func seedIntent(t *testing.T, pool *pgxpool.Pool, eventID string, s statemachine.State, liveLease bool) int64 {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `INSERT INTO effectd.channels (name, provider) VALUES ('hook', 'webhook') ON CONFLICT DO NOTHING`); err != nil {
+		t.Fatal(err)
+	}
+	lease := "now() - interval '1 minute'"
+	if liveLease {
+		lease = "now() + interval '1 hour'"
+	}
+	var id int64
+	err := pool.QueryRow(ctx, `
+INSERT INTO effectd.intents (event_id, channel, payload, status, attempts, idempotency_key, lease_expires_at)
+VALUES ($1, 'hook', '{}', $2, 3, 'hook:' || $1, CASE WHEN $2 = 'SENDING' THEN `+lease+` END)
+RETURNING id`, eventID, string(s)).Scan(&id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func TestOperateTransitions(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	tests := []struct {
+		name  string
+		from  statemachine.State
+		op    dispatcher.Operation
+		want  statemachine.State
+		error error
+	}{
+		{"requeue failed", statemachine.Failed, dispatcher.Operation{Event: statemachine.Requeue}, statemachine.Pending, nil},
+		{"cancel pending", statemachine.Pending, dispatcher.Operation{Event: statemachine.Cancel}, statemachine.Cancelled, nil},
+		{"cancel sent", statemachine.Sent, dispatcher.Operation{Event: statemachine.Cancel}, "", statemachine.ErrTransition},
+		{"resolve sent", statemachine.InDoubt, dispatcher.Operation{Event: statemachine.ResolveSent, ProviderRef: "re_1"}, statemachine.Sent, nil},
+		{"resolve sent without ref", statemachine.InDoubt, dispatcher.Operation{Event: statemachine.ResolveSent}, "", dispatcher.ErrInvalid},
+		{"resolve send stuck sending", statemachine.Sending, dispatcher.Operation{Event: statemachine.ResolveSend}, statemachine.Pending, nil},
+		{"resolve skip", statemachine.InDoubt, dispatcher.Operation{Event: statemachine.ResolveSkip, Reason: "customer refunded by hand"}, statemachine.Skipped, nil},
+		{"not an operator event", statemachine.Pending, dispatcher.Operation{Event: statemachine.Claim}, "", dispatcher.ErrInvalid},
+	}
+	for i, tt := range tests {
+		id := seedIntent(t, pool, "ev-"+string(rune('a'+i)), tt.from, false)
+		tt.op.IntentID, tt.op.Actor = id, "alice"
+		before, after, err := dispatcher.Operate(ctx, pool, tt.op)
+		if tt.error != nil {
+			if !errors.Is(err, tt.error) {
+				t.Errorf("%s: err = %v, want %v", tt.name, err, tt.error)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if before.Status != tt.from || after.Status != tt.want {
+			t.Errorf("%s: %s -> %s, want %s -> %s", tt.name, before.Status, after.Status, tt.from, tt.want)
+		}
+		if after.LeaseExpiresAt != nil || after.Attempts != before.Attempts {
+			t.Errorf("%s: lease %v attempts %d, want no lease and attempts unchanged", tt.name, after.LeaseExpiresAt, after.Attempts)
+		}
+		var attempts, audits int
+		if err := pool.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM effectd.attempts WHERE intent_id = $1 AND kind = 'operator' AND outcome = $2),
+			(SELECT count(*) FROM effectd.audit WHERE intent_id = $1 AND actor = 'alice' AND after->>'status' = $3)`,
+			id, string(tt.op.Event), string(tt.want)).Scan(&attempts, &audits); err != nil {
+			t.Fatal(err)
+		}
+		if attempts != 1 || audits != 1 {
+			t.Errorf("%s: %d operator attempts and %d audit rows, want 1 and 1", tt.name, attempts, audits)
+		}
+	}
+}
+
+func TestOperateNotFound(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.New(t)
+	_, _, err := dispatcher.Operate(context.Background(), pool, dispatcher.Operation{IntentID: 42, Event: statemachine.Cancel, Actor: "a"})
+	if !errors.Is(err, dispatcher.ErrNotFound) {
+		t.Fatalf("err = %v, want ErrNotFound", err)
+	}
+}
+
+func TestOperateLiveLeaseRefused(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.New(t)
+	id := seedIntent(t, pool, "live", statemachine.Sending, true)
+	_, _, err := dispatcher.Operate(context.Background(), pool, dispatcher.Operation{IntentID: id, Event: statemachine.ResolveSend, Actor: "a"})
+	var le *dispatcher.LeaseError
+	if !errors.As(err, &le) || !errors.Is(err, statemachine.ErrTransition) {
+		t.Fatalf("err = %v, want a LeaseError wrapping ErrTransition", err)
+	}
+}
+
+// TestOperateRace races a resolve against a requeue of the same IN_DOUBT
+// intent: exactly one wins and the other is refused with the winner's state.
+func TestOperateRace(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	for round := range 20 {
+		id := seedIntent(t, pool, "race-"+string(rune('a'+round)), statemachine.InDoubt, false)
+		ops := []dispatcher.Operation{
+			{IntentID: id, Event: statemachine.ResolveSent, ProviderRef: "re_race", Actor: "alice"},
+			{IntentID: id, Event: statemachine.Requeue, Actor: "bob"},
+		}
+		errs := make([]error, len(ops))
+		afters := make([]dispatcher.IntentRow, len(ops))
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i, op := range ops {
+			wg.Go(func() {
+				<-start
+				_, afters[i], errs[i] = dispatcher.Operate(ctx, pool, op)
+			})
+		}
+		close(start)
+		wg.Wait()
+
+		winner, loser := 0, 1
+		if errs[0] != nil {
+			winner, loser = 1, 0
+		}
+		if errs[winner] != nil {
+			t.Fatalf("round %d: both failed: %v; %v", round, errs[0], errs[1])
+		}
+		var te *statemachine.TransitionError
+		if !errors.As(errs[loser], &te) {
+			t.Fatalf("round %d: loser err = %v, want a TransitionError", round, errs[loser])
+		}
+		if te.From != afters[winner].Status {
+			t.Errorf("round %d: loser saw state %s, want the winner's %s", round, te.From, afters[winner].Status)
+		}
+		var audits int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM effectd.audit WHERE intent_id = $1`, id).Scan(&audits); err != nil {
+			t.Fatal(err)
+		}
+		if audits != 1 {
+			t.Errorf("round %d: %d audit rows, want 1", round, audits)
+		}
+	}
+}

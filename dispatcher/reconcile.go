@@ -1,0 +1,214 @@
+package dispatcher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/effectd/effectd/dispatcher/internal/query"
+	"github.com/effectd/effectd/statemachine"
+)
+
+// inDoubt is a row whose call may or may not have taken effect.
+type inDoubt struct {
+	id        int64
+	eventID   string
+	channel   string
+	payload   json.RawMessage
+	attempts  int32
+	key       string
+	createdAt time.Time
+	claimedAt time.Time
+	status    statemachine.State
+}
+
+// reconcileLoop settles SENDING rows whose lease expired, every
+// ReconcileInterval and at once after a maybe-sent call.
+func (d *Dispatcher) reconcileLoop(ctx context.Context) {
+	t := time.NewTicker(d.cfg.ReconcileInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-d.settle:
+		}
+		for ctx.Err() == nil {
+			n, err := d.reconcileBatch(ctx, 64)
+			if err != nil {
+				d.logDB(ctx, "settling expired leases", err)
+			}
+			if n < 64 {
+				break
+			}
+		}
+	}
+}
+
+// reconcileBatch takes up to n expired leases and settles each by the channel's
+// in_doubt policy. Taking a row extends its lease, so other instances skip it.
+func (d *Dispatcher) reconcileBatch(ctx context.Context, n int) (int, error) {
+	rows, err := d.pool.Query(ctx, query.TakeExpired, n, d.names,
+		pgtype.Interval{Microseconds: d.cfg.SettleLease.Microseconds(), Valid: true})
+	if err != nil {
+		return 0, err
+	}
+	taken, err := pgx.CollectRows(rows, scanInDoubt)
+	if err != nil {
+		return 0, err
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for _, r := range taken {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			s := d.decide(ctx, r, true)
+			if err := d.apply(ctx, r, &s); err != nil {
+				d.logDB(ctx, "settling an in-doubt intent", err, "intent", r.id)
+			}
+		}()
+	}
+	wg.Wait()
+	return len(taken), nil
+}
+
+func scanInDoubt(row pgx.CollectableRow) (inDoubt, error) {
+	var r inDoubt
+	err := row.Scan(&r.id, &r.eventID, &r.channel, &r.payload, &r.attempts, &r.key, &r.createdAt, &r.claimedAt, &r.status)
+	return r, err
+}
+
+// decide works out how to settle r: by lookup when the policy asks for it and
+// the provider can, else by policy. withPolicy=false (an operator's reconcile
+// of an IN_DOUBT row) only reports what the lookup found.
+func (d *Dispatcher) decide(ctx context.Context, r inDoubt, withPolicy bool) Settlement {
+	s := Settlement{IntentID: r.id, From: r.status, Outcome: ByPolicy}
+	ch := d.byName[r.channel]
+	p := ch.policy.Load()
+	mode := p.InDoubt
+	if mode == InDoubtLookup || !withPolicy {
+		switch {
+		case ch.looker != nil:
+			lctx, cancel := context.WithTimeout(ctx, min(p.Lease.D(), d.cfg.SettleLease/2))
+			meta := map[string]string{MetaEventID: r.eventID, MetaIntentID: strconv.FormatInt(r.id, 10)}
+			ref, found, err := ch.looker.Lookup(lctx, r.key, r.payload, meta, r.createdAt, r.claimedAt)
+			cancel()
+			switch {
+			case err != nil:
+				s.Outcome, s.Error = LookupAmbiguous, truncate(err.Error(), 1000)
+				mode = p.LookupFallback
+			case found:
+				s.Outcome, s.ProviderRef = LookupFound, ref
+				s.To = mustNext(r.status, statemachine.Found)
+				return s
+			default:
+				s.Outcome = LookupAbsent
+				s.To = mustNext(r.status, statemachine.Absent)
+				return s
+			}
+		case ch.keyed:
+			// Sending again with the same key is the lookup: the provider
+			// replays the first result instead of applying twice.
+			mode = InDoubtResend
+		default:
+			mode = p.LookupFallback
+		}
+	}
+	if !withPolicy {
+		s.To = r.status // nothing settled: the operator decides
+		return s
+	}
+	switch mode {
+	case InDoubtResend:
+		s.To = mustNext(r.status, statemachine.Absent)
+	case InDoubtSkip:
+		s.To = mustNext(r.status, statemachine.Abandon)
+	default:
+		s.To = mustNext(r.status, statemachine.Doubt)
+	}
+	return s
+}
+
+func mustNext(from statemachine.State, ev statemachine.Event) statemachine.State {
+	to, err := statemachine.Next(from, ev)
+	if err != nil {
+		panic(err) // the reconciler only emits events allowed from its states
+	}
+	return to
+}
+
+// apply writes s as a fenced compare-and-set and records the settlement as an
+// attempt of kind lookup. s.Applied reports whether this writer won.
+func (d *Dispatcher) apply(ctx context.Context, r inDoubt, s *Settlement) error {
+	d.m.lookups.WithLabelValues(r.channel, s.Outcome).Inc()
+	if s.To == s.From {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.WriteTimeout)
+	defer cancel()
+	var n int
+	err := d.pool.QueryRow(wctx, query.Settle, r.id, r.attempts, string(s.From), string(s.To),
+		nullString(s.ProviderRef), nullString(s.Error), time.Now(), s.Outcome+" → "+string(s.To)).Scan(&n)
+	if err != nil {
+		return err
+	}
+	s.Applied = n == 1
+	if s.Applied {
+		d.log.Info("in-doubt intent settled", "intent", r.id, "channel", r.channel, "outcome", s.Outcome, "to", s.To)
+		if s.To == statemachine.Pending {
+			d.poke(d.wake)
+		}
+	}
+	return nil
+}
+
+// ErrLeaseHeld is returned by Reconcile for a SENDING row whose lease has not
+// expired: its call may still be in flight.
+var ErrLeaseHeld = errors.New("the intent's lease has not expired: a call may be in flight")
+
+// Reconcile runs the provider lookup for one intent now: an IN_DOUBT row, or a
+// SENDING row whose lease expired. Found settles it SENT and absent PENDING;
+// when the lookup cannot tell, an IN_DOUBT row stays for the operator and a
+// SENDING row follows the channel's policy. dryRun reports without changing anything.
+func (d *Dispatcher) Reconcile(ctx context.Context, id int64, dryRun bool) (Settlement, error) {
+	var r inDoubt
+	var leaseLive bool
+	err := d.pool.QueryRow(ctx, `
+		SELECT id, event_id, channel, payload, attempts, idempotency_key, created_at,
+		       coalesce(claimed_at, created_at), status, coalesce(lease_expires_at > now(), false)
+		FROM effectd.intents WHERE id = $1`, id).
+		Scan(&r.id, &r.eventID, &r.channel, &r.payload, &r.attempts, &r.key, &r.createdAt, &r.claimedAt, &r.status, &leaseLive)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Settlement{}, fmt.Errorf("dispatcher.Reconcile(%d): %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Settlement{}, fmt.Errorf("dispatcher.Reconcile(%d): %w", id, err)
+	}
+	switch {
+	case r.status == statemachine.Sending && leaseLive:
+		return Settlement{IntentID: id, From: r.status, To: r.status}, fmt.Errorf("dispatcher.Reconcile(%d): %w", id, ErrLeaseHeld)
+	case r.status != statemachine.Sending && r.status != statemachine.InDoubt:
+		return Settlement{}, fmt.Errorf("dispatcher.Reconcile(%d): %w", id, &statemachine.TransitionError{From: r.status, Event: statemachine.Found})
+	}
+	if d.byName[r.channel] == nil {
+		return Settlement{}, fmt.Errorf("dispatcher.Reconcile(%d): channel %q is not configured in this instance", id, r.channel)
+	}
+	s := d.decide(ctx, r, r.status == statemachine.Sending)
+	if dryRun {
+		return s, nil
+	}
+	if err := d.apply(ctx, r, &s); err != nil {
+		return s, fmt.Errorf("dispatcher.Reconcile(%d): %w", id, err)
+	}
+	return s, nil
+}

@@ -1,0 +1,7 @@
+// Package stripe sends refunds, payment intents and transfers through Stripe
+// with the intent's idempotency key, classifies Stripe's errors by behaviour,
+// and settles in-doubt calls by key replay or by listing what was stamped.
+//
+// It imports no effectd package; it satisfies the dispatcher's Provider,
+// Looker and Keyed interfaces by method signature.
+package stripe

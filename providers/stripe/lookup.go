@@ -1,0 +1,132 @@
+package stripe
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	stripeapi "github.com/stripe/stripe-go/v76"
+)
+
+// ReplayWindow is how long after an intent was created Lookup trusts Stripe to
+// still hold its idempotency key (Stripe keeps keys for at least 24 hours).
+const ReplayWindow = 23 * time.Hour
+
+// lookupListLimit bounds how many objects a list lookup reads.
+const lookupListLimit = 1000
+
+// Lookup tells whether an in-doubt call took effect. Within ReplayWindow of
+// created it repeats the identical call with the same key, so Stripe replays
+// the first result; past it, it lists the objects we stamped and matches
+// metadata effectd_event_id.
+func (p *Provider) Lookup(ctx context.Context, key string, raw json.RawMessage, meta map[string]string, created, claimed time.Time) (ref string, found bool, err error) {
+	pl, err := parsePayload(raw)
+	if err != nil {
+		return "", false, fmt.Errorf("stripe lookup: %w", err)
+	}
+	if p.now().Sub(created) < ReplayWindow {
+		return p.replay(ctx, key, pl, meta)
+	}
+	return p.list(ctx, pl, meta, created)
+}
+
+// replay repeats the call with the same key and parameters.
+func (p *Provider) replay(ctx context.Context, key string, pl payload, meta map[string]string) (string, bool, error) {
+	op := "stripe lookup " + pl.Type + " by key replay"
+	ref, err := p.call(ctx, op, func(ctx context.Context) (string, error) { return p.create(ctx, key, pl, meta) })
+	if err == nil {
+		return ref, true, nil
+	}
+	var se *Error
+	if errors.As(err, &se) && se.Replayed && se.Status >= 400 &&
+		se.Status != http.StatusConflict && se.Status != http.StatusTooManyRequests {
+		// Stripe saved an error as the key's first result: the first call
+		// executed and failed, so it created nothing.
+		return "", false, nil
+	}
+	return "", false, err
+}
+
+// list finds the object by what was stamped on it, past the key window.
+func (p *Provider) list(ctx context.Context, pl payload, meta map[string]string, created time.Time) (string, bool, error) {
+	op := "stripe lookup " + pl.Type + " by list"
+	event := meta[metaEventID]
+	if event == "" {
+		return "", false, fmt.Errorf("%s: meta %s is empty", op, metaEventID)
+	}
+	ctx, x, cancel := p.traced(ctx)
+	defer cancel()
+	var matches []string
+	seen := 0
+	match := func(id string, md map[string]string) bool {
+		seen++
+		if md[metaEventID] == event {
+			matches = append(matches, id)
+		}
+		return seen < lookupListLimit
+	}
+	consistent := true
+	var err error
+	switch pl.Type {
+	case "refund":
+		lp := &stripeapi.RefundListParams{}
+		if pl.PaymentIntent != "" {
+			lp.PaymentIntent = stripeapi.String(pl.PaymentIntent)
+		} else {
+			lp.Charge = stripeapi.String(pl.Charge)
+		}
+		lp.Context, lp.Limit = ctx, stripeapi.Int64(100)
+		it := p.api.Refunds.List(lp)
+		for it.Next() && match(it.Refund().ID, it.Refund().Metadata) {
+		}
+		err = it.Err()
+	case "transfer":
+		lp := &stripeapi.TransferListParams{TransferGroup: stripeapi.String(event)}
+		lp.Context, lp.Limit = ctx, stripeapi.Int64(100)
+		it := p.api.Transfers.List(lp)
+		for it.Next() && match(it.Transfer().ID, it.Transfer().Metadata) {
+		}
+		err = it.Err()
+	case "payment_intent":
+		if pl.Customer != "" {
+			lp := &stripeapi.PaymentIntentListParams{
+				Customer:     stripeapi.String(pl.Customer),
+				CreatedRange: &stripeapi.RangeQueryParams{GreaterThanOrEqual: created.Add(-time.Hour).Unix()},
+			}
+			lp.Context, lp.Limit = ctx, stripeapi.Int64(100)
+			it := p.api.PaymentIntents.List(lp)
+			for it.Next() && match(it.PaymentIntent().ID, it.PaymentIntent().Metadata) {
+			}
+			err = it.Err()
+			break
+		}
+		// No customer to list by: only the search API is left, and it is
+		// eventually consistent, so a miss proves nothing.
+		consistent = false
+		sp := &stripeapi.PaymentIntentSearchParams{}
+		sp.Context, sp.Limit = ctx, stripeapi.Int64(100)
+		sp.Query = fmt.Sprintf("metadata['%s']:'%s'", metaEventID, strings.ReplaceAll(event, "'", `\'`))
+		it := p.api.PaymentIntents.Search(sp)
+		for it.Next() && match(it.PaymentIntent().ID, it.PaymentIntent().Metadata) {
+		}
+		err = it.Err()
+	}
+	switch {
+	case err != nil:
+		return "", false, classify(op, err, x)
+	case len(matches) == 1:
+		return matches[0], true, nil
+	case len(matches) > 1:
+		return "", false, fmt.Errorf("%s: ambiguous: %d objects carry %s=%q: %s",
+			op, len(matches), metaEventID, event, strings.Join(matches, ", "))
+	case seen >= lookupListLimit:
+		return "", false, fmt.Errorf("%s: no match in the newest %d objects; not reading further", op, lookupListLimit)
+	case !consistent:
+		return "", false, fmt.Errorf("%s: the search API found no payment intent with %s=%q, but search is eventually consistent: cannot tell", op, metaEventID, event)
+	}
+	return "", false, nil
+}
