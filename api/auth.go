@@ -81,7 +81,12 @@ func (h *handler) authenticate(next http.Handler) http.Handler {
 			h.fail(w, r, errUnauthorized)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey{}, c)))
+		if slot, _ := r.Context().Value(actorKey{}).(*caller); slot != nil {
+			*slot = c // so that logRequests, outside, sees who it was
+		} else {
+			r = r.WithContext(context.WithValue(r.Context(), actorKey{}, &c))
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 
@@ -114,6 +119,8 @@ func (h *handler) requireAdmin(next http.Handler) http.Handler {
 
 // callerOf returns who made r, as authenticate recorded it.
 func callerOf(r *http.Request) caller {
-	c, _ := r.Context().Value(actorKey{}).(caller)
-	return c
+	if c, _ := r.Context().Value(actorKey{}).(*caller); c != nil {
+		return *c
+	}
+	return caller{}
 }

@@ -5,11 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/effectd/effectd/dispatcher"
 )
@@ -22,11 +26,11 @@ type Reconciler interface {
 // Config is what NewHandler needs.
 type Config struct {
 	Pool           *pgxpool.Pool
-	Tokens         []Token              // bearer tokens; see TokensFromEnv
-	InsecureNoAuth bool                 // no tokens: every caller is "anonymous" and may do anything (loopback only; see CheckBind)
-	Reconciler     Reconciler           // nil: the reconcile route answers 503
-	Registry       *prometheus.Registry // served at /metrics; nil: a new registry
-	Logger         *slog.Logger         // nil: slog.Default()
+	Tokens         []Token                         // bearer tokens; see TokensFromEnv
+	InsecureNoAuth bool                            // no tokens: every caller is "anonymous" and may do anything (loopback only; see CheckBind)
+	Reconciler     Reconciler                      // nil: the reconcile route answers 503
+	Registry       *prometheus.Registry            // served at /metrics; nil: a new registry
+	Logger         *slog.Logger                    // nil: slog.Default()
 	Ready          func(ctx context.Context) error // nil: ping the database and check migrations are current
 }
 
@@ -39,6 +43,8 @@ type handler struct {
 	registry   *prometheus.Registry
 	log        *slog.Logger
 	ready      func(ctx context.Context) error
+
+	metricsHandler http.Handler
 }
 
 // NewHandler returns the admin API's HTTP handler.
@@ -64,10 +70,32 @@ func NewHandler(cfg Config) (http.Handler, error) {
 		ready:      cfg.Ready,
 	}
 	if h.ready == nil {
-		h.ready = h.dbReady
+		h.ready = poolReady(cfg.Pool)
 	}
-	if err := h.registry.Register(newCollector(h.pool)); err != nil {
+	if err := h.registry.Register(newCollector(h)); err != nil {
 		return nil, fmt.Errorf("api.NewHandler: register metrics: %w", err)
 	}
+	h.metricsHandler = promhttp.HandlerFor(h.registry, promhttp.HandlerOpts{Registry: h.registry})
 	return h.routes(), nil
+}
+
+// logRequests logs one line per request: at debug when it succeeds, at warn
+// when it fails. It logs the route pattern, never headers or bodies.
+func (h *handler) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		r = r.WithContext(context.WithValue(r.Context(), actorKey{}, new(caller)))
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		next.ServeHTTP(ww, r)
+		level := slog.LevelDebug
+		if ww.Status() >= 500 {
+			level = slog.LevelWarn
+		}
+		route := r.URL.Path
+		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+			route = rc.RoutePattern()
+		}
+		h.log.Log(r.Context(), level, "admin api request", "method", r.Method, "route", route,
+			"status", ww.Status(), "duration", time.Since(start), "actor", callerOf(r).name)
+	})
 }

@@ -70,6 +70,12 @@ func Start(ctx context.Context, dir string, opt Options) (*Server, error) {
 			return nil, err
 		}
 	}
+	// A server left running in dir by a previous run that did not stop it: stop it.
+	if _, err := os.Stat(filepath.Join(dir, "data", "postmaster.pid")); err == nil {
+		if s.run(ctx, "pg_ctl", "-D", filepath.Join(dir, "data"), "status") == nil {
+			s.run(ctx, "pg_ctl", "-D", filepath.Join(dir, "data"), "-m", "fast", "-w", "stop")
+		}
+	}
 	settings := []string{
 		"listen_addresses=127.0.0.1",
 		"port=" + strconv.Itoa(s.Port),

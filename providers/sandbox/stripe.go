@@ -467,7 +467,7 @@ func stripeMatch(fields, filters map[string]string) bool {
 
 // stripeSearchClause is one term of Stripe's search query language that the
 // emulator understands: metadata['key']:'value' or field:'value'.
-var stripeSearchClause = regexp.MustCompile(`^(metadata\['([^']*)'\]|[a-z_]+):'([^']*)'$`)
+var stripeSearchClause = regexp.MustCompile(`^(metadata\['([^']*)'\]|[a-z_]+):'((?:[^'\\]|\\.)*)'$`)
 
 // search handles GET /v1/{kind}s/search. It is immediately consistent, which
 // Stripe's is not; clients must not rely on a miss either way.
@@ -484,10 +484,11 @@ func (e *stripeEmu) search(w http.ResponseWriter, r *http.Request, kind string) 
 				Message: "sandbox: unsupported search query term " + strconv.Quote(term) + " (supported: metadata['k']:'v' and field:'v', joined by AND)"}))
 			return
 		}
+		value := strings.NewReplacer(`\'`, `'`, `\\`, `\`).Replace(m[3])
 		if m[2] != "" {
-			meta[m[2]] = m[3]
+			meta[m[2]] = value
 		} else {
-			fields[m[1]] = m[3]
+			fields[m[1]] = value
 		}
 	}
 	e.mu.Lock()

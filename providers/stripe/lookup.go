@@ -109,7 +109,7 @@ func (p *Provider) list(ctx context.Context, pl payload, meta map[string]string,
 		consistent = false
 		sp := &stripeapi.PaymentIntentSearchParams{}
 		sp.Context, sp.Limit = ctx, stripeapi.Int64(100)
-		sp.Query = fmt.Sprintf("metadata['%s']:'%s'", metaEventID, strings.ReplaceAll(event, "'", `\'`))
+		sp.Query = fmt.Sprintf("metadata['%s']:'%s'", metaEventID, strings.NewReplacer(`\`, `\\`, "'", `\'`).Replace(event))
 		it := p.api.PaymentIntents.Search(sp)
 		for it.Next() && match(it.PaymentIntent().ID, it.PaymentIntent().Metadata) {
 		}

@@ -1,0 +1,34 @@
+# effectd: the two commands are `make run` and `make test`.
+GO        ?= go
+GOFLAGS   ?=
+PKGS      := ./...
+
+.PHONY: run test build vet fuzz stripe-mock clean
+
+## run: start effectd on a throwaway local PostgreSQL under .data/ (unless
+## DATABASE_URL is set), with the sandbox providers and the example config.
+run:
+	$(GO) run ./cmd/effectd dev
+
+## test: vet, then every test with the race detector against a real PostgreSQL.
+test: vet
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+build:
+	$(GO) build -o effectd ./cmd/effectd
+
+vet:
+	$(GO) vet $(PKGS)
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+
+## fuzz: run each fuzz target briefly (FUZZTIME=30s for longer).
+FUZZTIME ?= 10s
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzNext -fuzztime $(FUZZTIME) ./statemachine/
+
+## stripe-mock: install the Stripe API validator used by providers/stripe tests.
+stripe-mock:
+	$(GO) install github.com/stripe/stripe-mock@v0.203.0
+
+clean:
+	rm -rf .data effectd

@@ -1,0 +1,261 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/statemachine"
+)
+
+// maxBody is the largest request body the API reads.
+const maxBody = 64 << 10
+
+// readBody reads at most maxBody bytes of r's body.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return nil, fmt.Errorf("%w: more than %d bytes", errTooLarge, maxBody)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading the body: %v", errMalformed, err)
+	}
+	return b, nil
+}
+
+// decodeObject decodes body, a single JSON object, into dst, refusing unknown
+// fields, wrong types and trailing data with a message naming the problem.
+func decodeObject(body []byte, dst any) error {
+	if t := bytes.TrimSpace(body); len(t) == 0 || t[0] != '{' {
+		return fmt.Errorf("%w: the body must be a JSON object", errMalformed)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return fmt.Errorf("%w: field %q: want a %s, got a JSON %s", errMalformed, typeErr.Field, typeErr.Type, typeErr.Value)
+		}
+		return fmt.Errorf("%w: %s", errMalformed, strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: trailing data after the JSON object", errMalformed)
+	}
+	return nil
+}
+
+// resolveRequest is the body of POST /v1/intents/{id}/resolve.
+type resolveRequest struct {
+	As          string `json:"as"`           // sent | resend | skip
+	ProviderRef string `json:"provider_ref"` // required with sent
+	Reason      string `json:"reason"`       // optional, kept in the audit
+}
+
+// maxRef and maxReason bound the free-text fields an operator sends.
+const (
+	maxRef    = 255
+	maxReason = 1000
+)
+
+// parseResolve decodes a resolve body into the operator event it asks for.
+func parseResolve(body []byte) (statemachine.Event, resolveRequest, error) {
+	var req resolveRequest
+	if err := decodeObject(body, &req); err != nil {
+		return "", req, err
+	}
+	if len(req.Reason) > maxReason {
+		return "", req, fmt.Errorf("%w: reason: longer than %d bytes", dispatcher.ErrInvalid, maxReason)
+	}
+	if len(req.ProviderRef) > maxRef {
+		return "", req, fmt.Errorf("%w: provider_ref: longer than %d bytes", dispatcher.ErrInvalid, maxRef)
+	}
+	switch req.As {
+	case "sent":
+		if strings.TrimSpace(req.ProviderRef) == "" {
+			return "", req, fmt.Errorf("%w: provider_ref: required when as is \"sent\"", dispatcher.ErrInvalid)
+		}
+		return statemachine.ResolveSent, req, nil
+	case "resend", "skip":
+		if req.ProviderRef != "" {
+			return "", req, fmt.Errorf("%w: provider_ref: only allowed when as is \"sent\"", dispatcher.ErrInvalid)
+		}
+		if req.As == "resend" {
+			return statemachine.ResolveSend, req, nil
+		}
+		return statemachine.ResolveSkip, req, nil
+	}
+	return "", req, fmt.Errorf("%w: as: must be \"sent\", \"resend\" or \"skip\", got %q", dispatcher.ErrInvalid, req.As)
+}
+
+// reasonRequest is the optional body of retry and cancel.
+type reasonRequest struct {
+	Reason string `json:"reason"`
+}
+
+// parseReason decodes an optional {"reason": "..."} body; empty is fine.
+func parseReason(body []byte) (string, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return "", nil
+	}
+	var req reasonRequest
+	if err := decodeObject(body, &req); err != nil {
+		return "", err
+	}
+	if len(req.Reason) > maxReason {
+		return "", fmt.Errorf("%w: reason: longer than %d bytes", dispatcher.ErrInvalid, maxReason)
+	}
+	return req.Reason, nil
+}
+
+// policyFields are the top-level keys of a policy in JSON.
+var policyFields = func() map[string]bool {
+	m, err := policyMap(dispatcher.DefaultPolicy(""))
+	if err != nil {
+		panic(err)
+	}
+	out := make(map[string]bool, len(m))
+	for k := range m {
+		out[k] = true
+	}
+	return out
+}()
+
+func policyMap(p dispatcher.Policy) (map[string]json.RawMessage, error) {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	return m, json.Unmarshal(b, &m)
+}
+
+// effectivePolicy is the provider's default policy, overlaid by the YAML
+// policy and then by the run-time override, each winning per top-level key.
+func effectivePolicy(provider string, policy, override []byte) (dispatcher.Policy, error) {
+	p := dispatcher.DefaultPolicy(provider)
+	for _, layer := range [][]byte{policy, override} {
+		if len(layer) == 0 {
+			continue
+		}
+		var err error
+		if p, err = p.Merge(layer); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
+}
+
+// applyPolicyPatch returns the new run-time override after a PATCH body: each
+// key of the patch replaces that key of the override with its merged value
+// (the whole top-level field), and a null removes the override of that key.
+// Unknown keys are malformed; invalid values are ErrInvalid, naming the field.
+func applyPolicyPatch(provider string, policy, override, patch []byte) (map[string]json.RawMessage, error) {
+	var fields map[string]json.RawMessage
+	if err := decodeObject(patch, &fields); err != nil {
+		return nil, err
+	}
+	if len(fields) == 0 {
+		return nil, fmt.Errorf("%w: the patch names no policy field", dispatcher.ErrInvalid)
+	}
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
+		if !policyFields[k] {
+			return nil, fmt.Errorf("%w: unknown policy field %q", errMalformed, k)
+		}
+	}
+	out := map[string]json.RawMessage{}
+	if len(override) > 0 {
+		if err := json.Unmarshal(override, &out); err != nil {
+			return nil, fmt.Errorf("stored policy_override: %w", err)
+		}
+	}
+	current, err := effectivePolicy(provider, policy, override)
+	if err != nil {
+		return nil, fmt.Errorf("stored policy: %w", err)
+	}
+	set := map[string]json.RawMessage{}
+	for k, v := range fields {
+		if string(bytes.TrimSpace(v)) == "null" {
+			delete(out, k)
+		} else {
+			set[k] = v
+		}
+	}
+	setJSON, err := json.Marshal(set)
+	if err != nil {
+		return nil, err
+	}
+	merged, err := current.Merge(setJSON)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", dispatcher.ErrInvalid, err)
+	}
+	mergedMap, err := policyMap(merged)
+	if err != nil {
+		return nil, err
+	}
+	for k := range set {
+		out[k] = mergedMap[k]
+	}
+	// Removing an override can expose a YAML value that no longer fits the rest.
+	outJSON, err := json.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := effectivePolicy(provider, policy, outJSON); err != nil {
+		return nil, fmt.Errorf("%w: %v", dispatcher.ErrInvalid, err)
+	}
+	return out, nil
+}
+
+// pathID returns the {id} path parameter, a positive integer.
+func pathID(r *http.Request) (int64, error) {
+	s := chi.URLParam(r, "id")
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, fmt.Errorf("%w: id must be a positive integer, got %q", errMalformed, truncate(s, 40))
+	}
+	return id, nil
+}
+
+// queryInt returns the integer query parameter name in [min, max], or def when absent.
+func queryInt(r *http.Request, name string, def, min, max int64) (int64, error) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return def, nil
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < min || v > max {
+		return 0, fmt.Errorf("%w: %s: must be an integer from %d to %d, got %q", dispatcher.ErrInvalid, name, min, max, truncate(s, 40))
+	}
+	return v, nil
+}
+
+// queryBool returns the boolean query parameter name, false when absent.
+func queryBool(r *http.Request, name string) (bool, error) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return false, nil
+	}
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, fmt.Errorf("%w: %s: must be true or false, got %q", dispatcher.ErrInvalid, name, truncate(s, 40))
+	}
+	return v, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}

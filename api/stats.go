@@ -1,0 +1,89 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/effectd/effectd/statemachine"
+)
+
+// gaugesSQL reads, per channel, what an operator watches: the age of the
+// oldest PENDING intent (since it was recorded), SENDING rows past their
+// lease, and IN_DOUBT rows.
+const gaugesSQL = `
+SELECT c.name,
+       coalesce(extract(epoch FROM now() - min(i.created_at) FILTER (WHERE i.status = 'PENDING')), 0)::float8,
+       count(i.id) FILTER (WHERE i.status = 'SENDING' AND i.lease_expires_at < now()),
+       count(i.id) FILTER (WHERE i.status = 'IN_DOUBT')
+FROM effectd.channels c LEFT JOIN effectd.intents i ON i.channel = c.name
+GROUP BY c.name
+ORDER BY c.name`
+
+// channelGauges is one row of gaugesSQL.
+type channelGauges struct {
+	Channel          string  `json:"-"`
+	OldestPendingAge float64 `json:"oldest_pending_age_seconds"`
+	SendingPastLease int64   `json:"sending_past_lease"`
+	InDoubt          int64   `json:"in_doubt"`
+}
+
+// readGauges runs gaugesSQL.
+func (h *handler) readGauges(ctx context.Context) ([]channelGauges, error) {
+	rows, err := h.pool.Query(ctx, gaugesSQL)
+	if err != nil {
+		return nil, err
+	}
+	var out []channelGauges
+	var g channelGauges
+	_, err = pgx.ForEachRow(rows, []any{&g.Channel, &g.OldestPendingAge, &g.SendingPastLease, &g.InDoubt}, func() error {
+		out = append(out, g)
+		return nil
+	})
+	return out, err
+}
+
+// channelStats is one channel in GET /v1/stats.
+type channelStats struct {
+	Counts map[statemachine.State]int64 `json:"counts"`
+	channelGauges
+}
+
+// statsResponse is the response of GET /v1/stats.
+type statsResponse struct {
+	Channels map[string]channelStats `json:"channels"`
+	Totals   channelStats            `json:"totals"` // oldest age is the maximum over channels
+}
+
+// stats answers GET /v1/stats: counts by channel and status, oldest PENDING
+// age, SENDING past lease and IN_DOUBT counts.
+func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	counts, err := countByChannel(ctx, h.pool, "")
+	if err != nil {
+		h.fail(w, r, fmt.Errorf("stats: counts: %w", err))
+		return
+	}
+	gauges, err := h.readGauges(ctx)
+	if err != nil {
+		h.fail(w, r, fmt.Errorf("stats: gauges: %w", err))
+		return
+	}
+	out := statsResponse{Channels: map[string]channelStats{}, Totals: channelStats{Counts: zeroCounts()}}
+	for _, g := range gauges {
+		cs := channelStats{Counts: counts[g.Channel], channelGauges: g}
+		if cs.Counts == nil {
+			cs.Counts = zeroCounts()
+		}
+		out.Channels[g.Channel] = cs
+		for s, n := range cs.Counts {
+			out.Totals.Counts[s] += n
+		}
+		out.Totals.OldestPendingAge = max(out.Totals.OldestPendingAge, g.OldestPendingAge)
+		out.Totals.SendingPastLease += g.SendingPastLease
+		out.Totals.InDoubt += g.InDoubt
+	}
+	writeJSON(w, http.StatusOK, out)
+}

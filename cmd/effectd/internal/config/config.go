@@ -1,0 +1,189 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/providers/stripe"
+	"github.com/effectd/effectd/providers/twilio"
+	"github.com/effectd/effectd/providers/webhook"
+)
+
+// File is the YAML document.
+type File struct {
+	Channels map[string]ChannelSpec `yaml:"channels"`
+}
+
+// ChannelSpec is one channel as written in the YAML.
+type ChannelSpec struct {
+	Provider   string       `yaml:"provider"`
+	Twilio     *TwilioSpec  `yaml:"twilio"`
+	Stripe     *StripeSpec  `yaml:"stripe"`
+	Webhook    *WebhookSpec `yaml:"webhook"`
+	Policy     yaml.Node    `yaml:"policy"`
+	MaxPayload int          `yaml:"max_payload"`
+}
+
+// TwilioSpec configures a twilio channel; credentials come from
+// TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN.
+type TwilioSpec struct {
+	From                string `yaml:"from"`
+	MessagingServiceSID string `yaml:"messaging_service_sid"`
+	BaseURL             string `yaml:"base_url"`
+	StatusCallback      string `yaml:"status_callback"`
+}
+
+// StripeSpec configures a stripe channel; the key comes from STRIPE_API_KEY.
+type StripeSpec struct {
+	BaseURL string `yaml:"base_url"`
+}
+
+// WebhookSpec configures a webhook channel; the signing secret comes from the
+// environment variable named by SecretEnv.
+type WebhookSpec struct {
+	URL       string              `yaml:"url"`
+	SecretEnv string              `yaml:"secret_env"`
+	Timeout   dispatcher.Duration `yaml:"timeout"`
+}
+
+var channelName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+// Load reads the YAML at path and builds the channels. getenv supplies secrets.
+func Load(path string, getenv func(string) string) ([]dispatcher.Channel, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	chans, err := Parse(b, getenv)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return chans, nil
+}
+
+// Parse reads a YAML document and builds the channels, sorted by name.
+func Parse(b []byte, getenv func(string) string) ([]dispatcher.Channel, error) {
+	var f File
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("channels: the file is empty; define at least one channel")
+		}
+		return nil, errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if len(f.Channels) == 0 {
+		return nil, errors.New("channels: define at least one channel")
+	}
+	names := make([]string, 0, len(f.Channels))
+	for name := range f.Channels {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	out := make([]dispatcher.Channel, 0, len(names))
+	for _, name := range names {
+		c, err := build(name, f.Channels[name], getenv)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func build(name string, s ChannelSpec, getenv func(string) string) (dispatcher.Channel, error) {
+	field := "channels." + name
+	if !channelName.MatchString(name) {
+		return dispatcher.Channel{}, fmt.Errorf("%s: a channel name is 1-64 letters, digits, '_', '.' or '-'", field)
+	}
+	c := dispatcher.Channel{Name: name, Kind: s.Provider, MaxPayload: s.MaxPayload}
+	if s.MaxPayload < 0 || s.MaxPayload > 1<<20 {
+		return c, fmt.Errorf("%s.max_payload: must be between 1 and 1048576 bytes", field)
+	}
+	blocks := map[string]bool{"twilio": s.Twilio != nil, "stripe": s.Stripe != nil, "webhook": s.Webhook != nil}
+	for kind, present := range blocks {
+		if present && kind != s.Provider {
+			return c, fmt.Errorf("%s.%s: this block belongs to provider %s, but the channel's provider is %q", field, kind, kind, s.Provider)
+		}
+	}
+	var err error
+	switch s.Provider {
+	case "twilio":
+		t := deref(s.Twilio)
+		c.Provider, err = twilio.New(twilio.Config{
+			AccountSID: getenv("TWILIO_ACCOUNT_SID"), AuthToken: getenv("TWILIO_AUTH_TOKEN"),
+			From: t.From, MessagingServiceSID: t.MessagingServiceSID, BaseURL: t.BaseURL, StatusCallback: t.StatusCallback,
+		})
+		if err == nil && (getenv("TWILIO_ACCOUNT_SID") == "" || getenv("TWILIO_AUTH_TOKEN") == "") {
+			err = errors.New("TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN must be set in the environment")
+		}
+	case "stripe":
+		st := deref(s.Stripe)
+		if getenv("STRIPE_API_KEY") == "" {
+			err = errors.New("STRIPE_API_KEY must be set in the environment")
+		} else {
+			c.Provider, err = stripe.New(stripe.Config{APIKey: getenv("STRIPE_API_KEY"), BaseURL: st.BaseURL})
+		}
+	case "webhook":
+		w := deref(s.Webhook)
+		switch {
+		case w.URL == "":
+			err = errors.New("webhook.url: is required")
+		case w.SecretEnv == "":
+			err = errors.New("webhook.secret_env: name the environment variable that holds the signing secret")
+		case getenv(w.SecretEnv) == "":
+			err = fmt.Errorf("webhook.secret_env: the environment variable %s is not set", w.SecretEnv)
+		case w.Timeout < 0:
+			err = errors.New("webhook.timeout: must not be negative")
+		default:
+			c.Provider, err = webhook.New(webhook.Config{URL: w.URL, Secret: getenv(w.SecretEnv), Timeout: time.Duration(w.Timeout)})
+		}
+	case "":
+		return c, fmt.Errorf("%s.provider: is required (twilio, stripe or webhook)", field)
+	default:
+		return c, fmt.Errorf("%s.provider: unknown provider %q (want twilio, stripe or webhook)", field, s.Provider)
+	}
+	if err != nil {
+		return c, fmt.Errorf("%s: %w", field, err)
+	}
+	c.Policy = dispatcher.DefaultPolicy(s.Provider)
+	if !s.Policy.IsZero() {
+		if err := decodeStrict(&s.Policy, &c.Policy); err != nil {
+			return c, fmt.Errorf("%s.policy: %s", field, strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+	}
+	if err := c.Policy.Validate(); err != nil {
+		return c, fmt.Errorf("%s.%w", field, err)
+	}
+	return c, nil
+}
+
+func deref[T any](p *T) T {
+	if p == nil {
+		var zero T
+		return zero
+	}
+	return *p
+}
+
+// decodeStrict decodes n onto v, refusing unknown keys (yaml.Node.Decode alone
+// would ignore them).
+func decodeStrict(n *yaml.Node, v any) error {
+	b, err := yaml.Marshal(n)
+	if err != nil {
+		return err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	return dec.Decode(v)
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectd/effectd/cmd/effectd/internal/config"
+	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/migrations"
+)
+
+func runMigrate(ctx context.Context, args []string, getenv env, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	cfgPath := fs.String("config", getenv("EFFECTD_CONFIG"), "YAML configuration; its channels are registered (env EFFECTD_CONFIG)")
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
+	}
+	dsn := getenv("DATABASE_URL")
+	if dsn == "" {
+		return usagef("migrate: DATABASE_URL is not set")
+	}
+	var chans []dispatcher.Channel
+	if *cfgPath != "" {
+		var err error
+		if chans, err = config.Load(*cfgPath, getenv); err != nil {
+			return err
+		}
+	}
+	pool, err := connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := migrations.Up(ctx, pool); err != nil {
+		return err
+	}
+	if err := dispatcher.Register(ctx, pool, chans); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "effectd: schema current; %d channel(s) registered\n", len(chans))
+	return nil
+}
+
+// connect opens a pool and waits up to 30 s for the database to answer, so a
+// service started beside its database does not fail on the first try.
+func connect(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	cfg.MaxConns = max(cfg.MaxConns, 16)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = pool.Ping(pctx)
+		cancel()
+		if err == nil {
+			return pool, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			pool.Close()
+			return nil, fmt.Errorf("database: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,318 @@
+package dispatcher_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/migrations/pgtest"
+)
+
+// scripted is a provider whose answers a test decides per key and call number.
+type scripted struct {
+	mu     sync.Mutex
+	calls  map[string]int
+	keyed  bool
+	answer func(key string, n int) (string, error)
+}
+
+func (s *scripted) Send(ctx context.Context, key string, _ json.RawMessage, meta map[string]string) (string, error) {
+	s.mu.Lock()
+	s.calls[key]++
+	n := s.calls[key]
+	s.mu.Unlock()
+	if meta[dispatcher.MetaEventID] == "" || meta[dispatcher.MetaIntentID] == "" {
+		return "", fmt.Errorf("meta missing: %v", meta)
+	}
+	return s.answer(key, n)
+}
+
+func (s *scripted) Calls(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[key]
+}
+
+type keyedScripted struct{ *scripted }
+
+func (keyedScripted) Idempotent() bool { return true }
+
+// providerErr is a provider error with the behaviour a test picks.
+type providerErr struct {
+	retryable, maybeSent bool
+	after                time.Duration
+}
+
+func (e providerErr) Error() string {
+	return fmt.Sprintf("scripted error retryable=%v maybeSent=%v", e.retryable, e.maybeSent)
+}
+func (e providerErr) Retryable() bool           { return e.retryable }
+func (e providerErr) MaybeSent() bool           { return e.maybeSent }
+func (e providerErr) RetryAfter() time.Duration { return e.after }
+
+func fastPolicy(kind string) dispatcher.Policy {
+	p := dispatcher.DefaultPolicy(kind)
+	p.Backoff = dispatcher.Backoff{Base: dispatcher.Duration(time.Millisecond), Max: dispatcher.Duration(5 * time.Millisecond)}
+	p.MaxAttempts = 3
+	p.Lease = dispatcher.Duration(time.Second)
+	return p
+}
+
+type rig struct {
+	pool *pgxpool.Pool
+	d    *dispatcher.Dispatcher
+}
+
+// start registers one channel "c" with provider p and policy pol, and runs a dispatcher.
+func start(t *testing.T, kind string, p dispatcher.Provider, pol dispatcher.Policy) rig {
+	t.Helper()
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	chans := []dispatcher.Channel{{Name: "c", Kind: kind, Provider: p, Policy: pol}}
+	if err := dispatcher.Register(ctx, pool, chans); err != nil {
+		t.Fatal(err)
+	}
+	d, err := dispatcher.New(pool, dispatcher.Config{Channels: chans, ReconcileInterval: 50 * time.Millisecond, RefreshInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if err := d.Stop(sctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	return rig{pool: pool, d: d}
+}
+
+func (r rig) enqueue(t *testing.T, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		if ok, err := enqueue(t, r.pool, dispatcher.Intent{EventID: id, Channel: "c", Payload: `{"to":"+15005550006","body":"hi"}`}); err != nil || !ok {
+			t.Fatalf("enqueue %s: %v %v", id, ok, err)
+		}
+	}
+}
+
+type row struct {
+	Status, Ref, LastError string
+	Attempts               int
+	Outcomes               []string
+}
+
+func (r rig) row(t *testing.T, event string) row {
+	t.Helper()
+	var x row
+	var id int64
+	err := r.pool.QueryRow(context.Background(), `SELECT id, status, coalesce(provider_ref,''), coalesce(last_error,''), attempts FROM effectd.intents WHERE event_id=$1`, event).
+		Scan(&id, &x.Status, &x.Ref, &x.LastError, &x.Attempts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := r.pool.Query(context.Background(), `SELECT kind || ':' || outcome FROM effectd.attempts WHERE intent_id=$1 ORDER BY id`, id)
+	for rows.Next() {
+		var s string
+		rows.Scan(&s)
+		x.Outcomes = append(x.Outcomes, s)
+	}
+	return x
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", within, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (r rig) waitStatus(t *testing.T, event, status string) row {
+	t.Helper()
+	var x row
+	eventually(t, 10*time.Second, event+" → "+status, func() bool { x = r.row(t, event); return x.Status == status })
+	return x
+}
+
+func TestDispatchOutcomes(t *testing.T) {
+	t.Parallel()
+	p := &scripted{calls: map[string]int{}, answer: func(key string, n int) (string, error) {
+		switch key {
+		case "c:ok":
+			return "ref-ok", nil
+		case "c:flaky": // fails twice, then succeeds on the last allowed attempt
+			if n < 3 {
+				return "", providerErr{retryable: true}
+			}
+			return "ref-flaky", nil
+		case "c:permanent":
+			return "", providerErr{retryable: false}
+		case "c:always-busy":
+			return "", providerErr{retryable: true}
+		}
+		return "", fmt.Errorf("unexpected key %s", key)
+	}}
+	r := start(t, "twilio", p, fastPolicy("twilio"))
+	r.enqueue(t, "ok", "flaky", "permanent", "always-busy")
+
+	ok := r.waitStatus(t, "ok", "SENT")
+	if ok.Ref != "ref-ok" || ok.Attempts != 1 || len(ok.Outcomes) != 1 || ok.Outcomes[0] != "send:sent" {
+		t.Errorf("ok: %+v", ok)
+	}
+	flaky := r.waitStatus(t, "flaky", "SENT")
+	if flaky.Ref != "ref-flaky" || flaky.Attempts != 3 || fmt.Sprint(flaky.Outcomes) != "[send:retry send:retry send:sent]" {
+		t.Errorf("flaky: %+v", flaky)
+	}
+	perm := r.waitStatus(t, "permanent", "FAILED")
+	if perm.Attempts != 1 || perm.LastError == "" || fmt.Sprint(perm.Outcomes) != "[send:failed]" {
+		t.Errorf("permanent: %+v", perm)
+	}
+	busy := r.waitStatus(t, "always-busy", "FAILED")
+	if busy.Attempts != 3 || p.Calls("c:always-busy") != 3 {
+		t.Errorf("always-busy: %+v after %d calls; want 3 attempts", busy, p.Calls("c:always-busy"))
+	}
+}
+
+// TestMaybeSentKeyed: a keyed provider's maybe-sent call is repeated with the
+// same key; on the last attempt it goes to IN_DOUBT, never FAILED.
+func TestMaybeSentKeyed(t *testing.T) {
+	t.Parallel()
+	p := &scripted{calls: map[string]int{}, answer: func(key string, n int) (string, error) {
+		if key == "c:once" && n == 1 {
+			return "", providerErr{retryable: true, maybeSent: true}
+		}
+		if key == "c:never" {
+			return "", providerErr{retryable: true, maybeSent: true}
+		}
+		return "ref", nil
+	}}
+	r := start(t, "webhook", keyedScripted{p}, fastPolicy("webhook"))
+	r.enqueue(t, "once", "never")
+	once := r.waitStatus(t, "once", "SENT")
+	if once.Attempts != 2 || fmt.Sprint(once.Outcomes) != "[send:retry send:sent]" {
+		t.Errorf("once: %+v", once)
+	}
+	never := r.waitStatus(t, "never", "IN_DOUBT")
+	if never.Attempts != 3 {
+		t.Errorf("never: %+v", never)
+	}
+}
+
+// TestMaybeSentUnkeyed: without a key, a maybe-sent call is settled by the
+// channel's in_doubt policy at once.
+func TestMaybeSentUnkeyed(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		policy, want string
+		calls        int
+	}{
+		{dispatcher.InDoubtManual, "IN_DOUBT", 1},
+		{dispatcher.InDoubtSkip, "SKIPPED", 1},
+		{dispatcher.InDoubtResend, "SENT", 2},
+		{dispatcher.InDoubtLookup, "IN_DOUBT", 1}, // no Lookup: the fallback (manual) decides
+	} {
+		t.Run(c.policy, func(t *testing.T) {
+			t.Parallel()
+			p := &scripted{calls: map[string]int{}, answer: func(key string, n int) (string, error) {
+				if n == 1 {
+					return "", providerErr{retryable: true, maybeSent: true}
+				}
+				return "ref-2", nil
+			}}
+			pol := fastPolicy("twilio")
+			pol.InDoubt = c.policy
+			r := start(t, "twilio", p, pol)
+			r.enqueue(t, "e")
+			got := r.waitStatus(t, "e", c.want)
+			if p.Calls("c:e") != c.calls {
+				t.Errorf("calls = %d, want %d", p.Calls("c:e"), c.calls)
+			}
+			if got.Outcomes[0] != "send:maybe_sent" || len(got.Outcomes) < 2 || got.Outcomes[1][:7] != "lookup:" {
+				t.Errorf("attempts = %v", got.Outcomes)
+			}
+		})
+	}
+}
+
+func TestMaxAgeSkips(t *testing.T) {
+	t.Parallel()
+	p := &scripted{calls: map[string]int{}, answer: func(string, int) (string, error) { return "ref", nil }}
+	pol := fastPolicy("webhook")
+	pol.MaxAge = dispatcher.Duration(time.Minute)
+	r := start(t, "webhook", keyedScripted{p}, pol)
+	if ok, err := enqueue(t, r.pool, dispatcher.Intent{EventID: "old", Channel: "c", Payload: `{}`, OccurredAt: time.Now().Add(-2 * time.Minute)}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	r.enqueue(t, "fresh")
+	r.waitStatus(t, "fresh", "SENT")
+	old := r.waitStatus(t, "old", "SKIPPED")
+	if p.Calls("c:old") != 0 || len(old.Outcomes) != 0 {
+		t.Errorf("old was called %d times, attempts %v", p.Calls("c:old"), old.Outcomes)
+	}
+}
+
+// TestLateCompletionFenced: a call that outlives its lease is settled by the
+// reconciler and sent again; the first call's late answer must not overwrite
+// the row that the second call settled.
+func TestLateCompletionFenced(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	p := &scripted{calls: map[string]int{}, answer: func(key string, n int) (string, error) {
+		if n == 1 {
+			<-release // ignores its context: a stalled worker
+			return "", providerErr{retryable: false}
+		}
+		return "ref-second", nil
+	}}
+	pol := fastPolicy("webhook")
+	pol.InDoubt = dispatcher.InDoubtResend
+	r := start(t, "webhook", keyedScripted{p}, pol)
+	r.enqueue(t, "slow")
+	second := r.waitStatus(t, "slow", "SENT")
+	close(release)
+	var fenced row
+	eventually(t, 5*time.Second, "the late attempt is recorded as fenced out", func() bool {
+		fenced = r.row(t, "slow")
+		for _, o := range fenced.Outcomes {
+			if o == "send:failed (fenced out)" {
+				return true
+			}
+		}
+		return false
+	})
+	if fenced.Status != "SENT" || fenced.Ref != "ref-second" || second.Attempts != 2 {
+		t.Fatalf("late completion overwrote the row: %+v", fenced)
+	}
+}
+
+// TestPauseAndPolicyRefresh: a pause stored in the database stops claiming,
+// resume restarts it.
+func TestPauseAndPolicyRefresh(t *testing.T) {
+	t.Parallel()
+	p := &scripted{calls: map[string]int{}, answer: func(string, int) (string, error) { return "ref", nil }}
+	r := start(t, "webhook", keyedScripted{p}, fastPolicy("webhook"))
+	ctx := context.Background()
+	r.pool.Exec(ctx, `UPDATE effectd.channels SET paused = true WHERE name = 'c'`)
+	// The refresh runs every 100ms; wait for two rounds through a marker row.
+	time.Sleep(300 * time.Millisecond) //nolint: the pause is read on a timer; no signal to wait on
+	r.enqueue(t, "paused")
+	time.Sleep(300 * time.Millisecond)
+	if got := r.row(t, "paused"); got.Status != "PENDING" {
+		t.Fatalf("paused channel dispatched: %+v", got)
+	}
+	r.pool.Exec(ctx, `UPDATE effectd.channels SET paused = false WHERE name = 'c'`)
+	r.waitStatus(t, "paused", "SENT")
+}
