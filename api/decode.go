@@ -184,12 +184,19 @@ func applyPolicyPatch(provider string, policy, override, patch []byte) (map[stri
 		return nil, fmt.Errorf("stored policy: %w", err)
 	}
 	set := map[string]json.RawMessage{}
-	for k, v := range fields {
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
+		v := fields[k]
 		if string(bytes.TrimSpace(v)) == "null" {
 			delete(out, k)
-		} else {
-			set[k] = v
+			continue
 		}
+		// Decode each field alone first, so that a wrong type names its field.
+		one, _ := json.Marshal(map[string]json.RawMessage{k: v})
+		var probe dispatcher.Policy
+		if err := json.Unmarshal(one, &probe); err != nil {
+			return nil, fmt.Errorf("%w: policy.%s: %s", dispatcher.ErrInvalid, k, strings.TrimPrefix(err.Error(), "json: "))
+		}
+		set[k] = v
 	}
 	setJSON, err := json.Marshal(set)
 	if err != nil {

@@ -316,3 +316,37 @@ func TestPauseAndPolicyRefresh(t *testing.T) {
 	r.pool.Exec(ctx, `UPDATE effectd.channels SET paused = false WHERE name = 'c'`)
 	r.waitStatus(t, "paused", "SENT")
 }
+
+// TestOrderingKey: an intent waits while an older one with its ordering key is
+// unsettled, even when the older one is retrying.
+func TestOrderingKey(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var events []string // "call:<key>" and "sent:<key>" in order
+	p := &scripted{calls: map[string]int{}, answer: func(key string, n int) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, "call:"+key)
+		if key == "c:first" && n < 3 {
+			return "", providerErr{retryable: true}
+		}
+		events = append(events, "sent:"+key)
+		return "ref", nil
+	}}
+	r := start(t, "webhook", keyedScripted{p}, fastPolicy("webhook"))
+	ctx := context.Background()
+	tx, _ := r.pool.Begin(ctx)
+	for _, id := range []string{"first", "second"} {
+		if _, err := dispatcher.Enqueue(ctx, tx, dispatcher.Intent{EventID: id, Channel: "c", Payload: `{}`, OrderingKey: "acct-1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx.Commit(ctx)
+	r.waitStatus(t, "second", "SENT")
+	mu.Lock()
+	defer mu.Unlock()
+	want := "[call:c:first call:c:first call:c:first sent:c:first call:c:second sent:c:second]"
+	if fmt.Sprint(events) != want {
+		t.Fatalf("calls = %v\nwant    %s", events, want)
+	}
+}

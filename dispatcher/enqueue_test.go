@@ -17,7 +17,6 @@ import (
 	"github.com/effectd/effectd/migrations/pgtest"
 )
 
-
 // registered returns a database with a webhook, a stripe and a twilio channel.
 func registered(t *testing.T) *pgxpool.Pool {
 	t.Helper()

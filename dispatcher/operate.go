@@ -52,7 +52,7 @@ type Operation struct {
 	Event       statemachine.Event // Requeue, Cancel, ResolveSent, ResolveSend or ResolveSkip
 	Actor       string             // who asks: a token name
 	ProviderRef string             // for ResolveSent: the provider's reference of the effect
-	Reason      string             // free text kept in the attempt and audit rows
+	Reason      string             // free text kept in the audit entry
 }
 
 // LeaseError refuses to resolve a SENDING intent whose lease is still held:
@@ -97,7 +97,7 @@ RETURNING ` + IntentColumns
 
 	insertOperatorAttempt = `
 INSERT INTO effectd.attempts (intent_id, attempt, kind, started_at, finished_at, outcome, error, provider_ref)
-VALUES ($1, $2, 'operator', now(), now(), $3, $4, $5)`
+VALUES ($1, $2, 'operator', now(), now(), $3, NULL, $4)`
 
 	insertAudit = `
 INSERT INTO effectd.audit (actor, action, intent_id, channel, before, after)
@@ -168,11 +168,7 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, aft
 		return before, after, err
 	}
 
-	var reason *string
-	if op.Reason != "" {
-		reason = &op.Reason
-	}
-	if _, err := tx.Exec(ctx, insertOperatorAttempt, op.IntentID, before.Attempts, string(op.Event), reason, ref); err != nil {
+	if _, err := tx.Exec(ctx, insertOperatorAttempt, op.IntentID, before.Attempts, string(op.Event), ref); err != nil {
 		return before, after, err
 	}
 	b, err := json.Marshal(snapshot(before, ""))

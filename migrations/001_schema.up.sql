@@ -35,6 +35,9 @@ CREATE TABLE effectd.intents (
 -- The due-claim scan and the expired-lease scan each read a small partial index.
 CREATE INDEX intents_due ON effectd.intents (channel, next_attempt_at) WHERE status = 'PENDING';
 CREATE INDEX intents_lease ON effectd.intents (lease_expires_at) WHERE status = 'SENDING';
+-- Intents that share an ordering key are sent one at a time, oldest first.
+CREATE INDEX intents_ordering ON effectd.intents (channel, ordering_key, id)
+    WHERE ordering_key IS NOT NULL AND status IN ('PENDING', 'SENDING');
 -- The pruner and the admin list by status.
 CREATE INDEX intents_status_updated ON effectd.intents (status, updated_at);
 

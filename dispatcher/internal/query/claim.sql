@@ -1,20 +1,25 @@
 WITH due AS (
     SELECT id
-    FROM effectd.intents
+    FROM effectd.intents i
     WHERE status = 'PENDING'
       AND channel = $1
       AND next_attempt_at <= now()
+      -- an intent waits while an older one with its ordering key is unsettled
+      AND (ordering_key IS NULL OR NOT EXISTS (
+              SELECT 1 FROM effectd.intents o
+              WHERE o.channel = i.channel AND o.ordering_key = i.ordering_key
+                AND o.id < i.id AND o.status IN ('PENDING', 'SENDING')))
     ORDER BY next_attempt_at
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 )
-UPDATE effectd.intents i
+UPDATE effectd.intents u
 SET status           = 'SENDING',
-    attempts         = i.attempts + 1,
+    attempts         = u.attempts + 1,
     claimed_at       = now(),
     lease_expires_at = now() + $2::interval,
     updated_at       = now()
 FROM due
-WHERE i.id = due.id
-RETURNING i.id, i.event_id, i.payload, i.attempts, i.idempotency_key,
-          i.created_at, coalesce(i.occurred_at, i.created_at), i.claimed_at
+WHERE u.id = due.id
+RETURNING u.id, u.event_id, u.payload, u.attempts, u.idempotency_key,
+          u.created_at, coalesce(u.occurred_at, u.created_at), u.claimed_at

@@ -1,0 +1,114 @@
+package config
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/effectd/effectd/dispatcher"
+)
+
+var secrets = map[string]string{
+	"STRIPE_API_KEY":         "sk_test_x",
+	"TWILIO_ACCOUNT_SID":     "AC00000000000000000000000000000000",
+	"TWILIO_AUTH_TOKEN":      "t",
+	"HOOK_SECRET":            "whsec_ZWZmZWN0ZC10ZXN0LXNlY3JldC1rZXktMTIzNA==",
+	"SANDBOX_WEBHOOK_SECRET": "whsec_ZWZmZWN0ZC10ZXN0LXNlY3JldC1rZXktMTIzNA==",
+}
+
+func getenv(k string) string { return secrets[k] }
+
+func TestExampleConfig(t *testing.T) {
+	chans, err := Load("../../effectd.example.yaml", getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]dispatcher.Channel{}
+	for _, c := range chans {
+		byName[c.Name] = c
+	}
+	sms := byName["sms"]
+	if sms.Kind != "twilio" || sms.Policy.RatePerSecond != 10 || sms.Policy.LookupFallback != "resend" ||
+		sms.Policy.MaxAge.D() != 10*time.Minute || sms.Policy.Backoff.Max.D() != 10*time.Minute {
+		t.Errorf("sms = %+v", sms.Policy)
+	}
+	refund := byName["refund"]
+	// Fields the YAML does not name keep the provider's defaults.
+	if refund.Policy.LookupFallback != "manual" || refund.Policy.MaxAttempts != 8 || refund.Policy.Lease.D() != 30*time.Second {
+		t.Errorf("refund = %+v", refund.Policy)
+	}
+	if byName["demo-hook"].Policy.Backoff.Base.D() != 500*time.Millisecond || byName["demo-hook"].Policy.Backoff.Max.D() != time.Minute {
+		t.Errorf("demo-hook backoff = %+v", byName["demo-hook"].Policy.Backoff)
+	}
+	for _, c := range chans {
+		if c.Provider == nil {
+			t.Errorf("%s has no provider", c.Name)
+		}
+	}
+}
+
+func TestPartialBackoffKeepsDefault(t *testing.T) {
+	chans, err := Parse([]byte("channels:\n  h:\n    provider: webhook\n    webhook: {url: 'http://127.0.0.1:1/x', secret_env: HOOK_SECRET}\n    policy: {backoff: {base: 2s}}\n"), getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := chans[0].Policy.Backoff; b.Base.D() != 2*time.Second || b.Max.D() != 10*time.Minute {
+		t.Fatalf("backoff = %+v", b)
+	}
+}
+
+func TestInvalidConfig(t *testing.T) {
+	hook := "    provider: webhook\n    webhook: {url: 'http://127.0.0.1:1/x', secret_env: HOOK_SECRET}\n"
+	cases := []struct{ name, yaml, want string }{
+		{"empty", "", "define at least one channel"},
+		{"no channels", "channels: {}\n", "define at least one channel"},
+		{"unknown top key", "chanels: {}\n", "field chanels not found"},
+		{"unknown provider", "channels:\n  x:\n    provider: fax\n", `channels.x.provider: unknown provider "fax"`},
+		{"missing provider", "channels:\n  x:\n    policy: {}\n", "channels.x.provider: is required"},
+		{"unknown channel key", "channels:\n  x:\n" + hook + "    retries: 3\n", "field retries not found"},
+		{"unknown policy key", "channels:\n  x:\n" + hook + "    policy: {lease: 5s, leese: 5s}\n", "field leese not found"},
+		{"negative lease", "channels:\n  x:\n" + hook + "    policy: {lease: -5s}\n", "channels.x.policy.lease"},
+		{"negative max_age", "channels:\n  x:\n" + hook + "    policy: {max_age: -1m}\n", "channels.x.policy.max_age"},
+		{"bad duration", "channels:\n  x:\n" + hook + "    policy: {lease: soon}\n", `want a duration such as "30s", got "soon"`},
+		{"bad in_doubt", "channels:\n  x:\n" + hook + "    policy: {in_doubt: pray}\n", "channels.x.policy.in_doubt"},
+		{"zero concurrency", "channels:\n  x:\n" + hook + "    policy: {concurrency: 0}\n", "channels.x.policy.concurrency"},
+		{"missing webhook secret", "channels:\n  x:\n    provider: webhook\n    webhook: {url: 'http://h/x', secret_env: NOPE}\n", "channels.x: webhook.secret_env: the environment variable NOPE is not set"},
+		{"missing webhook url", "channels:\n  x:\n    provider: webhook\n    webhook: {secret_env: HOOK_SECRET}\n", "channels.x: webhook.url: is required"},
+		{"wrong block", "channels:\n  x:\n    provider: stripe\n    twilio: {from: '+1'}\n", "channels.x.twilio: this block belongs to provider twilio"},
+		{"bad name", "channels:\n  'a b':\n" + hook, "a channel name is"},
+	}
+	for _, c := range cases {
+		_, err := Parse([]byte(c.yaml), getenv)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v; want it to contain %q", c.name, err, c.want)
+		}
+	}
+	// Missing provider secrets.
+	noSecrets := func(string) string { return "" }
+	for _, c := range []struct{ yaml, want string }{
+		{"channels:\n  r:\n    provider: stripe\n", "channels.r: STRIPE_API_KEY must be set"},
+		{"channels:\n  s:\n    provider: twilio\n    twilio: {from: '+15005550006'}\n", "channels.s"},
+	} {
+		if _, err := Parse([]byte(c.yaml), noSecrets); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: err = %v; want %q", c.yaml, err, c.want)
+		}
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load("/nonexistent/effectd.yaml", getenv)
+	if err == nil || !os.IsNotExist(unwrapAll(err)) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func unwrapAll(err error) error {
+	for {
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok {
+			return err
+		}
+		err = u.Unwrap()
+	}
+}
