@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"golang.org/x/time/rate"
 
 	"github.com/effectd/effectd/dispatcher/internal/query"
 )
@@ -42,26 +41,29 @@ func Register(ctx context.Context, pool *pgxpool.Pool, channels []Channel) error
 		if _, err := pool.Exec(ctx, query.Register, c.Name, c.Kind, policy, max); err != nil {
 			return fmt.Errorf("dispatcher.Register(%q): %w", c.Name, err)
 		}
+		if _, err := pool.Exec(ctx, `INSERT INTO effectd.rate_buckets (channel) VALUES ($1) ON CONFLICT DO NOTHING`, c.Name); err != nil {
+			return fmt.Errorf("dispatcher.Register(%q): %w", c.Name, err)
+		}
 	}
 	return nil
 }
 
-// channel is a Channel at run time: its effective policy, pause flag, limiter
-// and in-flight count, refreshed from the database.
+// channel is a Channel at run time: its effective policy, pause flag and
+// in-flight count, refreshed from the database.
 type channel struct {
 	Channel
-	policy   atomic.Pointer[Policy]
-	paused   atomic.Bool
-	inflight atomic.Int64
-	limiter  *rate.Limiter
-	keyed    bool
-	looker   Looker
+	policy    atomic.Pointer[Policy]
+	paused    atomic.Bool
+	inflight  atomic.Int64
+	coolUntil atomic.Int64 // unix nanoseconds: a provider asked us to slow down
+	keyed     bool
+	looker    Looker
 }
 
 func newChannel(c Channel) *channel {
-	ch := &channel{Channel: c, limiter: rate.NewLimiter(rate.Inf, 0)}
+	ch := &channel{Channel: c}
 	p := c.Policy
-	ch.setPolicy(&p)
+	ch.policy.Store(&p)
 	if k, ok := c.Provider.(Keyed); ok && k.Idempotent() {
 		ch.keyed = true
 	}
@@ -69,33 +71,19 @@ func newChannel(c Channel) *channel {
 	return ch
 }
 
-func (c *channel) setPolicy(p *Policy) {
-	old := c.policy.Swap(p)
-	if old != nil && old.RatePerSecond == p.RatePerSecond {
-		return
+// room is how many intents the channel may claim now by its concurrency, and
+// how long to wait while a provider's Retry-After cools it down.
+func (c *channel) room(batch int, now time.Time) (int, time.Duration) {
+	if wait := time.Duration(c.coolUntil.Load() - now.UnixNano()); wait > 0 {
+		return 0, wait
 	}
-	if p.RatePerSecond <= 0 {
-		c.limiter.SetLimit(rate.Inf)
-		return
-	}
-	c.limiter.SetLimit(rate.Limit(p.RatePerSecond))
-	c.limiter.SetBurst(int(math.Max(1, math.Ceil(p.RatePerSecond/10))))
+	p := c.policy.Load()
+	return max(min(p.Concurrency-int(c.inflight.Load()), batch), 0), 0
 }
 
-// room is how many intents the channel may claim now, and how long to wait
-// when the rate limit leaves none.
-func (c *channel) room(batch int, now time.Time) (int, time.Duration) {
-	p := c.policy.Load()
-	n := min(p.Concurrency-int(c.inflight.Load()), batch)
-	if n <= 0 || c.limiter.Limit() == rate.Inf {
-		return max(n, 0), 0
-	}
-	tokens := int(c.limiter.TokensAt(now))
-	if tokens <= 0 {
-		return 0, time.Duration(float64(time.Second) / float64(c.limiter.Limit()))
-	}
-	return min(n, tokens), 0
-}
+// burst is how many tokens a rate-limited channel may save up: a tenth of a
+// second's worth, at least one.
+func burst(perSecond float64) float64 { return math.Max(1, perSecond/10) }
 
 // effectivePolicy is the provider's default, then the registered policy, then
 // the admin API's override, each replacing the fields it names.

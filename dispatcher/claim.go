@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/effectd/effectd/dispatcher/internal/query"
@@ -94,7 +95,7 @@ func (d *Dispatcher) claimRound(ctx context.Context) (total int, full, blocked b
 			}
 			continue
 		}
-		rows, err := d.claim(ctx, ch, n)
+		rows, wait, err := d.claim(ctx, ch, n)
 		if err != nil {
 			d.logDB(ctx, "claiming intents", err, "channel", ch.Name)
 			continue
@@ -103,8 +104,11 @@ func (d *Dispatcher) claimRound(ctx context.Context) (total int, full, blocked b
 		if len(rows) == n {
 			full = true
 		}
-		if len(rows) > 0 && ch.limiter.Limit() > 0 {
-			ch.limiter.ReserveN(now, len(rows))
+		if wait > 0 {
+			blocked = true
+			if rateWait == 0 || wait < rateWait {
+				rateWait = wait
+			}
 		}
 		for i := range rows {
 			d.startCall(ch, &rows[i])
@@ -113,22 +117,54 @@ func (d *Dispatcher) claimRound(ctx context.Context) (total int, full, blocked b
 	return total, full, blocked, rateWait
 }
 
-func (d *Dispatcher) claim(ctx context.Context, ch *channel, n int) ([]claimed, error) {
-	lease := ch.policy.Load().Lease.D()
-	rows, err := d.pool.Query(ctx, query.Claim, ch.Name, pgtype.Interval{Microseconds: lease.Microseconds(), Valid: true}, n)
+// claim takes up to n due intents of ch. For a rate-limited channel it also
+// reports how long until the shared bucket has a token again, when it ran dry.
+func (d *Dispatcher) claim(ctx context.Context, ch *channel, n int) ([]claimed, time.Duration, error) {
+	p := ch.policy.Load()
+	lease := pgtype.Interval{Microseconds: p.Lease.D().Microseconds(), Valid: true}
+	if p.RatePerSecond <= 0 {
+		rows, err := d.pool.Query(ctx, query.Claim, ch.Name, lease, n)
+		if err != nil {
+			return nil, 0, err
+		}
+		out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimed, error) {
+			var c claimed
+			err := row.Scan(&c.id, &c.eventID, &c.payload, &c.attempts, &c.key, &c.createdAt, &c.occurredAt, &c.claimedAt)
+			return c, err
+		})
+		return out, 0, err
+	}
+	rows, err := d.pool.Query(ctx, query.ClaimLimited, ch.Name, lease, n, p.RatePerSecond, burst(p.RatePerSecond))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer rows.Close()
-	out := make([]claimed, 0, n)
+	var out []claimed
+	avail := 0.0
 	for rows.Next() {
 		var c claimed
-		if err := rows.Scan(&c.id, &c.eventID, &c.payload, &c.attempts, &c.key, &c.createdAt, &c.occurredAt, &c.claimedAt); err != nil {
-			return out, err
+		var id *int64 // NULL when nothing was claimed: the row only reports the bucket
+		var eventID, key *string
+		var attempts *int32
+		var created, occurred, claimedAt *time.Time
+		if err := rows.Scan(&avail, &id, &eventID, &c.payload, &attempts, &key, &created, &occurred, &claimedAt); err != nil {
+			return out, 0, err
 		}
+		if id == nil {
+			continue
+		}
+		c.id, c.eventID, c.attempts, c.key = *id, *eventID, *attempts, *key
+		c.createdAt, c.occurredAt, c.claimedAt = *created, *occurred, *claimedAt
 		out = append(out, c)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return out, 0, err
+	}
+	var wait time.Duration
+	if left := avail - float64(len(out)); len(out) < n && left < 1 {
+		wait = time.Duration((1 - left) / p.RatePerSecond * float64(time.Second))
+	}
+	return out, wait, nil
 }
 
 func (d *Dispatcher) startCall(ch *channel, c *claimed) {
@@ -170,6 +206,9 @@ func (d *Dispatcher) call(ch *channel, c *claimed) completion {
 	}
 	out.err = truncate(err.Error(), 1000)
 	class := classify(err)
+	if class.retryAfter > 0 {
+		d.slowDown(ch, class.retryAfter)
+	}
 	last := int(c.attempts) >= p.MaxAttempts
 	switch {
 	case class.maybeSent && !ch.keyed:
@@ -192,4 +231,25 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n]
+}
+
+// slowDown honours a provider's Retry-After for the whole channel: this
+// instance stops claiming for it, and a rate-limited channel's shared bucket is
+// emptied so that every instance does.
+func (d *Dispatcher) slowDown(ch *channel, after time.Duration) {
+	after = min(after, 5*time.Minute)
+	until := time.Now().Add(after).UnixNano()
+	for {
+		old := ch.coolUntil.Load()
+		if old >= until || ch.coolUntil.CompareAndSwap(old, until) {
+			break
+		}
+	}
+	if r := ch.policy.Load().RatePerSecond; r > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), d.cfg.WriteTimeout)
+		defer cancel()
+		if _, err := d.pool.Exec(ctx, query.SlowDown, ch.Name, after.Seconds(), r); err != nil {
+			d.log.Warn("slowing the channel down for every instance", "channel", ch.Name, "error", err)
+		}
+	}
 }

@@ -174,7 +174,7 @@ func (d *Dispatcher) refresh(ctx context.Context) error {
 		if err != nil {
 			d.log.Warn("ignoring invalid stored policy; keeping the previous one", "channel", name, "error", err)
 		} else if *ch.policy.Load() != p {
-			ch.setPolicy(&p)
+			ch.policy.Store(&p)
 			d.log.Info("channel policy changed", "channel", name)
 		}
 		if ch.paused.Swap(paused) != paused {

@@ -55,6 +55,14 @@ CREATE TABLE effectd.attempts (
 );
 CREATE INDEX attempts_intent ON effectd.attempts (intent_id, id);
 
+-- A token bucket per rate-limited channel, shared by every instance: a claim
+-- takes tokens in the same statement that claims rows.
+CREATE TABLE effectd.rate_buckets (
+    channel text PRIMARY KEY,
+    tokens  double precision NOT NULL DEFAULT 0,
+    at      timestamptz NOT NULL DEFAULT now()
+);
+
 -- Producers notify only while a dispatcher waits idle, so a busy system's
 -- commits are never serialised by NOTIFY.
 CREATE TABLE effectd.wakeup (

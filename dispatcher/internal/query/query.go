@@ -7,6 +7,17 @@ import _ "embed"
 //go:embed claim.sql
 var Claim string
 
+// ClaimLimited is Claim under the channel's shared token bucket
+// ($4 tokens a second, burst $5).
+//
+//go:embed claim_limited.sql
+var ClaimLimited string
+
+// SlowDown empties channel $1's shared bucket for about $2 seconds at rate $3.
+//
+//go:embed slow_down.sql
+var SlowDown string
+
 // Complete applies a batch of dispatcher outcomes as fenced compare-and-sets,
 // records one attempt row per call, and returns the ids that were fenced out.
 //

@@ -1,0 +1,139 @@
+package dispatcher_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/migrations/pgtest"
+)
+
+// clocked records when each call happened and which instance made it.
+type clocked struct {
+	mu    sync.Mutex
+	times []time.Time
+	by    map[string]int
+	first func(n int) error // the error of the n-th call overall, or nil
+}
+
+func (c *clocked) send(instance string) dispatcher.Provider {
+	return providerFunc(func(ctx context.Context, key string) (string, error) {
+		c.mu.Lock()
+		c.times = append(c.times, time.Now())
+		c.by[instance]++
+		n := len(c.times)
+		c.mu.Unlock()
+		if c.first != nil {
+			if err := c.first(n); err != nil {
+				return "", err
+			}
+		}
+		return "ref-" + key, nil
+	})
+}
+
+type providerFunc func(ctx context.Context, key string) (string, error)
+
+func (f providerFunc) Send(ctx context.Context, key string, _ json.RawMessage, _ map[string]string) (string, error) {
+	return f(ctx, key)
+}
+
+// twoInstances runs two dispatchers on one database and one channel "c".
+func twoInstances(t *testing.T, pol dispatcher.Policy, c *clocked) *rig {
+	t.Helper()
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	for i, name := range []string{"a", "b"} {
+		chans := []dispatcher.Channel{{Name: "c", Kind: "webhook", Provider: c.send(name), Policy: pol}}
+		if i == 0 {
+			if err := dispatcher.Register(ctx, pool, chans); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d, err := dispatcher.New(pool, dispatcher.Config{Channels: chans})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Stop(ctx) })
+	}
+	return &rig{pool: pool}
+}
+
+// TestRateLimitSharedByInstances: two instances together keep to the
+// channel's rate_per_second.
+func TestRateLimitSharedByInstances(t *testing.T) {
+	t.Parallel()
+	const n, perSecond = 60, 20.0
+	c := &clocked{by: map[string]int{}}
+	pol := fastPolicy("webhook")
+	pol.RatePerSecond = perSecond
+	r := twoInstances(t, pol, c)
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("e%d", i)
+	}
+	r.enqueue(t, ids...)
+	eventually(t, 20*time.Second, "all sent", func() bool {
+		var sent int
+		r.pool.QueryRow(context.Background(), `SELECT count(*) FROM effectd.intents WHERE status='SENT'`).Scan(&sent)
+		return sent == n
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sort.Slice(c.times, func(i, j int) bool { return c.times[i].Before(c.times[j]) })
+	// The bucket starts empty and holds at most 2 tokens (a tenth of a second):
+	// n calls need at least (n-2)/rate seconds.
+	span := c.times[len(c.times)-1].Sub(c.times[0])
+	min := time.Duration(float64(n-2) / perSecond * 0.9 * float64(time.Second))
+	if span < min {
+		t.Fatalf("%d calls took %s; at %.0f/s they need at least %s", n, span, perSecond, min)
+	}
+	// No one-second window holds more than rate + burst calls.
+	for i := range c.times {
+		j := sort.Search(len(c.times), func(k int) bool { return c.times[k].Sub(c.times[i]) >= time.Second })
+		if j-i > int(perSecond)+3 {
+			t.Fatalf("%d calls in the second after call %d, limit %.0f/s", j-i, i, perSecond)
+		}
+	}
+	if c.by["a"] == 0 || c.by["b"] == 0 {
+		t.Logf("calls by instance: %v (one instance took all; still within the limit)", c.by)
+	}
+	t.Logf("%d calls in %s by instance %v", n, span, c.by)
+}
+
+// TestRetryAfterSlowsTheChannel: a 429 with Retry-After stops every instance
+// from calling the channel for that long.
+func TestRetryAfterSlowsTheChannel(t *testing.T) {
+	t.Parallel()
+	c := &clocked{by: map[string]int{}, first: func(n int) error {
+		if n == 1 {
+			return providerErr{retryable: true, after: time.Second}
+		}
+		return nil
+	}}
+	pol := fastPolicy("webhook")
+	pol.RatePerSecond = 100
+	r := twoInstances(t, pol, c)
+	r.enqueue(t, "x")
+	eventually(t, 10*time.Second, "the first call answered 429", func() bool {
+		var outcomes int
+		r.pool.QueryRow(context.Background(), `SELECT count(*) FROM effectd.attempts`).Scan(&outcomes)
+		return outcomes == 1
+	})
+	// A new intent, due at once, must still wait out the Retry-After.
+	r.enqueue(t, "y")
+	r.waitStatus(t, "y", "SENT")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gap := c.times[1].Sub(c.times[0]); gap < 900*time.Millisecond {
+		t.Fatalf("next call %s after a 429 with Retry-After 1s", gap)
+	}
+}
