@@ -1,0 +1,156 @@
+package dispatcher_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/statemachine"
+)
+
+// looking is a provider without keys whose first call may have been sent, and
+// whose Lookup answers what the test says.
+type looking struct {
+	*scripted
+	lookup func(key string) (string, bool, error)
+}
+
+func (l looking) Lookup(ctx context.Context, key string, _ json.RawMessage, _ map[string]string, created, claimed time.Time) (string, bool, error) {
+	if claimed.Before(created) {
+		return "", false, errors.New("claimed before created")
+	}
+	return l.lookup(key)
+}
+
+func maybeSentOnce() *scripted {
+	return &scripted{calls: map[string]int{}, answer: func(key string, n int) (string, error) {
+		if n == 1 {
+			return "", providerErr{retryable: true, maybeSent: true}
+		}
+		return "ref-resent", nil
+	}}
+}
+
+func TestLookupSettles(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name     string
+		fallback string
+		lookup   func(string) (string, bool, error)
+		want     string
+		ref      string
+		calls    int
+	}{
+		{"found", "manual", func(string) (string, bool, error) { return "SM-found", true, nil }, "SENT", "SM-found", 1},
+		{"absent", "manual", func(string) (string, bool, error) { return "", false, nil }, "SENT", "ref-resent", 2},
+		{"ambiguous manual", "manual", func(string) (string, bool, error) { return "", false, errors.New("2 matches") }, "IN_DOUBT", "", 1},
+		{"ambiguous skip", "skip", func(string) (string, bool, error) { return "", false, errors.New("2 matches") }, "SKIPPED", "", 1},
+		{"ambiguous resend", "resend", func(string) (string, bool, error) { return "", false, errors.New("timeout") }, "SENT", "ref-resent", 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := maybeSentOnce()
+			pol := fastPolicy("twilio")
+			pol.InDoubt, pol.LookupFallback = dispatcher.InDoubtLookup, c.fallback
+			r := start(t, "twilio", looking{s, c.lookup}, pol)
+			r.enqueue(t, "e")
+			got := r.waitStatus(t, "e", c.want)
+			if got.Ref != c.ref || s.Calls("c:e") != c.calls {
+				t.Errorf("ref %q after %d calls; want %q after %d", got.Ref, s.Calls("c:e"), c.ref, c.calls)
+			}
+			if len(got.Outcomes) < 2 || got.Outcomes[0] != "send:maybe_sent" {
+				t.Errorf("attempts = %v", got.Outcomes)
+			}
+		})
+	}
+}
+
+// TestReconcileNow: an operator's reconcile of an IN_DOUBT row; a dry run
+// changes nothing.
+func TestReconcileNow(t *testing.T) {
+	t.Parallel()
+	found := false
+	s := maybeSentOnce()
+	pol := fastPolicy("twilio")
+	pol.InDoubt = dispatcher.InDoubtManual
+	r := start(t, "twilio", looking{s, func(string) (string, bool, error) {
+		if found {
+			return "SM-late", true, nil
+		}
+		return "", false, errors.New("cannot tell yet")
+	}}, pol)
+	r.enqueue(t, "e")
+	r.waitStatus(t, "e", "IN_DOUBT")
+	var id int64
+	r.pool.QueryRow(context.Background(), `SELECT id FROM effectd.intents WHERE event_id='e'`).Scan(&id)
+	ctx := context.Background()
+
+	st, err := r.d.Reconcile(ctx, id, false)
+	if err != nil || st.Outcome != dispatcher.LookupAmbiguous || st.To != statemachine.InDoubt || st.Applied {
+		t.Fatalf("cannot tell: %+v, %v", st, err)
+	}
+	found = true
+	st, err = r.d.Reconcile(ctx, id, true)
+	if err != nil || st.Outcome != dispatcher.LookupFound || st.To != statemachine.Sent || st.Applied {
+		t.Fatalf("dry run: %+v, %v", st, err)
+	}
+	if got := r.row(t, "e"); got.Status != "IN_DOUBT" {
+		t.Fatalf("dry run changed the row: %+v", got)
+	}
+	st, err = r.d.Reconcile(ctx, id, false)
+	if err != nil || !st.Applied || st.ProviderRef != "SM-late" {
+		t.Fatalf("reconcile: %+v, %v", st, err)
+	}
+	if got := r.row(t, "e"); got.Status != "SENT" || got.Ref != "SM-late" {
+		t.Fatalf("after reconcile: %+v", got)
+	}
+	// SENT now: nothing to reconcile.
+	if _, err := r.d.Reconcile(ctx, id, false); !errors.Is(err, statemachine.ErrTransition) {
+		t.Fatalf("reconcile of a SENT row: %v", err)
+	}
+	if _, err := r.d.Reconcile(ctx, 999999, false); !errors.Is(err, dispatcher.ErrNotFound) {
+		t.Fatalf("reconcile of a missing row: %v", err)
+	}
+}
+
+// TestPrune deletes only terminal rows past retention, with their attempts.
+func TestPrune(t *testing.T) {
+	t.Parallel()
+	s := &scripted{calls: map[string]int{}, answer: func(string, int) (string, error) { return "ref", nil }}
+	pol := fastPolicy("webhook")
+	pol.Retention = dispatcher.Duration(time.Hour)
+	r := start(t, "webhook", keyedScripted{s}, pol)
+	r.enqueue(t, "old-sent", "new-sent")
+	r.waitStatus(t, "old-sent", "SENT")
+	r.waitStatus(t, "new-sent", "SENT")
+	ctx := context.Background()
+	// Rows an operator must still see, however old: IN_DOUBT; and one not yet due.
+	r.pool.Exec(ctx, `INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, updated_at)
+		VALUES ('old-doubt', 'c', '{}', 'c:old-doubt', 'IN_DOUBT', now() - interval '2 hours'),
+		       ('old-pending', 'c', '{}', 'c:old-pending', 'PENDING', now() - interval '2 hours')`)
+	r.pool.Exec(ctx, `UPDATE effectd.intents SET next_attempt_at = now() + interval '1 day' WHERE event_id = 'old-pending'`)
+	r.pool.Exec(ctx, `UPDATE effectd.intents SET updated_at = now() - interval '2 hours' WHERE event_id IN ('old-sent', 'old-pending')`)
+	n, err := r.d.Prune(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("Prune = %d, %v; want 1", n, err)
+	}
+	var left []string
+	rows, _ := r.pool.Query(ctx, `SELECT event_id FROM effectd.intents ORDER BY event_id`)
+	for rows.Next() {
+		var s string
+		rows.Scan(&s)
+		left = append(left, s)
+	}
+	if len(left) != 3 || left[0] != "new-sent" || left[1] != "old-doubt" || left[2] != "old-pending" {
+		t.Fatalf("left = %v", left)
+	}
+	var orphans int
+	r.pool.QueryRow(ctx, `SELECT count(*) FROM effectd.attempts a WHERE NOT EXISTS (SELECT 1 FROM effectd.intents i WHERE i.id = a.intent_id)`).Scan(&orphans)
+	if orphans != 0 {
+		t.Fatalf("%d attempt rows left without their intent", orphans)
+	}
+}
