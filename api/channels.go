@@ -67,7 +67,7 @@ type channel struct {
 
 // view returns c as the API shows it, with counts.
 func (c channelRow) view(counts map[statemachine.State]int64) (channel, error) {
-	p, err := effectivePolicy(c.Provider, c.Policy, c.Override)
+	p, err := dispatcher.EffectivePolicy(c.Provider, c.Policy, c.Override)
 	if err != nil {
 		return channel{}, fmt.Errorf("channel %q: stored policy: %w", c.Name, err)
 	}
@@ -257,7 +257,7 @@ func (h *handler) changeChannel(w http.ResponseWriter, r *http.Request, action s
 }
 
 func auditJSON(c channelRow) ([]byte, error) {
-	p, err := effectivePolicy(c.Provider, c.Policy, c.Override)
+	p, err := dispatcher.EffectivePolicy(c.Provider, c.Policy, c.Override)
 	if err != nil {
 		return nil, err
 	}

@@ -140,22 +140,6 @@ func policyMap(p dispatcher.Policy) (map[string]json.RawMessage, error) {
 	return m, json.Unmarshal(b, &m)
 }
 
-// effectivePolicy is the provider's default policy, overlaid by the YAML
-// policy and then by the run-time override, each winning per top-level key.
-func effectivePolicy(provider string, policy, override []byte) (dispatcher.Policy, error) {
-	p := dispatcher.DefaultPolicy(provider)
-	for _, layer := range [][]byte{policy, override} {
-		if len(layer) == 0 {
-			continue
-		}
-		var err error
-		if p, err = p.Merge(layer); err != nil {
-			return p, err
-		}
-	}
-	return p, nil
-}
-
 // applyPolicyPatch returns the new run-time override after a PATCH body: each
 // key of the patch replaces that key of the override with its merged value
 // (the whole top-level field), and a null removes the override of that key.
@@ -179,7 +163,7 @@ func applyPolicyPatch(provider string, policy, override, patch []byte) (map[stri
 			return nil, fmt.Errorf("stored policy_override: %w", err)
 		}
 	}
-	current, err := effectivePolicy(provider, policy, override)
+	current, err := dispatcher.EffectivePolicy(provider, policy, override)
 	if err != nil {
 		return nil, fmt.Errorf("stored policy: %w", err)
 	}
@@ -218,7 +202,7 @@ func applyPolicyPatch(provider string, policy, override, patch []byte) (map[stri
 	if err != nil {
 		return nil, err
 	}
-	if _, err := effectivePolicy(provider, policy, outJSON); err != nil {
+	if _, err := dispatcher.EffectivePolicy(provider, policy, outJSON); err != nil {
 		return nil, fmt.Errorf("%w: %v", dispatcher.ErrInvalid, err)
 	}
 	return out, nil

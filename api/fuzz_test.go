@@ -50,7 +50,7 @@ func FuzzPolicyPatch(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := effectivePolicy("twilio", yaml, b)
+		p, err := dispatcher.EffectivePolicy("twilio", yaml, b)
 		if err != nil {
 			t.Fatalf("stored override %s does not load: %v", b, err)
 		}

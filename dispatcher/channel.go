@@ -85,9 +85,9 @@ func (c *channel) room(batch int, now time.Time) (int, time.Duration) {
 // second's worth, at least one.
 func burst(perSecond float64) float64 { return math.Max(1, perSecond/10) }
 
-// effectivePolicy is the provider's default, then the registered policy, then
-// the admin API's override, each replacing the fields it names.
-func effectivePolicy(kind string, registered, override []byte) (Policy, error) {
+// EffectivePolicy is the provider's default, then the registered (YAML) policy,
+// then the admin API's override, each replacing the top-level fields it names.
+func EffectivePolicy(kind string, registered, override []byte) (Policy, error) {
 	p := DefaultPolicy(kind)
 	var err error
 	for _, layer := range [][]byte{registered, override} {

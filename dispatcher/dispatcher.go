@@ -170,7 +170,7 @@ func (d *Dispatcher) refresh(ctx context.Context) error {
 			continue
 		}
 		seen[name] = true
-		p, err := effectivePolicy(ch.Kind, registered, override)
+		p, err := EffectivePolicy(ch.Kind, registered, override)
 		if err != nil {
 			d.log.Warn("ignoring invalid stored policy; keeping the previous one", "channel", name, "error", err)
 		} else if *ch.policy.Load() != p {

@@ -13,7 +13,6 @@ import (
 	"github.com/effectd/effectd/statemachine"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // seedIntent inserts an intent straight into the table in the given state,
 // with an expired lease when SENDING unless liveLease.

@@ -1,0 +1,9 @@
+package dispatcher_test
+
+import (
+	"testing"
+
+	"github.com/effectd/effectd/migrations/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
