@@ -24,7 +24,11 @@ vet:
 ## fuzz: run each fuzz target briefly (FUZZTIME=30s for longer).
 FUZZTIME ?= 10s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzNext -fuzztime $(FUZZTIME) ./statemachine/
+	$(GO) test -run '^$$' -fuzz '^FuzzNext$$' -fuzztime $(FUZZTIME) ./statemachine/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseResolve$$' -fuzztime $(FUZZTIME) ./api/
+	$(GO) test -run '^$$' -fuzz '^FuzzPolicyPatch$$' -fuzztime $(FUZZTIME) ./api/
+	$(GO) test -run '^$$' -fuzz '^FuzzEnqueue$$' -fuzztime $(FUZZTIME) ./dispatcher/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./cmd/effectd/internal/config/
 
 ## stripe-mock: install the Stripe API validator used by providers/stripe tests.
 stripe-mock:

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
@@ -207,6 +208,31 @@ func applyPolicyPatch(provider string, policy, override, patch []byte) (map[stri
 	}
 	return out, nil
 }
+
+// checkText refuses a path or query value that PostgreSQL cannot take as text
+// (invalid UTF-8 or a NUL byte): as a query argument it would fail as a 500.
+func (h *handler) checkText(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		bad := ""
+		if !validText(r.URL.Path) {
+			bad = "the path"
+		}
+		for name, vs := range r.URL.Query() {
+			for _, v := range vs {
+				if !validText(name) || !validText(v) {
+					bad = strconv.Quote(truncate(name, 40))
+				}
+			}
+		}
+		if bad != "" {
+			h.fail(w, r, fmt.Errorf("%w: %s: must be UTF-8 text without NUL bytes", errMalformed, bad))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func validText(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
 
 // pathID returns the {id} path parameter, a positive integer.
 func pathID(r *http.Request) (int64, error) {

@@ -20,7 +20,7 @@ func (h *handler) routes() chi.Router {
 	r.Get("/metrics", h.metrics)
 
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(h.authenticate)
+		r.Use(h.authenticate, h.checkText)
 		r.Get("/intents", h.listIntents)
 		r.Get("/intents/{id}", h.getIntent)
 		r.Get("/channels", h.listChannels)

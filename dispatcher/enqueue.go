@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -56,6 +58,11 @@ func (e *InputError) Unwrap() error { return e.err }
 // changes nothing. Committing tx makes the intent visible to dispatchers; rolling
 // it back leaves nothing. Bad input returns an *InputError naming the field.
 func Enqueue(ctx context.Context, tx Tx, in Intent) (inserted bool, err error) {
+	for _, f := range [...]struct{ name, value string }{{"event_id", in.EventID}, {"channel", in.Channel}, {"ordering_key", in.OrderingKey}} {
+		if !utf8.ValidString(f.value) || strings.IndexByte(f.value, 0) >= 0 {
+			return false, &InputError{Field: f.name, Message: "effectd.enqueue: " + f.name + ": must be UTF-8 text without NUL bytes"}
+		}
+	}
 	payload, err := encodePayload(in.Payload)
 	if err != nil {
 		return false, &InputError{Field: "payload", Message: "effectd.enqueue: payload: " + err.Error(), err: err}
@@ -66,11 +73,20 @@ func Enqueue(ctx context.Context, tx Tx, in Intent) (inserted bool, err error) {
 	if errors.As(err, &pgErr) && pgErr.Code == "22023" {
 		return false, &InputError{Field: pgErr.ColumnName, Message: pgErr.Message, err: err}
 	}
+	if errors.As(err, &pgErr) && payloadCastErrors[pgErr.Code] {
+		return false, &InputError{Field: "payload", Message: "effectd.enqueue: payload: " + pgErr.Message, err: err}
+	}
 	if err != nil {
 		return false, fmt.Errorf("dispatcher.Enqueue(%q, %q): %w", in.EventID, in.Channel, err)
 	}
 	return inserted, nil
 }
+
+// payloadCastErrors are the SQLSTATEs with which $3::jsonb refuses JSON that Go
+// accepts: \u0000 or a lone surrogate (22P05, 22P02), a number past numeric's
+// range (22003), nesting past the server's stack (54001). The text arguments
+// are checked before the call, so these can only be the payload.
+var payloadCastErrors = map[string]bool{"22P02": true, "22P05": true, "22003": true, "54001": true}
 
 func encodePayload(p any) (string, error) {
 	switch v := p.(type) {
@@ -104,6 +120,9 @@ func nullString(s string) *string {
 func validJSON(b []byte) (string, error) {
 	if !json.Valid(b) {
 		return "", errors.New("must be a JSON object, got invalid JSON")
+	}
+	if !utf8.Valid(b) {
+		return "", errors.New("must be UTF-8")
 	}
 	return string(b), nil
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/effectd/effectd/statemachine"
 )
 
-
 // seedIntent inserts an intent straight into the table in the given state,
 // with an expired lease when SENDING unless liveLease.
 func seedIntent(t *testing.T, pool *pgxpool.Pool, eventID string, s statemachine.State, liveLease bool) int64 {

@@ -67,9 +67,9 @@ CREATE TABLE effectd.rate_buckets (
 -- commits are never serialised by NOTIFY.
 CREATE TABLE effectd.wakeup (
     id      int PRIMARY KEY CHECK (id = 1),
-    waiting boolean NOT NULL DEFAULT true
+    waiting boolean NOT NULL DEFAULT false
 );
-INSERT INTO effectd.wakeup (id, waiting) VALUES (1, true);
+INSERT INTO effectd.wakeup (id, waiting) VALUES (1, false);
 
 -- Who changed what through the admin API.
 CREATE TABLE effectd.audit (
@@ -185,8 +185,25 @@ LANGUAGE sql IMMUTABLE STRICT AS $$
 $$;
 -- +goose StatementEnd
 
+-- checked_payload returns payload if the channel's provider can send it and it
+-- fits the channel's size limit, and refuses it otherwise.
+-- +goose StatementBegin
+CREATE FUNCTION effectd.checked_payload(provider text, max_size int, payload jsonb) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF pg_column_size(payload) > max_size THEN
+        PERFORM effectd.refuse('payload', 'is ' || pg_column_size(payload) || ' bytes, more than the limit of ' || max_size);
+    END IF;
+    PERFORM effectd.validate_payload(provider, payload);
+    RETURN payload;
+END
+$$;
+-- +goose StatementEnd
+
 -- enqueue records an intent inside the caller's transaction. It returns true when
 -- the intent is new and false for a duplicate (event_id, channel), which changes nothing.
+-- It runs in every producer transaction, so its common path is one statement:
+-- the insert reads the channel, checks the payload and reads the wake-up flag.
 -- +goose StatementBegin
 CREATE FUNCTION effectd.enqueue(
     event_id     text,
@@ -199,50 +216,55 @@ CREATE FUNCTION effectd.enqueue(
 LANGUAGE plpgsql AS $$
 #variable_conflict use_variable
 DECLARE
-    ch effectd.channels%ROWTYPE;
-    inserted int;
+    wake      boolean;
     retention interval;
 BEGIN
     IF event_id IS NULL OR event_id = '' THEN
         PERFORM effectd.refuse('event_id', 'must not be empty');
-    END IF;
-    IF octet_length(event_id) > 255 THEN
+    ELSIF octet_length(event_id) > 255 THEN
         PERFORM effectd.refuse('event_id', 'is ' || octet_length(event_id) || ' bytes, more than 255');
     END IF;
     IF channel IS NULL OR channel = '' THEN
         PERFORM effectd.refuse('channel', 'must not be empty');
     END IF;
-    SELECT * INTO ch FROM effectd.channels c WHERE c.name = channel;
-    IF NOT FOUND THEN
-        PERFORM effectd.refuse('channel', 'unknown channel ' || quote_literal(left(channel, 64)));
-    END IF;
-    IF payload IS NULL OR jsonb_typeof(payload) <> 'object' THEN
+    IF jsonb_typeof(payload) IS DISTINCT FROM 'object' THEN
         PERFORM effectd.refuse('payload', 'must be a JSON object');
-    END IF;
-    IF octet_length(payload::text) > ch.max_payload THEN
-        PERFORM effectd.refuse('payload', 'is ' || octet_length(payload::text) || ' bytes, more than the limit of ' || ch.max_payload);
-    END IF;
-    PERFORM effectd.validate_payload(ch.provider, payload);
-    IF occurred_at IS NOT NULL THEN
-        retention := coalesce(ch.policy_override ->> 'retention', ch.policy ->> 'retention', '360h')::interval;
-        IF occurred_at < now() - retention THEN
-            PERFORM effectd.refuse('occurred_at', 'is older than the channel''s retention (' || retention || '): a copy older than the dedupe window is not sent again');
-        END IF;
     END IF;
     IF ordering_key = '' THEN
         PERFORM effectd.refuse('ordering_key', 'must be NULL or non-empty');
     END IF;
+    IF occurred_at IS NOT NULL THEN
+        SELECT coalesce(c.policy_override ->> 'retention', c.policy ->> 'retention', '360h')::interval INTO retention
+        FROM effectd.channels c WHERE c.name = channel;
+        IF occurred_at < now() - retention THEN
+            PERFORM effectd.refuse('occurred_at', 'is older than the channel''s retention (' || retention || '): a copy older than the dedupe window is not sent again');
+        END IF;
+    END IF;
 
     INSERT INTO effectd.intents AS i (event_id, channel, payload, idempotency_key, next_attempt_at, occurred_at, ordering_key)
-    VALUES (event_id, channel, payload, effectd.idempotency_key(channel, event_id),
-            greatest(coalesce(not_before, now()), now()), occurred_at, ordering_key)
-    ON CONFLICT ON CONSTRAINT intents_event_channel DO NOTHING;
-    GET DIAGNOSTICS inserted = ROW_COUNT;
-
-    IF inserted > 0 AND (SELECT w.waiting FROM effectd.wakeup w WHERE w.id = 1) THEN
-        PERFORM pg_notify('effectd_wakeup', channel);
+    SELECT event_id, channel,
+           CASE WHEN c.provider = 'webhook' AND pg_column_size(payload) <= c.max_payload THEN payload
+                ELSE effectd.checked_payload(c.provider, c.max_payload, payload) END,
+           CASE WHEN octet_length(channel) + 1 + octet_length(event_id) <= 255
+                THEN channel || ':' || event_id
+                ELSE effectd.idempotency_key(channel, event_id) END,
+           CASE WHEN not_before > now() THEN not_before ELSE now() END,
+           occurred_at, ordering_key
+    FROM effectd.channels c
+    WHERE c.name = channel
+    ON CONFLICT ON CONSTRAINT intents_event_channel DO NOTHING
+    RETURNING (SELECT w.waiting FROM effectd.wakeup w WHERE w.id = 1) INTO wake;
+    IF FOUND THEN
+        IF wake THEN
+            PERFORM pg_notify('effectd_wakeup', channel);
+        END IF;
+        RETURN true;
     END IF;
-    RETURN inserted > 0;
+    -- Nothing inserted: a duplicate (whose payload was still checked), or an unknown channel.
+    IF NOT EXISTS (SELECT 1 FROM effectd.channels c WHERE c.name = channel) THEN
+        PERFORM effectd.refuse('channel', 'unknown channel ' || quote_literal(left(channel, 64)));
+    END IF;
+    RETURN false;
 END
 $$;
 -- +goose StatementEnd

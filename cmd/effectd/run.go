@@ -23,6 +23,8 @@ Usage:
   effectd serve    [--config FILE] [flags]     run dispatcher, reconciler, pruner and the admin API
   effectd sandbox  [--addr 127.0.0.1:9090]     run the loopback provider emulator
   effectd dev      [--data .data]              throwaway PostgreSQL + sandbox + serve (what make run starts)
+  effectd bench    [--scenarios ...]           measure drain, live latency, slow provider, producer cost, memory
+  effectd chaos    [--events N] [--faults F]   prove effectively-once under faults (real processes, checker)
   effectd version                              print the version
 
 Run 'effectd COMMAND --help' for a command's flags.
@@ -44,6 +46,10 @@ func run(ctx context.Context, args []string, getenv env, stdout, stderr io.Write
 		return runSandbox(ctx, rest, getenv, stdout, stderr)
 	case "dev":
 		return runDev(ctx, rest, getenv, stdout, stderr)
+	case "bench":
+		return runBench(ctx, rest, getenv, stdout, stderr)
+	case "chaos":
+		return runChaos(ctx, rest, getenv, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "effectd", buildVersion())
 		return nil

@@ -46,16 +46,16 @@ type Harness struct {
 
 // Case is one named check run on a fresh Env.
 type Case struct {
-	Name string
-	Run  func(t *testing.T, e *Env)
+	Name string                     // subtest name, also the key of Harness.Skip
+	Run  func(t *testing.T, e *Env) // the check; e is fresh for this case
 }
 
 // Env is one case's world: its own sandbox, served over HTTP, and a provider talking to it.
 type Env struct {
-	Harness  Harness
-	Sandbox  *sandbox.Server
-	URL      string
-	Provider Provider
+	Harness  Harness         // the harness under test
+	Sandbox  *sandbox.Server // this case's sandbox: set faults, read the ledger
+	URL      string          // the sandbox's base URL
+	Provider Provider        // Harness.New(t, URL)
 }
 
 // callTimeout bounds every call the suite makes, so a stuck provider fails the case instead of the run.

@@ -105,6 +105,9 @@ func (f *Faults) Decide(kind string) Decision {
 
 // Before applies the decision's latency and hang. It returns false when the
 // request must get no answer at all (a hang ended by the client or the server).
+// Read the request body first: net/http cancels the request's context when the
+// client goes away only once the body has been consumed, so a hang before that
+// outlives the client and blocks the server's shutdown.
 func (d Decision) Before(ctx context.Context, w http.ResponseWriter) bool {
 	if d.Latency > 0 {
 		select {

@@ -37,10 +37,11 @@ type Ledger struct {
 	calls   []Call
 	effects []*Effect
 	byKey   map[string]*Effect // kind + "\x00" + key
+	counts  map[string]*[2]int // per kind: effects, applications
 }
 
 // NewLedger returns an empty ledger.
-func NewLedger() *Ledger { return &Ledger{byKey: map[string]*Effect{}} }
+func NewLedger() *Ledger { return &Ledger{byKey: map[string]*Effect{}, counts: map[string]*[2]int{}} }
 
 // RecordCall appends c, numbering it.
 func (l *Ledger) RecordCall(c Call) {
@@ -60,10 +61,17 @@ func (l *Ledger) Apply(kind, key, ref string, body json.RawMessage) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	k := kind + "\x00" + key
+	c := l.counts[kind]
+	if c == nil {
+		c = &[2]int{}
+		l.counts[kind] = c
+	}
+	c[1]++
 	if e, ok := l.byKey[k]; ok {
 		e.Applied++
 		return e.Applied
 	}
+	c[0]++
 	e := &Effect{Kind: kind, Key: key, Ref: ref, At: time.Now(), Applied: 1, Body: body}
 	l.byKey[k] = e
 	l.effects = append(l.effects, e)
@@ -78,6 +86,20 @@ func (l *Ledger) Applied(kind, key string) int {
 		return e.Applied
 	}
 	return 0
+}
+
+// Count returns how many distinct effects of kind were applied and how many
+// applications they add up to (more than the effects: duplicates). It copies nothing.
+func (l *Ledger) Count(kind string) (effects, applications int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k, c := range l.counts {
+		if kind == "" || k == kind {
+			effects += c[0]
+			applications += c[1]
+		}
+	}
+	return effects, applications
 }
 
 // Snapshot is the ledger's content at one moment, as served over HTTP.
@@ -108,5 +130,5 @@ func (l *Ledger) Snapshot(kind string) Snapshot {
 func (l *Ledger) Reset() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.calls, l.effects, l.byKey = nil, nil, map[string]*Effect{}
+	l.calls, l.effects, l.byKey, l.counts = nil, nil, map[string]*Effect{}, map[string]*[2]int{}
 }

@@ -171,6 +171,14 @@ func (e *twilioEmu) handle(op func(r *http.Request) twilioReply) http.HandlerFun
 			writeJSON(w, call.Status, newTwilioError(call.Status, 20003, "Authenticate"))
 			return
 		}
+		// Read the whole form first: only then does net/http notice a client
+		// that goes away, which is what ends an injected hang.
+		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+		if err := r.ParseForm(); err != nil {
+			call.Status = http.StatusBadRequest
+			writeJSON(w, call.Status, newTwilioError(call.Status, 20001, "Invalid form: "+err.Error()))
+			return
+		}
 		d := e.s.Faults.Decide("twilio")
 		call.Fault = d.Name()
 		if !d.Before(r.Context(), w) {
@@ -194,9 +202,6 @@ func (e *twilioEmu) handle(op func(r *http.Request) twilioReply) http.HandlerFun
 }
 
 func (e *twilioEmu) create(r *http.Request) twilioReply {
-	if err := r.ParseForm(); err != nil {
-		return twilioFail(http.StatusBadRequest, 20001, "Invalid form: "+err.Error())
-	}
 	f := r.PostForm
 	m := TwilioMessage{
 		AccountSID:          r.PathValue("sid"),

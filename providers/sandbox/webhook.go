@@ -41,25 +41,15 @@ func (h *hookReceiver) secret(name string) string {
 }
 
 // receive answers one delivery: faults first (latency, hang), then the
-// signature, then injected errors, then the effect, applied once per id.
+// signature, then injected errors, then the effect, applied once per id. The
+// body is read before any fault: only then does net/http notice a client that
+// gives up, which ends a hang.
 func (h *hookReceiver) receive(w http.ResponseWriter, r *http.Request) {
 	id := r.Header.Get(standardwebhooks.HeaderWebhookID)
 	call := Call{Kind: "webhook", Method: r.Method, Path: r.URL.Path, Key: id}
 	record := func(status int) {
 		call.Status = status
 		h.s.Ledger.RecordCall(call)
-	}
-
-	d := h.s.Faults.Decide("webhook")
-	switch {
-	case d.Hang:
-		call.Fault = "hang"
-	case d.Latency > 0:
-		call.Fault = "latency"
-	}
-	if !d.Before(r.Context(), w) {
-		record(0) // the client gave up: no answer, no effect
-		return
 	}
 
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxHookBody))
@@ -73,6 +63,18 @@ func (h *hookReceiver) receive(w http.ResponseWriter, r *http.Request) {
 		record(0) // the client went away mid-body
 		return
 	}
+	d := h.s.Faults.Decide("webhook")
+	switch {
+	case d.Hang:
+		call.Fault = "hang"
+	case d.Latency > 0:
+		call.Fault = "latency"
+	}
+	if !d.Before(r.Context(), w) {
+		record(0) // the client gave up: no answer, no effect
+		return
+	}
+
 	if secret := h.secret(r.PathValue("name")); secret != "" {
 		wh, err := standardwebhooks.NewWebhook(secret)
 		if err != nil {

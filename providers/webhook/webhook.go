@@ -94,10 +94,10 @@ func (p *Provider) Idempotent() bool { return true }
 
 // Write progress of one delivery, as seen through httptrace.
 const (
-	stateIdle     int32 = iota // no connection yet: nothing can have been sent
-	stateWriting               // a connection was obtained: the request may be on its way
-	stateWritten               // the whole request was written
-	stateNotSent               // writing failed: the receiver cannot have a whole request
+	stateIdle    int32 = iota // no connection yet: nothing can have been sent
+	stateWriting              // a connection was obtained: the request may be on its way
+	stateWritten              // the whole request was written
+	stateNotSent              // writing failed: the receiver cannot have a whole request
 )
 
 // Send POSTs payload, signed, with key as webhook-id and Idempotency-Key. meta
@@ -151,7 +151,7 @@ func (p *Provider) Send(ctx context.Context, key string, payload json.RawMessage
 		case stateIdle, stateNotSent:
 			return "", p.fail(0, "", fmt.Errorf("not sent: %w", err), true, false, 0)
 		default: // written, or still being written when the call gave up
-			return "", p.fail(0, "", fmt.Errorf("sent, no answer: %w", err), true, true, 0)
+			return "", p.fail(0, "", fmt.Errorf("may have been sent, no answer: %w", err), true, true, 0)
 		}
 	}
 	defer resp.Body.Close()
@@ -207,10 +207,10 @@ func retryAfter(v string, now time.Time) time.Duration {
 
 // excerpt shortens a response body to one printable line for error messages.
 func excerpt(body []byte) string {
-	const max = 200
-	out := make([]rune, 0, max)
+	const limit = 200
+	out := make([]rune, 0, limit)
 	for _, r := range string(bytes.TrimSpace(body)) {
-		if len(out) == max {
+		if len(out) == limit {
 			return string(out) + "…"
 		}
 		if r < ' ' || r == 0x7f {

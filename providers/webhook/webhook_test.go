@@ -349,7 +349,7 @@ func TestSendAgainstSandbox(t *testing.T) {
 	}
 
 	// A wrong secret is refused by the receiver, permanently.
-	_, err = newProvider("whsec_" + "c2VjcmV0LW9mLXNvbWVvbmUtZWxzZQ==").Send(t.Context(), "partner:evt_2", testPayload, nil)
+	_, err = newProvider("whsec_"+"c2VjcmV0LW9mLXNvbWVvbmUtZWxzZQ==").Send(t.Context(), "partner:evt_2", testPayload, nil)
 	if e := requireClass(t, err, false, false); e.Status != http.StatusUnauthorized {
 		t.Errorf("Status = %d, want 401", e.Status)
 	}

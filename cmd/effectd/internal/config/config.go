@@ -80,7 +80,7 @@ func Parse(b []byte, getenv func(string) string) ([]dispatcher.Channel, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("channels: the file is empty; define at least one channel")
 		}
-		return nil, errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, errors.New(yamlMessage(err))
 	}
 	if len(f.Channels) == 0 {
 		return nil, errors.New("channels: define at least one channel")
@@ -159,13 +159,20 @@ func build(name string, s ChannelSpec, getenv func(string) string) (dispatcher.C
 	c.Policy = dispatcher.DefaultPolicy(s.Provider)
 	if !s.Policy.IsZero() {
 		if err := decodeStrict(&s.Policy, &c.Policy); err != nil {
-			return c, fmt.Errorf("%s.policy: %s", field, strings.TrimPrefix(err.Error(), "yaml: "))
+			return c, fmt.Errorf("%s.policy: %s", field, yamlMessage(err))
 		}
 	}
 	if err := c.Policy.Validate(); err != nil {
 		return c, fmt.Errorf("%s.%w", field, err)
 	}
 	return c, nil
+}
+
+// yamlMessage returns a yaml.v3 error on one line: it lists type errors on
+// indented lines of their own.
+func yamlMessage(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	return strings.ReplaceAll(strings.TrimPrefix(msg, "unmarshal errors:\n  "), "\n  ", "; ")
 }
 
 func deref[T any](p *T) T {

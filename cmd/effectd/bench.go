@@ -1,0 +1,39 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/effectd/effectd/cmd/effectd/internal/bench"
+)
+
+func runBench(ctx context.Context, args []string, getenv env, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	var o bench.Options
+	scenarios := fs.String("scenarios", "producer,drain,live,slow,memory", "comma-separated: drain, live, slow, producer, memory")
+	fs.IntVar(&o.Events, "events", 20000, "drain: backlog size")
+	fs.IntVar(&o.Producers, "producers", 32, "concurrent producer connections")
+	fs.IntVar(&o.Rate, "rate", 1000, "live: events offered per second")
+	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "live and producer: how long to offer load")
+	fs.DurationVar(&o.SlowLatency, "slow-latency", 200*time.Millisecond, "slow: provider latency per call")
+	fs.IntVar(&o.SlowEvents, "slow-events", 10000, "slow: backlog size")
+	fs.IntVar(&o.Concurrency, "concurrency", 256, "drain, live: in-flight calls per instance")
+	fs.IntVar(&o.SlowConc, "slow-concurrency", 1000, "slow: in-flight calls per instance")
+	fs.IntVar(&o.MemEvents, "memory-events", 100000, "memory: backlog drained while resident memory is sampled")
+	fs.BoolVar(&o.Durable, "durable", false, "fsync and synchronous_commit on (slower on this disk; see the README)")
+	fs.BoolVar(&o.Keep, "keep", false, "keep the temporary data directory")
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
+	}
+	o.Scenarios = strings.Split(*scenarios, ",")
+	bin, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	o.Binary = bin
+	return bench.Run(ctx, o, stdout)
+}

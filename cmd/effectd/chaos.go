@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/effectd/effectd/cmd/effectd/internal/chaos"
+)
+
+func runChaos(ctx context.Context, args []string, getenv env, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	events := fs.Int("events", 5000, "events to produce")
+	instances := fs.Int("instances", 3, "effectd serve processes")
+	duration := fs.Duration("duration", 2*time.Minute, "how long faults are injected (producers spread events over 75% of it)")
+	seed := fs.Uint64("seed", 0, "seed of the event plan and the fault schedule (0: from the clock; printed)")
+	faults := fs.String("faults", "all", "comma-separated faults: kill, stop, pgrestart, latency, 5xx, 429, hang, drop; all; none")
+	drainTimeout := fs.Duration("drain-timeout", 5*time.Minute, "how long the instances may take to settle every intent")
+	dir := fs.String("dir", "", "work directory for PostgreSQL and the instances' logs (default: a temporary one, kept on failure)")
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
+	}
+	list, err := chaos.ParseFaults(*faults)
+	if err != nil {
+		return usagef("chaos: --faults: %v", err)
+	}
+	if *events < 1 || *instances < 1 || *instances > 10 || *duration <= 0 {
+		return usagef("chaos: --events must be positive, --instances between 1 and 10, --duration positive")
+	}
+	if *seed == 0 {
+		*seed = uint64(time.Now().UnixNano())
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("chaos: finding the effectd binary: %w", err)
+	}
+	fmt.Fprintf(stdout, "effectd chaos --seed %d (pass it to replay the plan and the fault schedule)\n", *seed)
+	rep, err := chaos.Run(ctx, chaos.Config{Binary: bin, Events: *events, Instances: *instances, Duration: *duration,
+		Seed: *seed, Faults: list, DrainTimeout: *drainTimeout, Dir: *dir, Out: stdout})
+	if err != nil {
+		return err
+	}
+	if !rep.OK() {
+		return errors.New("chaos: the checker found broken rules (table above)")
+	}
+	return nil
+}

@@ -1,0 +1,289 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectd/effectd/migrations"
+	"github.com/effectd/effectd/migrations/localpg"
+	"github.com/effectd/effectd/providers/sandbox"
+)
+
+// Options select the scenarios and their sizes.
+type Options struct {
+	Binary      string        // the effectd binary run as `serve`
+	Scenarios   []string      // drain, live, slow, producer, memory
+	Events      int           // drain: backlog size
+	Producers   int           // concurrent producer connections
+	Rate        int           // live: events offered per second
+	Duration    time.Duration // live and producer: how long to offer
+	SlowLatency time.Duration // slow: provider latency per call
+	SlowEvents  int
+	Concurrency int  // in-flight calls per instance (drain, live)
+	SlowConc    int  // in-flight calls per instance (slow)
+	MemEvents   int  // memory: backlog drained while resident memory is sampled
+	Durable     bool // fsync and synchronous_commit on (default off: see the README)
+	Keep        bool // keep the data directory
+}
+
+const secret = "whsec_ZWZmZWN0ZC1iZW5jaC1zZWNyZXQta2V5LTEyMzQ1Ng=="
+
+// env is what every scenario shares: one PostgreSQL server and the sandbox.
+type env struct {
+	opt     Options
+	out     io.Writer
+	pg      *localpg.Server
+	dir     string
+	sandbox *sandbox.Server
+	hookURL string
+	seq     int
+}
+
+// Run runs the chosen scenarios and writes their figures to out.
+func Run(ctx context.Context, opt Options, out io.Writer) error {
+	dir, err := os.MkdirTemp("", "effectd-bench-")
+	if err != nil {
+		return err
+	}
+	if !opt.Keep {
+		defer os.RemoveAll(dir)
+	}
+	os.Chmod(dir, 0o755) // the postgres user must reach pg/ inside it when running as root
+	settings := []string{"max_wal_size=4GB", "checkpoint_timeout=30min"}
+	pg, err := localpg.Start(ctx, filepath.Join(dir, "pg"), localpg.Options{Fast: !opt.Durable, Settings: settings})
+	if err != nil {
+		return err
+	}
+	defer pg.Stop()
+	sb := sandbox.New(sandbox.Options{WebhookSecret: secret})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: sb.Handler()}
+	go srv.Serve(ln)
+	defer srv.Close()
+	e := &env{opt: opt, out: out, pg: pg, dir: dir, sandbox: sb, hookURL: "http://" + ln.Addr().String() + "/hooks/bench"}
+	fmt.Fprintf(out, "effectd bench: %d cores, %s, PostgreSQL %s (fsync %s), sandbox webhook receiver on loopback\n\n",
+		runtime.NumCPU(), runtime.Version(), pgVersion(ctx, pg), map[bool]string{true: "on", false: "off"}[opt.Durable])
+	for _, s := range opt.Scenarios {
+		var err error
+		switch s {
+		case "drain":
+			err = e.drain(ctx, opt.Events, false)
+		case "memory":
+			err = e.drain(ctx, opt.MemEvents, true)
+		case "live":
+			err = e.live(ctx)
+		case "slow":
+			err = e.slow(ctx)
+		case "producer":
+			err = e.producer(ctx)
+		default:
+			err = fmt.Errorf("unknown scenario %q (want drain, live, slow, producer, memory)", s)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+		fmt.Fprintln(out)
+	}
+	return nil
+}
+
+func pgVersion(ctx context.Context, pg *localpg.Server) string {
+	conn, err := pgx.Connect(ctx, pg.URL("postgres"))
+	if err != nil {
+		return "?"
+	}
+	defer conn.Close(ctx)
+	var v string
+	conn.QueryRow(ctx, `SHOW server_version`).Scan(&v)
+	return v
+}
+
+// database creates a fresh, migrated database and returns its URL and a pool.
+func (e *env) database(ctx context.Context) (string, *pgxpool.Pool, error) {
+	e.seq++
+	name := fmt.Sprintf("bench_%d", e.seq)
+	conn, err := pgx.Connect(ctx, e.pg.URL("postgres"))
+	if err != nil {
+		return "", nil, err
+	}
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+name)
+	conn.Close(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	url := e.pg.URL(name)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return "", nil, err
+	}
+	cfg.MaxConns = int32(max(e.opt.Producers, 4) + 4)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := migrations.Up(ctx, pool); err != nil {
+		pool.Close()
+		return "", nil, err
+	}
+	return url, pool, nil
+}
+
+// config writes a one-channel YAML for the webhook receiver.
+func (e *env) config(concurrency int) (string, error) {
+	path := filepath.Join(e.dir, fmt.Sprintf("effectd-%d.yaml", e.seq))
+	yaml := fmt.Sprintf(`channels:
+  bench:
+    provider: webhook
+    webhook: { url: %q, secret_env: BENCH_WEBHOOK_SECRET, timeout: 30s }
+    policy: { concurrency: %d, lease: 60s, in_doubt: resend }
+`, e.hookURL, concurrency)
+	return path, os.WriteFile(path, []byte(yaml), 0o600)
+}
+
+// instance is a running `effectd serve`.
+type instance struct {
+	cmd     *exec.Cmd
+	started time.Time // when it printed that the dispatcher runs
+	peakKB  int64
+	stopMem chan struct{}
+	memDone chan struct{}
+}
+
+// serve starts `effectd serve` on dbURL and returns once its dispatcher runs.
+func (e *env) serve(ctx context.Context, dbURL, cfg string, sampleMemory bool) (*instance, error) {
+	cmd := exec.CommandContext(ctx, e.opt.Binary, "serve", "--config", cfg, "--addr", "127.0.0.1:0", "--insecure-no-auth", "--log-level", "error")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "BENCH_WEBHOOK_SECRET="+secret)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		once := sync.Once{}
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "effectd: admin API on ") {
+				once.Do(func() { close(ready) })
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		return nil, fmt.Errorf("effectd serve did not start within 30s")
+	}
+	in := &instance{cmd: cmd, started: time.Now(), stopMem: make(chan struct{}), memDone: make(chan struct{})}
+	go func() {
+		defer close(in.memDone)
+		if !sampleMemory {
+			return
+		}
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if kb := rssKB(cmd.Process.Pid); kb > in.peakKB {
+				in.peakKB = kb
+			}
+			select {
+			case <-in.stopMem:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return in, nil
+}
+
+// stop sends SIGTERM and waits for the drain.
+func (in *instance) stop() error {
+	close(in.stopMem)
+	<-in.memDone
+	if kb := peakKB(in.cmd.Process.Pid); kb > in.peakKB {
+		in.peakKB = kb
+	}
+	in.cmd.Process.Signal(os.Interrupt)
+	return in.cmd.Wait()
+}
+
+// rssKB reads the resident set of pid from /proc (0 when unavailable).
+func rssKB(pid int) int64 { return procStatus(pid, "VmRSS:") }
+
+// peakKB reads the peak resident set of pid from /proc.
+func peakKB(pid int) int64 { return procStatus(pid, "VmHWM:") }
+
+func procStatus(pid int, field string) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, field); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb
+		}
+	}
+	return 0
+}
+
+// waitApplied polls the sandbox until want effects were applied or the deadline passes.
+func (e *env) waitApplied(want int, within time.Duration) (time.Time, error) {
+	deadline := time.Now().Add(within)
+	for {
+		n, _ := e.sandbox.Ledger.Count("webhook")
+		if n >= want {
+			return time.Now(), nil
+		}
+		if time.Now().After(deadline) {
+			return time.Now(), fmt.Errorf("only %d of %d effects applied within %s", n, want, within)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// integrity counts, for the committed events, those never applied (lost) and
+// applications beyond the first (duplicates).
+func (e *env) integrity(prefix string, committed map[string]bool) (lost, dups int) {
+	applied := map[string]int{}
+	for _, eff := range e.sandbox.Ledger.Snapshot("webhook").Effects {
+		if strings.HasPrefix(eff.Key, "bench:"+prefix) {
+			applied[strings.TrimPrefix(eff.Key, "bench:")] = eff.Applied
+		}
+	}
+	for ev := range committed {
+		switch n := applied[ev]; {
+		case n == 0:
+			lost++
+		case n > 1:
+			dups += n - 1
+		}
+	}
+	for ev := range applied {
+		if !committed[ev] {
+			dups++ // applied but never committed
+		}
+	}
+	return lost, dups
+}

@@ -1,0 +1,7 @@
+// Package bench measures effectd on this machine: backlog drain, live latency
+// from producer commit to provider, throughput against a slow provider,
+// producer cost against a bare INSERT, and the dispatcher's resident memory.
+// It starts its own PostgreSQL (localpg), the sandbox on loopback, and
+// `effectd serve` as a child process, and prints figures with their
+// configuration and the lost and duplicate counts.
+package bench

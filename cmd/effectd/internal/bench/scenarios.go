@@ -1,0 +1,317 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectd/effectd/providers/sandbox"
+)
+
+const enqueueSQL = `SELECT effectd.enqueue(event_id => $1, channel => 'bench', payload => $2::jsonb)`
+
+// enqueueOne commits one producer transaction holding one enqueue.
+func enqueueOne(ctx context.Context, pool *pgxpool.Pool, id string) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var inserted bool
+		return tx.QueryRow(ctx, enqueueSQL, id, `{"order":"`+id+`","amount":1250,"currency":"eur"}`).Scan(&inserted)
+	})
+}
+
+// backlog enqueues n events through the producers, 5% of them delivered twice,
+// and returns the committed event ids.
+func (e *env) backlog(ctx context.Context, pool *pgxpool.Pool, prefix string, n int) (map[string]bool, time.Duration, error) {
+	ids := make([]string, 0, n+n/20)
+	for i := range n {
+		ids = append(ids, fmt.Sprintf("%s%07d", prefix, i))
+		if i%20 == 0 {
+			ids = append(ids, ids[len(ids)-1])
+		}
+	}
+	rand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	work := make(chan string, 1024)
+	errc := make(chan error, e.opt.Producers)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range e.opt.Producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range work {
+				if err := enqueueOne(ctx, pool, id); err != nil {
+					errc <- err
+					return
+				}
+			}
+		}()
+	}
+	for _, id := range ids {
+		work <- id
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return nil, 0, err
+	default:
+	}
+	committed := make(map[string]bool, n)
+	for _, id := range ids {
+		committed[id] = true
+	}
+	return committed, time.Since(start), nil
+}
+
+// drain: a backlog enqueued first, then the dispatcher started.
+func (e *env) drain(ctx context.Context, n int, memory bool) error {
+	url, pool, err := e.database(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	cfg, err := e.config(e.opt.Concurrency)
+	if err != nil {
+		return err
+	}
+	prefix := fmt.Sprintf("d%d-", e.seq)
+	committed, took, err := e.backlog(ctx, pool, prefix, n)
+	if err != nil {
+		return err
+	}
+	before, _ := e.sandbox.Ledger.Count("webhook")
+	in, err := e.serve(ctx, url, cfg, true)
+	if err != nil {
+		return err
+	}
+	done, err := e.waitApplied(before+len(committed), 10*time.Minute)
+	elapsed := done.Sub(in.started)
+	if serr := in.stop(); serr != nil && err == nil {
+		err = fmt.Errorf("effectd serve: %w", serr)
+	}
+	if err != nil {
+		return err
+	}
+	lost, dups := e.integrity(prefix, committed)
+	name := "drain"
+	if memory {
+		name = "memory"
+	}
+	fmt.Fprintf(e.out, "%s: %d events (+5%% redelivered) enqueued by %d producers in %.2fs (%.0f commits/s)\n",
+		name, n, e.opt.Producers, took.Seconds(), float64(len(committed)+n/20)/took.Seconds())
+	fmt.Fprintf(e.out, "  dispatcher: 1 instance, webhook channel, concurrency %d, claim batch 256\n", e.opt.Concurrency)
+	fmt.Fprintf(e.out, "  drained %d intents in %.2fs = %.0f intents/s\n", len(committed), elapsed.Seconds(), float64(len(committed))/elapsed.Seconds())
+	fmt.Fprintf(e.out, "  peak resident memory of effectd serve: %.1f MB\n", float64(in.peakKB)/1024)
+	fmt.Fprintf(e.out, "  lost %d, duplicates %d\n", lost, dups)
+	if lost+dups > 0 {
+		return fmt.Errorf("lost %d, duplicates %d", lost, dups)
+	}
+	return nil
+}
+
+// live: events offered at a fixed rate while the dispatcher runs; latency from
+// the producer's commit to the provider receiving the call.
+func (e *env) live(ctx context.Context) error {
+	url, pool, err := e.database(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	cfg, err := e.config(e.opt.Concurrency)
+	if err != nil {
+		return err
+	}
+	in, err := e.serve(ctx, url, cfg, false)
+	if err != nil {
+		return err
+	}
+	defer in.stop()
+	prefix := fmt.Sprintf("l%d-", e.seq)
+	n := int(float64(e.opt.Rate) * e.opt.Duration.Seconds())
+	commits := make([]time.Time, n)
+	before, _ := e.sandbox.Ledger.Count("webhook")
+	start := time.Now().Add(50 * time.Millisecond)
+	var next atomic.Int64
+	var late atomic.Int64
+	errc := make(chan error, e.opt.Producers)
+	var wg sync.WaitGroup
+	for range e.opt.Producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				at := start.Add(time.Duration(float64(i) / float64(e.opt.Rate) * float64(time.Second)))
+				if d := time.Until(at); d > 0 {
+					time.Sleep(d) // pacing the offered load, not waiting for a result
+				} else if d < -10*time.Millisecond {
+					late.Add(1)
+				}
+				if err := enqueueOne(ctx, pool, fmt.Sprintf("%s%07d", prefix, i)); err != nil {
+					errc <- err
+					return
+				}
+				commits[i] = time.Now()
+			}
+		}()
+	}
+	wg.Wait()
+	offered := time.Since(start)
+	select {
+	case err := <-errc:
+		return err
+	default:
+	}
+	if _, err := e.waitApplied(before+n, time.Minute); err != nil {
+		return err
+	}
+	at := map[string]time.Time{}
+	for _, eff := range e.sandbox.Ledger.Snapshot("webhook").Effects {
+		at[eff.Key] = eff.At
+	}
+	lat := make([]time.Duration, 0, n)
+	committed := make(map[string]bool, n)
+	for i, c := range commits {
+		id := fmt.Sprintf("%s%07d", prefix, i)
+		committed[id] = true
+		lat = append(lat, at["bench:"+id].Sub(c))
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))]) / float64(time.Millisecond) }
+	lost, dups := e.integrity(prefix, committed)
+	fmt.Fprintf(e.out, "live: %d events offered at %d/s over %.1fs by %d producers (%d started more than 10 ms late)\n",
+		n, e.opt.Rate, offered.Seconds(), e.opt.Producers, late.Load())
+	fmt.Fprintf(e.out, "  dispatcher: 1 instance, webhook channel, concurrency %d\n", e.opt.Concurrency)
+	fmt.Fprintf(e.out, "  commit → provider latency: p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, max %.1f ms\n", q(.50), q(.95), q(.99), q(1))
+	fmt.Fprintf(e.out, "  lost %d, duplicates %d\n", lost, dups)
+	if lost+dups > 0 {
+		return fmt.Errorf("lost %d, duplicates %d", lost, dups)
+	}
+	return nil
+}
+
+// slow: a provider that takes SlowLatency per call; sustained throughput at a
+// given concurrency.
+func (e *env) slow(ctx context.Context) error {
+	e.sandbox.Faults.Set("webhook", sandbox.Fault{Latency: e.opt.SlowLatency})
+	defer e.sandbox.Faults.Set("webhook", sandbox.Fault{})
+	url, pool, err := e.database(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	cfg, err := e.config(e.opt.SlowConc)
+	if err != nil {
+		return err
+	}
+	prefix := fmt.Sprintf("s%d-", e.seq)
+	committed, _, err := e.backlog(ctx, pool, prefix, e.opt.SlowEvents)
+	if err != nil {
+		return err
+	}
+	before, _ := e.sandbox.Ledger.Count("webhook")
+	in, err := e.serve(ctx, url, cfg, true)
+	if err != nil {
+		return err
+	}
+	done, err := e.waitApplied(before+len(committed), 10*time.Minute)
+	elapsed := done.Sub(in.started)
+	in.stop()
+	if err != nil {
+		return err
+	}
+	lost, dups := e.integrity(prefix, committed)
+	fmt.Fprintf(e.out, "slow provider: %d intents, %s per call, concurrency %d per instance, 1 instance\n",
+		len(committed), e.opt.SlowLatency, e.opt.SlowConc)
+	fmt.Fprintf(e.out, "  sustained %.0f intents/s (ceiling concurrency/latency = %.0f/s); peak memory %.1f MB\n",
+		float64(len(committed))/elapsed.Seconds(), float64(e.opt.SlowConc)/e.opt.SlowLatency.Seconds(), float64(in.peakKB)/1024)
+	fmt.Fprintf(e.out, "  lost %d, duplicates %d\n", lost, dups)
+	if lost+dups > 0 {
+		return fmt.Errorf("lost %d, duplicates %d", lost, dups)
+	}
+	return nil
+}
+
+// producer: effectd.enqueue against a bare INSERT of the same row, each in its
+// own transaction, from concurrent producers, alternating rounds.
+func (e *env) producer(ctx context.Context) error {
+	_, pool, err := e.database(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `INSERT INTO effectd.channels (name, provider) VALUES ('bench', 'webhook')`); err != nil {
+		return err
+	}
+	bare := func(ctx context.Context, id string) error {
+		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key)
+				VALUES ($1, 'bench', $2::jsonb, $3) ON CONFLICT ON CONSTRAINT intents_event_channel DO NOTHING`,
+				id, `{"order":"`+id+`","amount":1250,"currency":"eur"}`, "bench:"+id)
+			return err
+		})
+	}
+	viaFunc := func(ctx context.Context, id string) error { return enqueueOne(ctx, pool, id) }
+	counts := map[string]int64{}
+	spent := map[string]time.Duration{}
+	round := e.opt.Duration / 4
+	for r := range 4 {
+		name, f := "insert", bare
+		if r%2 == 1 {
+			name, f = "enqueue", viaFunc
+		}
+		n, d, err := e.hammer(ctx, fmt.Sprintf("p%d-%s-%d-", e.seq, name, r), round, f)
+		if err != nil {
+			return err
+		}
+		counts[name] += n
+		spent[name] += d
+	}
+	ins := float64(counts["insert"]) / spent["insert"].Seconds()
+	enq := float64(counts["enqueue"]) / spent["enqueue"].Seconds()
+	fmt.Fprintf(e.out, "producer cost: %d producers, one intent per transaction, no dispatcher running, 2 alternating rounds of %.1fs each\n",
+		e.opt.Producers, round.Seconds())
+	fmt.Fprintf(e.out, "  bare INSERT ... ON CONFLICT DO NOTHING: %.0f tx/s\n", ins)
+	fmt.Fprintf(e.out, "  SELECT effectd.enqueue(...):             %.0f tx/s\n", enq)
+	fmt.Fprintf(e.out, "  cost of enqueue: %.2fx a bare insert\n", ins/enq)
+	return nil
+}
+
+// hammer runs f from every producer for d and counts commits.
+func (e *env) hammer(ctx context.Context, prefix string, d time.Duration, f func(context.Context, string) error) (int64, time.Duration, error) {
+	var n atomic.Int64
+	var seq atomic.Int64
+	deadline := time.Now().Add(d)
+	start := time.Now()
+	errc := make(chan error, e.opt.Producers)
+	var wg sync.WaitGroup
+	for range e.opt.Producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				if err := f(ctx, fmt.Sprintf("%s%d", prefix, seq.Add(1))); err != nil {
+					errc <- err
+					return
+				}
+				n.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return 0, 0, err
+	default:
+	}
+	return n.Load(), time.Since(start), nil
+}

@@ -1,0 +1,411 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectd/effectd/providers/sandbox"
+)
+
+// The checker is independent of effectd's code: it reads the producers' log,
+// effectd's tables (and the producers' own table) with plain SQL, and the
+// sandbox ledger, and judges each committed (event, channel) by the rules of
+// its channel's provider and policy.
+
+// Channel is a channel as the checker needs it: its provider and policy.
+type Channel struct {
+	Name           string
+	Provider       string // webhook | stripe | twilio
+	InDoubt        string // lookup | resend | skip | manual
+	LookupFallback string
+}
+
+// Row is one line of the table: a channel's counts.
+type Row struct {
+	Channel                          Channel
+	Committed, Maybe, Intents        int
+	States                           map[string]int
+	Unsettled                        int // PENDING or SENDING after the drain
+	Applied                          int // keys with at least one effect
+	KeysTwice                        int // keys applied more than once
+	Duplicates, Explained, Lost, Gap int // Gap: not applied, recorded as a policy state
+	Fenced                           int // attempt rows "(fenced out)": late completions refused
+	Ambiguous                        int // lookups that could not tell
+}
+
+// Violation is one broken rule with the keys that break it.
+type Violation struct {
+	Rule    string
+	Channel string
+	Keys    []string
+}
+
+// Report is the checker's verdict.
+type Report struct {
+	Rows       []Row
+	Violations []Violation
+	Details    []string // attempt rows of some offending intents
+	Orphans    int      // effects that match no intent
+}
+
+// OK reports whether every rule held.
+func (r *Report) OK() bool { return len(r.Violations) == 0 }
+
+// target is what an effect is for: one event on one channel.
+type target struct{ channel, event string }
+
+// intentRow is an intent with what its attempt rows say.
+type intentRow struct {
+	id                                   int64
+	eventID, channel, status, ref, key   string
+	ambiguousResend, policyResend, fence int
+	ambiguous                            int
+}
+
+// Check judges the run. events is the producers' log; ledger the sandbox's.
+func Check(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, ledger sandbox.Snapshot, chans []Channel) (*Report, error) {
+	intents, err := loadIntents(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	delivered := map[string]bool{} // events with a committed row in the producers' own table
+	rows, err := pool.Query(ctx, `SELECT DISTINCT event_id FROM public.chaos_deliveries`)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: reading the producers' table: %w", err)
+	}
+	for rows.Next() {
+		var e string
+		if err := rows.Scan(&e); err != nil {
+			return nil, err
+		}
+		delivered[e] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+
+	applied := map[target]int{}
+	refs := map[target][]string{}
+	rep := &Report{}
+	for _, e := range ledger.Effects {
+		t, ok := effectTarget(e)
+		if !ok {
+			rep.Orphans++
+			continue
+		}
+		applied[t] += e.Applied
+		refs[t] = append(refs[t], e.Ref)
+	}
+
+	byChannel := map[string]*Row{}
+	for _, c := range chans {
+		byChannel[c.Name] = &Row{Channel: c, States: map[string]int{}}
+	}
+	bad := map[[2]string][]string{} // (rule, channel) → keys
+	flag := func(rule, channel, key string) {
+		k := [2]string{rule, channel}
+		bad[k] = append(bad[k], key)
+	}
+	var suspects []int64
+
+	byEvent := map[target]*intentRow{}
+	for i := range intents {
+		in := &intents[i]
+		byEvent[target{in.channel, in.eventID}] = in
+		o, known := events[in.eventID]
+		if !known || o.Channel != in.channel {
+			flag("intent for an event no producer enqueued", in.channel, in.eventID)
+			continue
+		}
+		if !o.Committed && !o.Maybe && !delivered[in.eventID] {
+			flag("intent for a rolled-back event", in.channel, in.eventID)
+		}
+	}
+	for t := range applied {
+		if byEvent[t] == nil {
+			flag("effect without an intent", t.channel, t.event)
+		}
+	}
+	for ev, o := range events {
+		row := byChannel[o.Channel]
+		if row == nil {
+			return nil, fmt.Errorf("chaos: event %s on unknown channel %q", ev, o.Channel)
+		}
+		t := target{o.Channel, ev}
+		in := byEvent[t]
+		committed := o.Committed || delivered[ev]
+		switch {
+		case committed:
+			row.Committed++
+		case o.Maybe:
+			row.Maybe++
+		}
+		if committed && !o.Maybe && o.Inserted != 1 {
+			flag(fmt.Sprintf("enqueue returned true %d times, want once", o.Inserted), o.Channel, ev)
+		}
+		if in == nil {
+			if committed {
+				row.Lost++
+				flag("committed but no intent", o.Channel, ev)
+			}
+			if applied[t] > 0 && !committed {
+				flag("effect for an event that never committed", o.Channel, ev)
+			}
+			continue
+		}
+		row.Intents++
+		row.States[in.status]++
+		row.Fenced += in.fence
+		row.Ambiguous += in.ambiguous
+		n := applied[t]
+		if n > 0 {
+			row.Applied++
+		}
+		if in.status == "PENDING" || in.status == "SENDING" {
+			row.Unsettled++
+			flag("not settled after the drain ("+in.status+")", o.Channel, ev)
+		}
+		if n == 0 {
+			switch in.status {
+			case "SKIPPED", "IN_DOUBT", "FAILED", "CANCELLED":
+				row.Gap++
+				if row.Channel.InDoubt == "skip" && in.status != "SKIPPED" {
+					flag("gap not recorded as SKIPPED ("+in.status+")", o.Channel, ev)
+				}
+			default:
+				row.Lost++
+				flag("lost: committed, "+in.status+", never applied", o.Channel, ev)
+				suspects = append(suspects, in.id)
+			}
+			continue
+		}
+		if in.status == "SENT" && in.ref != "" && row.Channel.Provider != "webhook" && !slices.Contains(refs[t], in.ref) {
+			flag("SENT with a provider_ref that is not its effect", o.Channel, ev)
+			suspects = append(suspects, in.id)
+		}
+		if n < 2 {
+			continue
+		}
+		row.KeysTwice++
+		extra := n - 1
+		row.Duplicates += extra
+		explained := 0
+		if row.Channel.Provider == "twilio" {
+			switch row.Channel.InDoubt {
+			case "lookup":
+				explained = in.ambiguousResend
+			case "resend":
+				explained = in.ambiguousResend + in.policyResend
+			}
+		}
+		explained = min(explained, extra)
+		row.Explained += explained
+		if explained < extra {
+			flag(fmt.Sprintf("applied %d times, %d unexplained", n, extra-explained), o.Channel, ev)
+			suspects = append(suspects, in.id)
+		}
+	}
+	late, err := lateCompletions(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range late {
+		flag("completion of an attempt already settled by the reconciler took effect (not fenced out)", l.channel, l.event)
+		suspects = append(suspects, l.id)
+	}
+	if rep.Orphans > 0 {
+		flag(fmt.Sprintf("%d effects not attributable to any event", rep.Orphans), "*", "-")
+	}
+
+	for _, c := range chans {
+		rep.Rows = append(rep.Rows, *byChannel[c.Name])
+	}
+	for k, keys := range bad {
+		slices.Sort(keys)
+		rep.Violations = append(rep.Violations, Violation{Rule: k[0], Channel: k[1], Keys: keys})
+	}
+	slices.SortFunc(rep.Violations, func(a, b Violation) int {
+		return strings.Compare(a.Channel+a.Rule, b.Channel+b.Rule)
+	})
+	if len(suspects) > 8 {
+		suspects = suspects[:8]
+	}
+	rep.Details, err = attemptDetails(ctx, pool, suspects)
+	return rep, err
+}
+
+func loadIntents(ctx context.Context, pool *pgxpool.Pool) ([]intentRow, error) {
+	rows, err := pool.Query(ctx, `
+		SELECT i.id, i.event_id, i.channel, i.status, coalesce(i.provider_ref, ''), i.idempotency_key,
+		       count(a.id) FILTER (WHERE a.kind = 'lookup' AND a.outcome LIKE 'ambiguous%' AND a.outcome LIKE '%PENDING'),
+		       count(a.id) FILTER (WHERE a.kind = 'lookup' AND a.outcome LIKE 'policy%' AND a.outcome LIKE '%PENDING'),
+		       count(a.id) FILTER (WHERE a.outcome LIKE '%(fenced out)'),
+		       count(a.id) FILTER (WHERE a.kind = 'lookup' AND a.outcome LIKE 'ambiguous%')
+		FROM effectd.intents i LEFT JOIN effectd.attempts a ON a.intent_id = i.id
+		GROUP BY i.id`)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: reading intents: %w", err)
+	}
+	defer rows.Close()
+	var out []intentRow
+	for rows.Next() {
+		var r intentRow
+		if err := rows.Scan(&r.id, &r.eventID, &r.channel, &r.status, &r.ref, &r.key,
+			&r.ambiguousResend, &r.policyResend, &r.fence, &r.ambiguous); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// lateCompletion is an intent whose attempt was settled by the reconciler and
+// then had its original worker's completion accepted anyway.
+type lateCompletion struct {
+	id             int64
+	channel, event string
+}
+
+// lateCompletions finds send attempt rows recorded after the reconciler's
+// settlement of the same attempt (kind lookup) that are not marked
+// "(fenced out)": once an attempt is settled, its late answer must change nothing.
+func lateCompletions(ctx context.Context, pool *pgxpool.Pool) ([]lateCompletion, error) {
+	rows, err := pool.Query(ctx, `
+		SELECT DISTINCT i.id, i.channel, i.event_id
+		FROM effectd.attempts l
+		JOIN effectd.attempts s ON s.intent_id = l.intent_id AND s.attempt = l.attempt AND s.kind = 'send' AND s.id > l.id
+		JOIN effectd.intents i ON i.id = l.intent_id
+		WHERE l.kind = 'lookup' AND s.outcome NOT LIKE '%(fenced out)' AND s.outcome <> 'lease expired'`)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: reading attempts: %w", err)
+	}
+	defer rows.Close()
+	var out []lateCompletion
+	for rows.Next() {
+		var l lateCompletion
+		if err := rows.Scan(&l.id, &l.channel, &l.event); err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// effectTarget attributes an effect to (channel, event) from what the
+// provider received: the webhook body's "event", Stripe's metadata
+// effectd_event_id, Twilio's body "<channel> <event>" (sent to a number of
+// its own).
+func effectTarget(e sandbox.Effect) (t target, ok bool) {
+	switch e.Kind {
+	case "webhook":
+		var b struct {
+			Event string `json:"event"`
+		}
+		if json.Unmarshal(e.Body, &b) != nil || b.Event == "" {
+			return t, false
+		}
+		t.channel, t.event = "hook", b.Event
+	case "stripe":
+		var b struct {
+			Metadata map[string]string `json:"metadata"`
+		}
+		if json.Unmarshal(e.Body, &b) != nil || b.Metadata["effectd_event_id"] == "" {
+			return t, false
+		}
+		t.channel, t.event = "refund", b.Metadata["effectd_event_id"]
+	case "twilio":
+		var b struct {
+			To   string `json:"to"`
+			Body string `json:"body"`
+		}
+		if json.Unmarshal(e.Body, &b) != nil {
+			return t, false
+		}
+		ch, ev, found := strings.Cut(b.Body, " ")
+		if !found || b.To != smsNumber(eventIndex(ev)) {
+			return t, false
+		}
+		t.channel, t.event = ch, ev
+	default:
+		return t, false
+	}
+	return t, true
+}
+
+// eventIndex is n of "evt-n", or -1.
+func eventIndex(ev string) int {
+	var n int
+	if _, err := fmt.Sscanf(ev, "evt-%d", &n); err != nil {
+		return -1
+	}
+	return n
+}
+
+// attemptDetails lists the attempt rows of ids, for the report.
+func attemptDetails(ctx context.Context, pool *pgxpool.Pool, ids []int64) ([]string, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := pool.Query(ctx, `
+		SELECT i.id, i.channel, i.event_id, i.status, coalesce(i.provider_ref, '-'), a.attempt, a.kind,
+		       to_char(a.started_at, 'HH24:MI:SS.MS'), coalesce(to_char(a.finished_at, 'HH24:MI:SS.MS'), '-'),
+		       a.outcome, left(coalesce(a.error, ''), 120), coalesce(a.provider_ref, '-')
+		FROM effectd.intents i JOIN effectd.attempts a ON a.intent_id = i.id
+		WHERE i.id = ANY($1) ORDER BY i.id, a.id`, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id int64
+		var ch, ev, st, ref, kind, start, end, outcome, errText, aref string
+		var attempt int
+		if err := rows.Scan(&id, &ch, &ev, &st, &ref, &attempt, &kind, &start, &end, &outcome, &errText, &aref); err != nil {
+			return nil, err
+		}
+		out = append(out, fmt.Sprintf("intent %d %s/%s %s ref=%s | #%d %s %s→%s %q ref=%s err=%q",
+			id, ch, ev, st, ref, attempt, kind, start, end, outcome, aref, errText))
+	}
+	return out, rows.Err()
+}
+
+// Print writes the table, then every violation with its keys.
+func (r *Report) Print(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "channel\tprovider\tpolicy\tcommitted\tmaybe\tintents\tSENT\tFAILED\tSKIPPED\tIN_DOUBT\tCANCELLED\tunsettled\tapplied\tkeys>1\tdup effects\texplained\tambiguous\tfenced out\tgap\tlost\t")
+	for _, x := range r.Rows {
+		policy := x.Channel.InDoubt
+		if policy == "lookup" {
+			policy += "/" + x.Channel.LookupFallback
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n",
+			x.Channel.Name, x.Channel.Provider, policy, x.Committed, x.Maybe, x.Intents,
+			x.States["SENT"], x.States["FAILED"], x.States["SKIPPED"], x.States["IN_DOUBT"], x.States["CANCELLED"],
+			x.Unsettled, x.Applied, x.KeysTwice, x.Duplicates, x.Explained, x.Ambiguous, x.Fenced, x.Gap, x.Lost)
+	}
+	tw.Flush()
+	if r.OK() {
+		fmt.Fprintln(w, "checker: PASS — lost 0, unexplained duplicates 0, every intent settled")
+		return
+	}
+	fmt.Fprintf(w, "checker: FAIL — %d rules broken\n", len(r.Violations))
+	for _, v := range r.Violations {
+		keys := v.Keys
+		more := ""
+		if len(keys) > 20 {
+			keys, more = keys[:20], fmt.Sprintf(" … and %d more", len(v.Keys)-20)
+		}
+		fmt.Fprintf(w, "  [%s] %s: %d: %s%s\n", v.Channel, v.Rule, len(v.Keys), strings.Join(keys, " "), more)
+	}
+	for _, d := range r.Details {
+		fmt.Fprintln(w, "  "+d)
+	}
+}

@@ -1,0 +1,15 @@
+// Package chaos proves effectd's promise under faults, Jepsen-style: it drives
+// real effectd serve processes against one throwaway PostgreSQL and the
+// in-process sandbox, while concurrent producers enqueue (committing, rolling
+// back, redelivering) and a seeded schedule injects faults (SIGKILL, SIGSTOP
+// past the lease, PostgreSQL restarts, provider latency, 5xx, 429, hangs and
+// dropped answers). After the instances drain, an independent checker compares
+// the producers' log, the database and the sandbox ledger, and reports per
+// channel what was lost or applied twice. Run runs it; `effectd chaos` wraps it.
+//
+// Clock skew is not injected: leases, claims and fences compare only the
+// database's now(), never an instance's clock, so a skewed instance cannot
+// take a live lease or slip past a fence. The one clock compared with another
+// machine's is the Twilio lookup window: the database's claim time against
+// Twilio's date_created, widened by two minutes of tolerated skew.
+package chaos

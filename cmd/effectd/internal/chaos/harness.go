@@ -1,0 +1,347 @@
+package chaos
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectd/effectd/migrations/localpg"
+	"github.com/effectd/effectd/providers/sandbox"
+)
+
+// Config configures a chaos run. Zero fields take the defaults in brackets.
+type Config struct {
+	Binary       string        // the effectd binary to run as `serve` (required)
+	Events       int           // events to produce [1500]
+	Instances    int           // effectd serve processes [2]
+	Duration     time.Duration // fault phase; producers spread events over 75% of it [40s]
+	Seed         uint64        // drives the event plan and the fault schedule
+	Faults       []string      // fault names (see AllFaults); nil injects none
+	DrainTimeout time.Duration // how long the instances may take to settle every intent [3m]
+	Lease        time.Duration // every channel's lease [2s]
+	Out          io.Writer     // progress, fault log and the table [io.Discard]
+	Channels     []Channel     // the channels to run [Channels]
+	Dir          string        // work directory (PostgreSQL, logs); "" makes a temporary one, removed at the end
+}
+
+// Channels are the channels of a run, one per provider and in-doubt policy.
+var Channels = []Channel{
+	{Name: "hook", Provider: "webhook", InDoubt: "resend", LookupFallback: "manual"},
+	{Name: "refund", Provider: "stripe", InDoubt: "lookup", LookupFallback: "manual"},
+	{Name: "sms-lookup", Provider: "twilio", InDoubt: "lookup", LookupFallback: "resend"},
+	{Name: "sms-resend", Provider: "twilio", InDoubt: "resend", LookupFallback: "manual"},
+	{Name: "sms-skip", Provider: "twilio", InDoubt: "skip", LookupFallback: "manual"},
+}
+
+// Sandbox credentials: they open nothing but the in-process sandbox.
+const (
+	hookSecret = "whsec_ZWZmZWN0ZC1jaGFvcy1zZWNyZXQta2V5LTEyMzQ="
+	twilioSID  = "AC00000000000000000000000000000000"
+)
+
+// Run produces events under faults, drains, and checks. It returns the
+// checker's report; an error means the run itself could not be carried out.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg.Events = cmp.Or(cfg.Events, 1500)
+	cfg.Instances = cmp.Or(cfg.Instances, 2)
+	cfg.Duration = cmp.Or(cfg.Duration, 40*time.Second)
+	cfg.DrainTimeout = cmp.Or(cfg.DrainTimeout, 3*time.Minute)
+	cfg.Lease = cmp.Or(cfg.Lease, 2*time.Second)
+	if len(cfg.Channels) == 0 {
+		cfg.Channels = Channels
+	}
+	if cfg.Out == nil {
+		cfg.Out = io.Discard
+	}
+	if cfg.Binary == "" {
+		return nil, errors.New("chaos: no effectd binary")
+	}
+	h := &harness{cfg: cfg, start: time.Now()}
+	defer h.close()
+	if err := h.setup(ctx); err != nil {
+		return nil, err
+	}
+	return h.run(ctx)
+}
+
+// harness is one run's processes and resources.
+type harness struct {
+	cfg   Config
+	start time.Time
+	outMu sync.Mutex
+
+	dir       string
+	removeDir bool
+	pg        *localpg.Server
+	dsn       string
+	pool      *pgxpool.Pool
+	sbSrv     *http.Server
+	sb        *sandbox.Server
+	instances []*instance
+}
+
+// note writes one timestamped line of the run's log.
+func (h *harness) note(format string, args ...any) {
+	h.outMu.Lock()
+	defer h.outMu.Unlock()
+	fmt.Fprintf(h.cfg.Out, "chaos %6.1fs  %s\n", time.Since(h.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func (h *harness) setup(ctx context.Context) error {
+	h.dir = h.cfg.Dir
+	if h.dir == "" {
+		d, err := os.MkdirTemp("", "effectd-chaos-")
+		if err != nil {
+			return err
+		}
+		h.dir, h.removeDir = d, true
+	}
+	// The postgres user (when running as root) must reach dir/pg.
+	if err := os.Chmod(h.dir, 0o755); err != nil {
+		return err
+	}
+	var err error
+	if h.pg, err = localpg.Start(ctx, filepath.Join(h.dir, "pg"), localpg.Options{Fast: true}); err != nil {
+		return err
+	}
+	if err := createDatabase(ctx, h.pg.URL("postgres"), "effectd"); err != nil {
+		return err
+	}
+	h.dsn = h.pg.URL("effectd")
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("chaos: sandbox: %w", err)
+	}
+	h.sb = sandbox.New(sandbox.Options{WebhookSecret: hookSecret})
+	h.sbSrv = &http.Server{Handler: h.sb.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go h.sbSrv.Serve(ln)
+	sandboxURL := "http://" + ln.Addr().String()
+
+	cfgPath := filepath.Join(h.dir, "effectd.yaml")
+	if err := os.WriteFile(cfgPath, []byte(configYAML(sandboxURL, h.cfg.Lease, h.cfg.Channels)), 0o644); err != nil {
+		return err
+	}
+	env := []string{
+		"DATABASE_URL=" + h.dsn, "EFFECTD_CONFIG=" + cfgPath, "EFFECTD_LOG_LEVEL=info",
+		"STRIPE_API_KEY=sk_test_effectd_chaos", "TWILIO_ACCOUNT_SID=" + twilioSID, "TWILIO_AUTH_TOKEN=chaos",
+		"CHAOS_HOOK_SECRET=" + hookSecret,
+	}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "EFFECTD_") && !strings.HasPrefix(kv, "DATABASE_URL=") {
+			env = append(env, kv)
+		}
+	}
+	mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	migrate := exec.CommandContext(mctx, h.cfg.Binary, "migrate")
+	migrate.Env = env
+	if out, err := migrate.CombinedOutput(); err != nil {
+		return fmt.Errorf("chaos: effectd migrate: %v: %s", err, out)
+	}
+	pcfg, err := pgxpool.ParseConfig(h.dsn)
+	if err != nil {
+		return err
+	}
+	pcfg.MaxConns = 12
+	if h.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
+		return err
+	}
+	if _, err := h.pool.Exec(ctx, produceSchema); err != nil {
+		return err
+	}
+	for n := 1; n <= h.cfg.Instances; n++ {
+		p := &instance{n: n, bin: h.cfg.Binary, env: env, note: h.note,
+			logPath: filepath.Join(h.dir, fmt.Sprintf("instance-%d.log", n))}
+		h.instances = append(h.instances, p)
+		p.mu.Lock()
+		err := p.start(ctx)
+		p.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	h.note("setup: PostgreSQL on %d, sandbox %s, %d instances, logs in %s", h.pg.Port, sandboxURL, len(h.instances), h.dir)
+	return nil
+}
+
+// configYAML is the shared configuration: short leases so that faults turn
+// into in-doubt rows quickly, small backoff, and max_attempts high enough that
+// fault storms never exhaust an intent (FAILED would hide what the checker
+// looks for).
+func configYAML(sandboxURL string, lease time.Duration, chans []Channel) string {
+	var b strings.Builder
+	b.WriteString("channels:\n")
+	for _, c := range chans {
+		fmt.Fprintf(&b, "  %s:\n    provider: %s\n", c.Name, c.Provider)
+		switch c.Provider {
+		case "webhook":
+			fmt.Fprintf(&b, "    webhook: { url: %q, secret_env: CHAOS_HOOK_SECRET }\n", sandboxURL+"/hooks/chaos")
+		case "stripe":
+			fmt.Fprintf(&b, "    stripe: { base_url: %q }\n", sandboxURL)
+		case "twilio":
+			fmt.Fprintf(&b, "    twilio: { from: \"+15005550006\", base_url: %q }\n", sandboxURL)
+		}
+		fmt.Fprintf(&b, "    policy: { max_attempts: 1000, lease: %s, backoff: { base: 100ms, max: 2s }, in_doubt: %s, lookup_fallback: %s, concurrency: 16 }\n",
+			lease, c.InDoubt, c.LookupFallback)
+	}
+	return b.String()
+}
+
+func (h *harness) run(ctx context.Context) (*Report, error) {
+	cfg := h.cfg
+	h.note("seed %d: %d events, %d instances, %s of faults: %s", cfg.Seed, cfg.Events, cfg.Instances, cfg.Duration,
+		cmp.Or(strings.Join(cfg.Faults, ","), "none"))
+	deliveries := plan(rand.New(rand.NewPCG(cfg.Seed, 1)), cfg.Events, cfg.Duration*3/4, cfg.Channels)
+	log := newLog()
+
+	faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration)
+	defer stopFaults()
+	inj := &injector{rng: rand.New(rand.NewPCG(cfg.Seed, 2)), faults: cfg.Faults, lease: cfg.Lease,
+		instances: h.instances, restartPG: h.restartPG, sb: h.sb, note: h.note}
+	injected := make(chan struct{})
+	go func() { inj.run(faultCtx, ctx); close(injected) }()
+	produce(ctx, h.pool, deliveries, 8, log)
+	h.note("producers done: %d deliveries, %d failed transactions retried", len(deliveries), log.errors)
+	<-injected
+	h.note("faults stopped: %v", inj.Counts())
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+
+	// Drain: every instance running, every intent final or settled.
+	deadline := time.Now().Add(cfg.DrainTimeout)
+	lastNote := time.Now()
+	for {
+		for _, p := range h.instances {
+			p.mu.Lock()
+			err := p.ensure(ctx)
+			p.mu.Unlock()
+			if err != nil {
+				return nil, err
+			}
+		}
+		var open int
+		err := h.pool.QueryRow(ctx, `SELECT count(*) FROM effectd.intents WHERE status IN ('PENDING', 'SENDING')`).Scan(&open)
+		if err == nil && open == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			h.note("drain: %d intents still PENDING or SENDING after %s", open, cfg.DrainTimeout)
+			break
+		}
+		if time.Since(lastNote) > 10*time.Second {
+			h.note("draining: %d intents PENDING or SENDING (err %v)", open, err)
+			lastNote = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	h.note("drained")
+	crashes := 0
+	for _, p := range h.instances {
+		if err := p.terminate(20 * time.Second); err != nil {
+			h.note("%v", err)
+		}
+		crashes += p.crashes
+	}
+
+	rep, err := Check(ctx, h.pool, log.Events(), h.sb.Ledger.Snapshot(""), cfg.Channels)
+	if err != nil {
+		return nil, err
+	}
+	if crashes > 0 {
+		rep.Violations = append(rep.Violations, Violation{Rule: fmt.Sprintf("effectd exited by itself %d times", crashes), Channel: "*", Keys: []string{"see instance logs in " + h.dir}})
+		h.removeDir = false
+	}
+	if !rep.OK() {
+		h.removeDir = false // keep the logs and the cluster's data for the post-mortem
+	}
+	h.outMu.Lock()
+	fmt.Fprintf(cfg.Out, "\nseed %d, %d events, %d instances, %s, faults %v\n", cfg.Seed, cfg.Events, cfg.Instances, cfg.Duration, sortedCounts(inj.Counts()))
+	rep.Print(cfg.Out)
+	h.outMu.Unlock()
+	return rep, nil
+}
+
+func sortedCounts(m map[string]int) string {
+	var parts []string
+	for _, f := range AllFaults {
+		if m[f] > 0 {
+			parts = append(parts, fmt.Sprintf("%s×%d", f, m[f]))
+		}
+	}
+	return strings.Join(slices.Clip(parts), " ")
+}
+
+// restartPG stops PostgreSQL (fast: every connection is cut) and starts it
+// again on the same port. It does not use localpg.Server.Restart, whose
+// pg_ctl restart (no -l) leaves the server holding the output pipe, so that
+// Restart never returns.
+func (h *harness) restartPG() error {
+	if err := h.pg.Stop(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	pg, err := localpg.Start(ctx, h.pg.Dir, localpg.Options{Port: h.pg.Port, Fast: true})
+	if err != nil {
+		return err
+	}
+	h.pg = pg
+	return nil
+}
+
+// close stops everything the run started, whatever state it is in.
+func (h *harness) close() {
+	for _, p := range h.instances {
+		p.mu.Lock()
+		if p.alive() {
+			p.kill()
+		}
+		p.mu.Unlock()
+	}
+	if h.pool != nil {
+		h.pool.Close()
+	}
+	if h.sbSrv != nil {
+		h.sbSrv.Close()
+	}
+	if h.pg != nil {
+		h.pg.Stop()
+	}
+	if h.removeDir {
+		os.RemoveAll(h.dir)
+	} else if h.dir != "" {
+		h.note("kept %s (logs, PostgreSQL data)", h.dir)
+	}
+}
+
+// createDatabase creates name on the server.
+func createDatabase(ctx context.Context, adminURL, name string) error {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	return err
+}

@@ -1,0 +1,238 @@
+package chaos
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// delivery is one broker delivery of an event to a producer.
+type delivery struct {
+	at       time.Duration // when, from the start of production
+	eventID  string
+	channel  string
+	id       string // broker delivery id: the same on a plain redelivery, new on a re-publication
+	payload  string
+	rollback bool // the producer's transaction fails and rolls back
+}
+
+// Outcome is what a producer knows about one event after production.
+type Outcome struct {
+	Channel    string
+	Committed  bool // some transaction that enqueued it committed
+	Maybe      bool // some commit's outcome is unknown (connection lost mid-commit)
+	RolledBack int  // deliveries that rolled back
+	Inserted   int  // committed deliveries for which enqueue returned true
+	Deliveries int  // deliveries attempted
+}
+
+// Log is the producers' record of every event: what committed, what may have,
+// what rolled back. It is safe for concurrent use.
+type Log struct {
+	mu     sync.Mutex
+	events map[string]*Outcome
+	errors int // failed transactions that were retried
+}
+
+func newLog() *Log { return &Log{events: map[string]*Outcome{}} }
+
+func (l *Log) update(eventID, channel string, f func(o *Outcome)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	o := l.events[eventID]
+	if o == nil {
+		o = &Outcome{Channel: channel}
+		l.events[eventID] = o
+	}
+	f(o)
+}
+
+// Events returns a copy of every event's outcome, by event id.
+func (l *Log) Events() map[string]Outcome {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]Outcome, len(l.events))
+	for k, v := range l.events {
+		out[k] = *v
+	}
+	return out
+}
+
+// plan draws the deliveries of n events over window: some rolled back, some
+// redelivered with the same delivery id, some re-published with a new one,
+// some that only ever roll back.
+func plan(rng *rand.Rand, n int, window time.Duration, chans []Channel) []delivery {
+	var out []delivery
+	for i := range n {
+		ev := fmt.Sprintf("evt-%06d", i)
+		ch := pickChannel(rng, chans)
+		at := time.Duration(float64(window) * float64(i) / float64(n))
+		later := func() time.Duration { return at + time.Duration(rng.Float64()*float64(3*time.Second)) }
+		mk := func(when time.Duration, id string, rollback bool) delivery {
+			return delivery{at: when, eventID: ev, channel: ch, id: id, payload: payloadFor(ch, ev, i, id), rollback: rollback}
+		}
+		d0 := fmt.Sprintf("dlv-%06d-0", i)
+		switch r := rng.Float64(); {
+		case r < 0.03: // rolled back every time: must leave nothing
+			out = append(out, mk(at, d0, true), mk(later(), d0, true))
+			continue
+		case r < 0.11: // a rolled-back attempt, then the broker redelivers
+			out = append(out, mk(at, d0, true), mk(later(), d0, false))
+		default:
+			out = append(out, mk(at, d0, false))
+		}
+		if rng.Float64() < 0.15 { // delivered twice or more, same delivery id
+			for range 1 + rng.IntN(2) {
+				out = append(out, mk(later(), d0, false))
+			}
+		}
+		if rng.Float64() < 0.10 { // re-published: new delivery id, same event id
+			out = append(out, mk(later(), fmt.Sprintf("dlv-%06d-1", i), false))
+		}
+	}
+	sort.SliceStable(out, func(a, b int) bool { return out[a].at < out[b].at })
+	return out
+}
+
+// channelWeights is how often each channel gets an event.
+var channelWeights = map[string]float64{"hook": 5, "refund": 5, "sms-lookup": 4, "sms-resend": 3, "sms-skip": 3}
+
+func pickChannel(rng *rand.Rand, chans []Channel) string {
+	total := 0.0
+	for _, c := range chans {
+		total += cmp.Or(channelWeights[c.Name], 1)
+	}
+	r := rng.Float64() * total
+	for _, c := range chans {
+		if r -= cmp.Or(channelWeights[c.Name], 1); r < 0 {
+			return c.Name
+		}
+	}
+	return chans[len(chans)-1].Name
+}
+
+// payloadFor is the payload a delivery enqueues. Webhook payloads carry the
+// delivery id, so a re-published event differs only there; Stripe payloads are
+// strict (no unknown fields), so for them the delivery id lives only in the
+// producer's own table.
+func payloadFor(channel, eventID string, i int, deliveryID string) string {
+	switch channel {
+	case "hook":
+		return fmt.Sprintf(`{"event":%q,"delivery_id":%q,"n":%d}`, eventID, deliveryID, i)
+	case "refund":
+		return fmt.Sprintf(`{"type":"refund","payment_intent":"pi_chaos_%06d","amount":%d}`, i, 100+i%900)
+	default:
+		return fmt.Sprintf(`{"to":%q,"body":%q}`, smsNumber(i), channel+" "+eventID)
+	}
+}
+
+// smsNumber is a distinct E.164 number per event, clear of Twilio's magic test numbers.
+func smsNumber(i int) string { return fmt.Sprintf("+1555%07d", i) }
+
+// produceSchema is the producer's own table, written in the same transaction
+// as the enqueue: a committed delivery leaves its row.
+const produceSchema = `CREATE TABLE IF NOT EXISTS public.chaos_deliveries (
+	delivery_id text PRIMARY KEY, event_id text NOT NULL, at timestamptz NOT NULL DEFAULT now())`
+
+// produce runs workers that take deliveries at their planned time, each in its
+// own transaction, retrying failed ones as a broker would (bounded).
+func produce(ctx context.Context, pool *pgxpool.Pool, deliveries []delivery, workers int, log *Log) {
+	start := time.Now()
+	ch := make(chan delivery)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for d := range ch {
+				deliver(ctx, pool, d, log)
+			}
+		}()
+	}
+	for _, d := range deliveries {
+		if wait := time.Until(start.Add(d.at)); wait > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		ch <- d
+	}
+	close(ch)
+	wg.Wait()
+}
+
+// errUnknownCommit marks a COMMIT whose outcome the producer cannot know.
+var errUnknownCommit = errors.New("commit outcome unknown")
+
+// deliver handles one delivery, retrying a failed transaction up to 30 times
+// over about a minute, like a broker redelivering an unacknowledged message.
+func deliver(ctx context.Context, pool *pgxpool.Pool, d delivery, log *Log) {
+	log.update(d.eventID, d.channel, func(o *Outcome) { o.Deliveries++ })
+	for try := 0; try < 30 && ctx.Err() == nil; try++ {
+		inserted, err := transact(ctx, pool, d)
+		switch {
+		case err == nil && d.rollback:
+			log.update(d.eventID, d.channel, func(o *Outcome) { o.RolledBack++ })
+			return
+		case err == nil:
+			log.update(d.eventID, d.channel, func(o *Outcome) {
+				o.Committed = true
+				if inserted {
+					o.Inserted++
+				}
+			})
+			return
+		case errors.Is(err, errUnknownCommit):
+			log.update(d.eventID, d.channel, func(o *Outcome) { o.Maybe = true })
+		}
+		log.mu.Lock()
+		log.errors++
+		log.mu.Unlock()
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(100+50*try) * time.Millisecond):
+		}
+	}
+}
+
+// transact is the producer's transaction: its own write, then the enqueue,
+// then COMMIT (or ROLLBACK for a delivery planned to fail).
+func transact(ctx context.Context, pool *pgxpool.Pool, d delivery) (inserted bool, err error) {
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	tx, err := pool.Begin(tctx)
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback(context.WithoutCancel(tctx))
+	if _, err := tx.Exec(tctx, `INSERT INTO public.chaos_deliveries (delivery_id, event_id) VALUES ($1, $2)
+		ON CONFLICT (delivery_id) DO NOTHING`, d.id, d.eventID); err != nil {
+		return false, err
+	}
+	if err := tx.QueryRow(tctx, `SELECT effectd.enqueue(event_id => $1, channel => $2, payload => $3::jsonb)`,
+		d.eventID, d.channel, d.payload).Scan(&inserted); err != nil {
+		return false, err
+	}
+	if d.rollback {
+		return false, tx.Rollback(tctx)
+	}
+	if err := tx.Commit(tctx); err != nil {
+		if errors.Is(err, pgx.ErrTxCommitRollback) {
+			return false, err // the server said ROLLBACK: certainly not committed
+		}
+		return false, fmt.Errorf("%w: %v", errUnknownCommit, err)
+	}
+	return inserted, nil
+}

@@ -1,0 +1,89 @@
+package dispatcher_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/migrations/pgtest"
+)
+
+// FuzzEnqueue feeds arbitrary event ids, channels and payloads to
+// dispatcher.Enqueue against a real database. Every call either inserts
+// exactly one row (or reports a duplicate of one), or is refused as bad input
+// (SQLSTATE 22023, an *InputError naming the field) and inserts nothing. Any
+// other error class — an encoding error, a cast error, a 500 in waiting — fails.
+//
+// Each input runs in a transaction that is rolled back, so the table starts
+// empty every time; plain go test runs the seeds in testdata/fuzz/FuzzEnqueue.
+func FuzzEnqueue(f *testing.F) {
+	seeds := []struct{ event, channel, payload string }{
+		{"evt-1", "hook", `{"a":1}`},
+		{"evt-1", "sms", `{"to":"+15005550006","body":"hi"}`},
+		{"evt-1", "refund", `{"type":"refund","payment_intent":"pi_1","amount":5}`},
+		{"", "hook", `{}`},
+		{"evt", "nope", `{}`},
+		{"evt", "hook", `[1,2]`},
+		{"evt", "hook", `not json`},
+		{"evt", "refund", `{"type":"refund","payment_intent":"pi_1","amount":0.5}`},
+		{"'; DROP TABLE effectd.intents; --", "hook' OR '1'='1", `{"x":"'); DELETE FROM effectd.intents; --"}`},
+	}
+	for _, s := range seeds {
+		f.Add(s.event, s.channel, []byte(s.payload))
+	}
+	pool := pgtest.New(f)
+	var chans []dispatcher.Channel
+	for name, kind := range map[string]string{"hook": "webhook", "refund": "stripe", "sms": "twilio"} {
+		chans = append(chans, dispatcher.Channel{Name: name, Kind: kind, Policy: dispatcher.DefaultPolicy(kind)})
+	}
+	if err := dispatcher.Register(context.Background(), pool, chans); err != nil {
+		f.Fatal(err)
+	}
+	ctx := context.Background()
+	f.Fuzz(func(t *testing.T, eventID, channel string, payload []byte) {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		sp, err := tx.Begin(ctx) // a savepoint: the outer transaction survives a refusal
+		if err != nil {
+			t.Fatal(err)
+		}
+		inserted, err := dispatcher.Enqueue(ctx, sp, dispatcher.Intent{EventID: eventID, Channel: channel, Payload: payload})
+		if err != nil {
+			var bad *dispatcher.InputError
+			if !errors.As(err, &bad) || bad.Field == "" {
+				t.Fatalf("Enqueue(%q, %q, %q): %v (%s); want an *InputError naming the field", eventID, channel, payload, err, sqlstate(err))
+			}
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code != "22023" && bad.Field != "payload" {
+				t.Fatalf("Enqueue(%q, %q, %q): SQLSTATE %s on %s, want 22023", eventID, channel, payload, pgErr.Code, bad.Field)
+			}
+			if err := sp.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+		} else if !inserted {
+			t.Fatalf("Enqueue(%q, %q, %q) into an empty table reported a duplicate", eventID, channel, payload)
+		}
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM effectd.intents`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{true: 1, false: 0}[err == nil]; n != want {
+			t.Fatalf("Enqueue(%q, %q, %q) = %v: %d rows, want %d", eventID, channel, payload, err, n, want)
+		}
+	})
+}
+
+// sqlstate returns err's SQLSTATE, or "no SQLSTATE".
+func sqlstate(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return "SQLSTATE " + pgErr.Code
+	}
+	return "no SQLSTATE"
+}

@@ -1,0 +1,296 @@
+package twilio
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/twilio/twilio-go/client"
+	openapi "github.com/twilio/twilio-go/rest/api/v2010"
+)
+
+// Lookup bounds.
+const (
+	// lookupSkew widens the lookup window before the claim, for clock skew
+	// between us and Twilio and for dates Twilio rounds down to the second.
+	lookupSkew = 2 * time.Minute
+	// lookupLimit bounds each of the two listings Lookup makes.
+	lookupLimit = 50
+)
+
+// metaIntentID is the meta key of our intent id (dispatcher.MetaIntentID).
+const metaIntentID = "effectd_intent_id"
+
+// defaultTimeout bounds one Send or one Lookup when Config.Timeout is zero.
+const defaultTimeout = 10 * time.Second
+
+var accountSIDPattern = regexp.MustCompile(`^AC[0-9a-fA-F]{32}$`)
+
+// ErrAmbiguous is returned by Lookup when several messages match: it cannot
+// tell which one, if any, the in-doubt attempt sent.
+var ErrAmbiguous = errors.New("ambiguous: several messages match")
+
+// Config configures a Provider for one channel.
+type Config struct {
+	AccountSID          string        // "AC" + 32 hex digits
+	AuthToken           string        // the account's auth token
+	From                string        // default sender, used when the payload has no "from"
+	MessagingServiceSID string        // "MG…", used when neither the payload nor From names a sender
+	BaseURL             string        // "" = the real API; else scheme and host (and path prefix) replacing https://api.twilio.com
+	StatusCallback      string        // optional URL; the intent id is appended as effectd_intent_id
+	HTTPClient          *http.Client  // its Transport carries the requests (default http.DefaultTransport)
+	Timeout             time.Duration // bounds one Send or one Lookup, all requests included (default 10s)
+}
+
+// Provider sends SMS through Twilio. It is safe for concurrent use.
+type Provider struct {
+	cfg       Config
+	transport http.RoundTripper
+	baseURL   *url.URL // nil = the real API
+	callback  *url.URL // nil = no status callback
+	timeout   time.Duration
+}
+
+// New checks cfg and returns a Provider.
+func New(cfg Config) (*Provider, error) {
+	p := &Provider{cfg: cfg, transport: http.DefaultTransport, timeout: cmp.Or(cfg.Timeout, defaultTimeout)}
+	switch {
+	case cfg.AccountSID == "":
+		return nil, errors.New("twilio.account_sid: required (TWILIO_ACCOUNT_SID)")
+	case !accountSIDPattern.MatchString(cfg.AccountSID):
+		return nil, errors.New("twilio.account_sid: must be AC followed by 32 hex digits")
+	case cfg.AuthToken == "":
+		return nil, errors.New("twilio.auth_token: required (TWILIO_AUTH_TOKEN)")
+	case !isAlphanumeric(cfg.AuthToken):
+		return nil, errors.New("twilio.auth_token: must be letters and digits only")
+	case cfg.From == "" && cfg.MessagingServiceSID == "":
+		return nil, errors.New("twilio.from: required unless twilio.messaging_service_sid is set")
+	case cfg.MessagingServiceSID != "" && !strings.HasPrefix(cfg.MessagingServiceSID, "MG"):
+		return nil, errors.New("twilio.messaging_service_sid: must start with MG")
+	case cfg.Timeout < 0:
+		return nil, errors.New("twilio.timeout: must not be negative")
+	}
+	if cfg.BaseURL != "" {
+		u, err := parseHTTPURL(cfg.BaseURL)
+		if err != nil {
+			return nil, fmt.Errorf("twilio.base_url: %w", err)
+		}
+		p.baseURL = u
+	}
+	if cfg.StatusCallback != "" {
+		u, err := parseHTTPURL(cfg.StatusCallback)
+		if err != nil {
+			return nil, fmt.Errorf("twilio.status_callback: %w", err)
+		}
+		p.callback = u
+	}
+	if cfg.HTTPClient != nil && cfg.HTTPClient.Transport != nil {
+		p.transport = cfg.HTTPClient.Transport
+	}
+	return p, nil
+}
+
+// message is the payload of an SMS intent, with its sender resolved.
+type message struct {
+	To   string `json:"to"`
+	Body string `json:"body"`
+	From string `json:"from"`
+}
+
+// Validate reports whether payload is an SMS this provider can send, naming
+// the faulty field.
+func (p *Provider) Validate(payload json.RawMessage) error {
+	if _, err := p.message(payload); err != nil {
+		return fmt.Errorf("twilio: %w", err)
+	}
+	return nil
+}
+
+// message decodes payload and resolves its sender: the payload's from, else the
+// channel's From; empty From means the messaging service.
+func (p *Provider) message(payload json.RawMessage) (message, error) {
+	var m message
+	if err := json.Unmarshal(payload, &m); err != nil {
+		return m, fmt.Errorf("payload: %w", err)
+	}
+	switch {
+	case strings.TrimSpace(m.To) == "":
+		return m, errors.New("payload.to: required")
+	case m.Body == "":
+		return m, errors.New("payload.body: required")
+	}
+	m.From = cmp.Or(m.From, p.cfg.From)
+	return m, nil
+}
+
+// Send creates the message and returns its SID ("SM…"). Twilio has no
+// idempotency key, so key is not sent; an error that MaybeSent is settled by
+// Lookup, never by repeating the call.
+func (p *Provider) Send(ctx context.Context, key string, payload json.RawMessage, meta map[string]string) (string, error) {
+	m, err := p.message(payload)
+	if err != nil {
+		return "", &Error{Op: "send", Message: err.Error(), err: err}
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	api, tr := p.api(ctx)
+
+	params := &openapi.CreateMessageParams{}
+	params.SetTo(m.To).SetBody(m.Body)
+	if m.From != "" {
+		params.SetFrom(m.From)
+	} else {
+		params.SetMessagingServiceSid(p.cfg.MessagingServiceSID)
+	}
+	if cb := p.statusCallback(meta); cb != "" {
+		params.SetStatusCallback(cb)
+	}
+	msg, err := api.CreateMessage(params)
+	if err != nil {
+		return "", classify("send", m.To, err, tr)
+	}
+	if msg.Sid == nil || *msg.Sid == "" {
+		// Twilio accepted something but did not say what: look it up.
+		return "", &Error{Op: "send", To: m.To, Status: tr.status(), Message: "answer without a message sid", retryable: true, maybeSent: true}
+	}
+	return *msg.Sid, nil
+}
+
+// statusCallback returns the configured callback URL carrying the intent id.
+func (p *Provider) statusCallback(meta map[string]string) string {
+	if p.callback == nil {
+		return ""
+	}
+	u := *p.callback
+	if id := meta[metaIntentID]; id != "" {
+		q := u.Query()
+		q.Set(metaIntentID, id)
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// Lookup tells whether an SMS sent from claimed on took effect. It lists the
+// messages to the same number from the same sender (or messaging service) sent
+// since shortly before the claim, and, because date_sent stays empty while a
+// message is queued, also the newest messages without a date filter. A single
+// message with the same body created since shortly before the claim is found;
+// none is absent; several is ErrAmbiguous. key and created are not needed.
+func (p *Provider) Lookup(ctx context.Context, key string, payload json.RawMessage, meta map[string]string, created, claimed time.Time) (string, bool, error) {
+	m, err := p.message(payload)
+	if err != nil {
+		return "", false, &Error{Op: "lookup", Message: err.Error(), err: err}
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	api, tr := p.api(ctx)
+	since := claimed.Add(-lookupSkew).UTC()
+
+	params := func() *openapi.ListMessageParams {
+		lp := &openapi.ListMessageParams{}
+		lp.SetTo(m.To).SetLimit(lookupLimit)
+		if m.From != "" {
+			lp.SetFrom(m.From)
+		}
+		return lp
+	}
+	sent, err := api.ListMessage(params().SetDateSentAfter(since))
+	if err != nil {
+		return "", false, classify("lookup", m.To, err, tr)
+	}
+	newest, err := api.ListMessage(params())
+	if err != nil {
+		return "", false, classify("lookup", m.To, err, tr)
+	}
+
+	var matches []string
+	seen := map[string]bool{}
+	for _, msg := range append(sent, newest...) {
+		sid := deref(msg.Sid)
+		if sid == "" || seen[sid] || deref(msg.Body) != m.Body {
+			continue
+		}
+		seen[sid] = true
+		if m.From == "" && deref(msg.MessagingServiceSid) != p.cfg.MessagingServiceSID {
+			continue
+		}
+		at, err := time.Parse(time.RFC1123Z, deref(msg.DateCreated))
+		if err != nil {
+			return "", false, fmt.Errorf("twilio: lookup to %s: message %s: date_created: %w", maskNumber(m.To), sid, err)
+		}
+		if !at.Before(since) {
+			matches = append(matches, sid)
+		}
+	}
+	switch {
+	case len(matches) == 1:
+		return matches[0], true, nil
+	case len(matches) > 1:
+		return "", false, fmt.Errorf("twilio: lookup to %s: %w: %s", maskNumber(m.To), ErrAmbiguous, strings.Join(matches, ", "))
+	case len(sent) >= lookupLimit || (len(newest) >= lookupLimit && !createdBefore(newest[len(newest)-1], since)):
+		// A listing was cut at its limit within the window: our message
+		// may be beyond it, so its absence is not proven.
+		return "", false, fmt.Errorf("twilio: lookup to %s: cannot tell: more than %d messages since %s", maskNumber(m.To), lookupLimit, since.Format(time.RFC3339))
+	}
+	return "", false, nil
+}
+
+// createdBefore reports whether msg was created before t; an unreadable date
+// counts as not before.
+func createdBefore(msg openapi.ApiV2010Message, t time.Time) bool {
+	at, err := time.Parse(time.RFC1123Z, deref(msg.DateCreated))
+	return err == nil && at.Before(t)
+}
+
+// api returns a Messages client whose requests carry ctx, through a transport
+// of their own that also records what classify needs. twilio-go v1.31 builds
+// every request with context.Background(), so the context rides on the
+// transport; the client is cheap to build per call.
+func (p *Provider) api(ctx context.Context) (*openapi.ApiService, *callTransport) {
+	tr := &callTransport{ctx: ctx, next: p.transport, baseURL: p.baseURL}
+	c := &client.Client{
+		Credentials: client.NewCredentials(p.cfg.AccountSID, p.cfg.AuthToken),
+		HTTPClient: &http.Client{
+			Transport: tr,
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				return http.ErrUseLastResponse // as twilio-go's default client
+			},
+		},
+	}
+	c.SetAccountSid(p.cfg.AccountSID)
+	return openapi.NewApiServiceWithClient(c), tr
+}
+
+func parseHTTPURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%q is not an absolute http(s) URL", s)
+	}
+	return u, nil
+}
+
+func isAlphanumeric(s string) bool {
+	for _, r := range s {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
