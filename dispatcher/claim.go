@@ -167,18 +167,48 @@ func (d *Dispatcher) claim(ctx context.Context, ch *channel, n int) ([]claimed, 
 	return out, wait, nil
 }
 
+// job is one claimed intent handed to a worker.
+type job struct {
+	ch *channel
+	c  claimed
+}
+
+// workerIdle is how long an idle worker waits for another call before it exits.
+const workerIdle = 10 * time.Second
+
+// startCall hands c to an idle worker, or starts one. Workers outlive their
+// call so that their grown stacks and buffers are reused by the next.
 func (d *Dispatcher) startCall(ch *channel, c *claimed) {
 	ch.inflight.Add(1)
 	d.m.inflight.WithLabelValues(ch.Name).Inc()
 	d.calls.Add(1)
-	go func() {
-		defer d.calls.Done()
-		out := d.call(ch, c)
-		ch.inflight.Add(-1)
-		d.m.inflight.WithLabelValues(ch.Name).Dec()
+	j := job{ch: ch, c: *c}
+	select {
+	case d.jobs <- j:
+	default:
+		go d.worker(j)
+	}
+}
+
+func (d *Dispatcher) worker(j job) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		out := d.call(j.ch, &j.c)
+		j.ch.inflight.Add(-1)
+		d.m.inflight.WithLabelValues(j.ch.Name).Dec()
 		d.poke(d.slot)
 		d.done <- out
-	}()
+		d.calls.Done()
+		idle.Reset(workerIdle)
+		select {
+		case j = <-d.jobs:
+		case <-idle.C:
+			return
+		case <-d.quit:
+			return
+		}
+	}
 }
 
 // call runs one attempt outside any transaction and decides its outcome.

@@ -29,7 +29,7 @@ type Config struct {
 	ReconcileInterval time.Duration // how often expired leases are looked for [1s]
 	RefreshInterval   time.Duration // how often policies and pause flags are reread [2s]
 	PruneInterval     time.Duration // how often terminal rows past retention are deleted [1m]
-	SettleLease       time.Duration // how long a reconciler holds a row it settles [2m]
+	SettleLease       time.Duration // how long a reconciler holds a row it settles [twice the longest lease + WriteTimeout]
 	WriteTimeout      time.Duration // bound on writing a final outcome during shutdown [10s]
 }
 
@@ -47,6 +47,8 @@ type Dispatcher struct {
 	wake    chan struct{} // a NOTIFY arrived
 	slot    chan struct{} // a call finished: a channel may have room
 	settle  chan struct{} // a maybe-sent call wants settling now
+	jobs    chan job      // hands a claimed intent to an idle worker
+	quit    chan struct{} // closed by Stop: idle workers exit
 	backoff func(p Policy, attempt int, retryAfter time.Duration) time.Duration
 
 	stopClaiming context.CancelFunc // ends the claim, reconcile, refresh and prune loops
@@ -67,8 +69,16 @@ func New(pool *pgxpool.Pool, cfg Config) (*Dispatcher, error) {
 	cfg.ReconcileInterval = cmp.Or(cfg.ReconcileInterval, time.Second)
 	cfg.RefreshInterval = cmp.Or(cfg.RefreshInterval, 2*time.Second)
 	cfg.PruneInterval = cmp.Or(cfg.PruneInterval, time.Minute)
-	cfg.SettleLease = cmp.Or(cfg.SettleLease, 2*time.Minute)
 	cfg.WriteTimeout = cmp.Or(cfg.WriteTimeout, 10*time.Second)
+	if cfg.SettleLease == 0 {
+		// Long enough for a lookup (bounded by the lease) and its write; short
+		// enough that a reconciler killed mid-settlement strands nothing for long.
+		longest := time.Second
+		for _, c := range cfg.Channels {
+			longest = max(longest, c.Policy.Lease.D())
+		}
+		cfg.SettleLease = 2*longest + cfg.WriteTimeout
+	}
 	d := &Dispatcher{
 		pool:    pool,
 		cfg:     cfg,
@@ -79,6 +89,8 @@ func New(pool *pgxpool.Pool, cfg Config) (*Dispatcher, error) {
 		wake:    make(chan struct{}, 1),
 		slot:    make(chan struct{}, 1),
 		settle:  make(chan struct{}, 1),
+		jobs:    make(chan job),
+		quit:    make(chan struct{}),
 		backoff: jitteredBackoff,
 	}
 	for _, c := range cfg.Channels {
@@ -144,6 +156,7 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 			err = ctx.Err()
 		}
 		d.abandon()
+		close(d.quit)
 		close(d.done)
 		d.completers.Wait()
 	})

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"io"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -26,6 +28,7 @@ func runBench(ctx context.Context, args []string, getenv env, stdout, stderr io.
 	fs.IntVar(&o.MemEvents, "memory-events", 100000, "memory: backlog drained while resident memory is sampled")
 	fs.BoolVar(&o.Durable, "durable", false, "fsync and synchronous_commit on (slower on this disk; see the README)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the temporary data directory")
+	fs.StringVar(&o.Profile, "profile", "", "write CPU profiles (effectd serve per scenario, and this process) into this directory")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -35,5 +38,14 @@ func runBench(ctx context.Context, args []string, getenv env, stdout, stderr io.
 		return err
 	}
 	o.Binary = bin
+	if o.Profile != "" {
+		f, err := os.Create(filepath.Join(o.Profile, "bench.pprof"))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	return bench.Run(ctx, o, stdout)
 }

@@ -9,6 +9,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"runtime/debug"
+	"runtime/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,8 +31,25 @@ func runServe(ctx context.Context, args []string, getenv env, stdout, stderr io.
 	migrate := fs.Bool("migrate", false, "apply migrations before starting")
 	drain := fs.Duration("drain", 30*time.Second, "on SIGTERM, how long in-flight calls may finish")
 	logLevel := fs.String("log-level", cmpEnv(getenv("EFFECTD_LOG_LEVEL"), "info"), "debug, info, warn or error (env EFFECTD_LOG_LEVEL)")
+	cpuProfile := fs.String("cpuprofile", "", "write a pprof CPU profile of the whole run to this file")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if getenv("GOGC") == "" {
+		// The live heap is small (tens of MB) and churns fast: collect less
+		// often and spend the CPU on calls instead. GOGC in the environment wins.
+		debug.SetGCPercent(400)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {

@@ -110,7 +110,9 @@ func (s *Server) Stop() error {
 
 // Restart stops the server and starts it again with the same settings.
 func (s *Server) Restart() error {
-	return s.run(context.Background(), "pg_ctl", "-D", filepath.Join(s.Dir, "data"), "-m", "fast", "-w", "restart")
+	// -l: without a log file the new postmaster would inherit our output pipe
+	// and the command would never return.
+	return s.run(context.Background(), "pg_ctl", "-D", filepath.Join(s.Dir, "data"), "-l", filepath.Join(s.Dir, "server.log"), "-m", "fast", "-w", "restart")
 }
 
 func (s *Server) run(ctx context.Context, name string, args ...string) error {

@@ -39,6 +39,7 @@ type Options struct {
 	MemEvents   int  // memory: backlog drained while resident memory is sampled
 	Durable     bool // fsync and synchronous_commit on (default off: see the README)
 	Keep        bool // keep the data directory
+	Profile     string // directory for CPU profiles of each effectd serve run
 }
 
 const secret = "whsec_ZWZmZWN0ZC1iZW5jaC1zZWNyZXQta2V5LTEyMzQ1Ng=="
@@ -146,8 +147,9 @@ func (e *env) database(ctx context.Context) (string, *pgxpool.Pool, error) {
 	return url, pool, nil
 }
 
-// config writes a one-channel YAML for the webhook receiver.
-func (e *env) config(concurrency int) (string, error) {
+// config writes a one-channel YAML for the webhook receiver and registers it
+// with `effectd migrate`, so producers can enqueue before the dispatcher starts.
+func (e *env) config(ctx context.Context, dbURL string, concurrency int) (string, error) {
 	path := filepath.Join(e.dir, fmt.Sprintf("effectd-%d.yaml", e.seq))
 	yaml := fmt.Sprintf(`channels:
   bench:
@@ -155,7 +157,15 @@ func (e *env) config(concurrency int) (string, error) {
     webhook: { url: %q, secret_env: BENCH_WEBHOOK_SECRET, timeout: 30s }
     policy: { concurrency: %d, lease: 60s, in_doubt: resend }
 `, e.hookURL, concurrency)
-	return path, os.WriteFile(path, []byte(yaml), 0o600)
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, e.opt.Binary, "migrate", "--config", path)
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "BENCH_WEBHOOK_SECRET="+secret)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("effectd migrate: %w: %s", err, out)
+	}
+	return path, nil
 }
 
 // instance is a running `effectd serve`.
@@ -169,7 +179,11 @@ type instance struct {
 
 // serve starts `effectd serve` on dbURL and returns once its dispatcher runs.
 func (e *env) serve(ctx context.Context, dbURL, cfg string, sampleMemory bool) (*instance, error) {
-	cmd := exec.CommandContext(ctx, e.opt.Binary, "serve", "--config", cfg, "--addr", "127.0.0.1:0", "--insecure-no-auth", "--log-level", "error")
+	args := []string{"serve", "--config", cfg, "--addr", "127.0.0.1:0", "--insecure-no-auth", "--log-level", "error"}
+	if e.opt.Profile != "" {
+		args = append(args, "--cpuprofile", filepath.Join(e.opt.Profile, fmt.Sprintf("serve-%d.pprof", e.seq)))
+	}
+	cmd := exec.CommandContext(ctx, e.opt.Binary, args...)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "BENCH_WEBHOOK_SECRET="+secret)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

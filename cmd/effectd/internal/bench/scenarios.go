@@ -36,31 +36,29 @@ func (e *env) backlog(ctx context.Context, pool *pgxpool.Pool, prefix string, n 
 		}
 	}
 	rand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
-	work := make(chan string, 1024)
-	errc := make(chan error, e.opt.Producers)
+	var next atomic.Int64
+	var failed atomic.Pointer[error]
 	start := time.Now()
 	var wg sync.WaitGroup
 	for range e.opt.Producers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for id := range work {
-				if err := enqueueOne(ctx, pool, id); err != nil {
-					errc <- err
+			for failed.Load() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= len(ids) {
+					return
+				}
+				if err := enqueueOne(ctx, pool, ids[i]); err != nil {
+					failed.CompareAndSwap(nil, &err)
 					return
 				}
 			}
 		}()
 	}
-	for _, id := range ids {
-		work <- id
-	}
-	close(work)
 	wg.Wait()
-	select {
-	case err := <-errc:
-		return nil, 0, err
-	default:
+	if err := failed.Load(); err != nil {
+		return nil, 0, *err
 	}
 	committed := make(map[string]bool, n)
 	for _, id := range ids {
@@ -76,7 +74,7 @@ func (e *env) drain(ctx context.Context, n int, memory bool) error {
 		return err
 	}
 	defer pool.Close()
-	cfg, err := e.config(e.opt.Concurrency)
+	cfg, err := e.config(ctx, url, e.opt.Concurrency)
 	if err != nil {
 		return err
 	}
@@ -123,7 +121,7 @@ func (e *env) live(ctx context.Context) error {
 		return err
 	}
 	defer pool.Close()
-	cfg, err := e.config(e.opt.Concurrency)
+	cfg, err := e.config(ctx, url, e.opt.Concurrency)
 	if err != nil {
 		return err
 	}
@@ -209,7 +207,7 @@ func (e *env) slow(ctx context.Context) error {
 		return err
 	}
 	defer pool.Close()
-	cfg, err := e.config(e.opt.SlowConc)
+	cfg, err := e.config(ctx, url, e.opt.SlowConc)
 	if err != nil {
 		return err
 	}

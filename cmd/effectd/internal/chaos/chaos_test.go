@@ -1,22 +1,36 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
 	"os/exec"
 	"path/filepath"
-	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/effectd/effectd/migrations/localpg"
 )
 
-// testWriter sends the run's log to t.Log line by line.
-type testWriter struct{ t *testing.T }
+// testWriter sends the run's log to t.Log, one line at a time.
+type testWriter struct {
+	t   *testing.T
+	mu  sync.Mutex
+	buf []byte
+}
 
-func (w testWriter) Write(b []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(b), "\n"))
-	return len(b), nil
+func (w *testWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, b...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		w.t.Log(string(w.buf[:i]))
+		w.buf = w.buf[i+1:]
+	}
 }
 
 // TestChaos is the short run of `make test`: 1,500 events, 2 instances, every
@@ -41,7 +55,7 @@ func TestChaos(t *testing.T) {
 	defer cancel()
 	rep, err := Run(ctx, Config{
 		Binary: bin, Events: 1500, Instances: 2, Duration: 35 * time.Second, Seed: seed,
-		Faults: AllFaults, Out: testWriter{t},
+		Faults: AllFaults, Out: &testWriter{t: t},
 	})
 	if err != nil {
 		t.Fatalf("chaos run (seed %d): %v", seed, err)

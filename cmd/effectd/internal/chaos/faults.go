@@ -73,7 +73,7 @@ type injector struct {
 // unless stop ends: a SIGSTOP still outlasts the lease), then waits for every fault in progress to
 // restore what it broke (instances running, PostgreSQL up, sandbox clean).
 func (j *injector) run(ctx, stop context.Context) {
-	j.kindMu = map[string]*sync.Mutex{"webhook": {}, "stripe": {}, "twilio": {}}
+	j.kindMu = map[string]*sync.Mutex{"webhook": {}, "stripe": {}, "twilio": {}, "*": {}}
 	j.counts = map[string]int{}
 	defer j.wg.Wait()
 	if len(j.faults) == 0 {
@@ -148,8 +148,8 @@ func (j *injector) kill(ctx context.Context, p *instance, down time.Duration) {
 		return
 	}
 	j.count(FaultKill)
-	j.note("SIGKILL instance %d, restart in %s", p.n, down.Round(time.Millisecond))
-	p.kill()
+	j.note("SIGKILL instance %d mid-call, restart in %s", p.n, down.Round(time.Millisecond))
+	j.midCall(func() { p.kill() })
 	select {
 	case <-ctx.Done():
 	case <-time.After(down):
@@ -157,6 +157,23 @@ func (j *injector) kill(ctx context.Context, p *instance, down time.Duration) {
 	if err := p.start(context.WithoutCancel(ctx)); err != nil {
 		j.note("restarting instance %d: %v", p.n, err)
 	}
+}
+
+// midCall runs signal while calls are in flight: every provider answers
+// 400ms late from 500ms before it until it is sent, so that the signal lands
+// between a provider call and the recording of its outcome. (Faults set on a
+// provider kind take precedence over this one.)
+func (j *injector) midCall(signal func()) {
+	mu := j.kindMu["*"]
+	if !mu.TryLock() {
+		signal()
+		return
+	}
+	defer mu.Unlock()
+	j.sb.Faults.Set("*", sandbox.Fault{Latency: 400 * time.Millisecond})
+	time.Sleep(500 * time.Millisecond) // part of the fault: let calls start
+	signal()
+	j.sb.Faults.Set("*", sandbox.Fault{})
 }
 
 // stop SIGSTOPs p for longer than its lease, so its calls in flight are
@@ -170,8 +187,8 @@ func (j *injector) stop(ctx context.Context, p *instance, d time.Duration) {
 		return
 	}
 	j.count(FaultStop)
-	j.note("SIGSTOP instance %d for %s", p.n, d.Round(time.Millisecond))
-	p.signal(syscall.SIGSTOP, false)
+	j.note("SIGSTOP instance %d mid-call for %s", p.n, d.Round(time.Millisecond))
+	j.midCall(func() { p.signal(syscall.SIGSTOP, false) })
 	select {
 	case <-ctx.Done():
 	case <-time.After(d):

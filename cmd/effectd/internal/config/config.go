@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"regexp"
 	"sort"
@@ -123,6 +124,7 @@ func build(name string, s ChannelSpec, getenv func(string) string) (dispatcher.C
 		c.Provider, err = twilio.New(twilio.Config{
 			AccountSID: getenv("TWILIO_ACCOUNT_SID"), AuthToken: getenv("TWILIO_AUTH_TOKEN"),
 			From: t.From, MessagingServiceSID: t.MessagingServiceSID, BaseURL: t.BaseURL, StatusCallback: t.StatusCallback,
+			HTTPClient: pooledClient(),
 		})
 		if err == nil && (getenv("TWILIO_ACCOUNT_SID") == "" || getenv("TWILIO_AUTH_TOKEN") == "") {
 			err = errors.New("TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN must be set in the environment")
@@ -132,7 +134,7 @@ func build(name string, s ChannelSpec, getenv func(string) string) (dispatcher.C
 		if getenv("STRIPE_API_KEY") == "" {
 			err = errors.New("STRIPE_API_KEY must be set in the environment")
 		} else {
-			c.Provider, err = stripe.New(stripe.Config{APIKey: getenv("STRIPE_API_KEY"), BaseURL: st.BaseURL})
+			c.Provider, err = stripe.New(stripe.Config{APIKey: getenv("STRIPE_API_KEY"), BaseURL: st.BaseURL, HTTPClient: pooledClient()})
 		}
 	case "webhook":
 		w := deref(s.Webhook)
@@ -146,7 +148,7 @@ func build(name string, s ChannelSpec, getenv func(string) string) (dispatcher.C
 		case w.Timeout < 0:
 			err = errors.New("webhook.timeout: must not be negative")
 		default:
-			c.Provider, err = webhook.New(webhook.Config{URL: w.URL, Secret: getenv(w.SecretEnv), Timeout: time.Duration(w.Timeout)})
+			c.Provider, err = webhook.New(webhook.Config{URL: w.URL, Secret: getenv(w.SecretEnv), Timeout: time.Duration(w.Timeout), HTTPClient: pooledClient()})
 		}
 	case "":
 		return c, fmt.Errorf("%s.provider: is required (twilio, stripe or webhook)", field)
@@ -173,6 +175,16 @@ func build(name string, s ChannelSpec, getenv func(string) string) (dispatcher.C
 func yamlMessage(err error) string {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	return strings.ReplaceAll(strings.TrimPrefix(msg, "unmarshal errors:\n  "), "\n  ", "; ")
+}
+
+// pooledClient is a channel's HTTP client. net/http's default keeps only two
+// idle connections per host, so a channel with many calls in flight would dial
+// a new connection for most calls; this one keeps as many as a channel may use.
+func pooledClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 0 // no limit across hosts
+	t.MaxIdleConnsPerHost = 1024
+	return &http.Client{Transport: t}
 }
 
 func deref[T any](p *T) T {
