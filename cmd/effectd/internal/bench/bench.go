@@ -34,11 +34,11 @@ type Options struct {
 	Duration    time.Duration // live and producer: how long to offer
 	SlowLatency time.Duration // slow: provider latency per call
 	SlowEvents  int
-	Concurrency int  // in-flight calls per instance (drain, live)
-	SlowConc    int  // in-flight calls per instance (slow)
-	MemEvents   int  // memory: backlog drained while resident memory is sampled
-	Durable     bool // fsync and synchronous_commit on (default off: see the README)
-	Keep        bool // keep the data directory
+	Concurrency int    // in-flight calls per instance (drain, live)
+	SlowConc    int    // in-flight calls per instance (slow)
+	MemEvents   int    // memory: backlog drained while resident memory is sampled
+	Durable     bool   // fsync and synchronous_commit on (default off: see the README)
+	Keep        bool   // keep the data directory
 	Profile     string // directory for CPU profiles of each effectd serve run
 }
 
