@@ -1,0 +1,84 @@
+package dispatcher_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/migrations/pgtest"
+)
+
+// TestScaleOutNoDoubleClaims: three dispatchers on one database share a
+// backlog; every intent is called exactly once, and each instance takes part.
+func TestScaleOutNoDoubleClaims(t *testing.T) {
+	t.Parallel()
+	const n, instances = 3000, 3
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	var mu sync.Mutex
+	calls := map[string]int{}
+	by := map[int]int{}
+	pol := fastPolicy("webhook")
+	pol.Concurrency = 32
+	var ds []*dispatcher.Dispatcher
+	for i := range instances {
+		p := providerFunc(func(ctx context.Context, key string) (string, error) {
+			mu.Lock()
+			calls[key]++
+			by[i]++
+			mu.Unlock()
+			return "ref-" + key, nil
+		})
+		chans := []dispatcher.Channel{{Name: "c", Kind: "webhook", Provider: p, Policy: pol}}
+		if i == 0 {
+			if err := dispatcher.Register(ctx, pool, chans); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Small claims, so that the instances interleave.
+		d, err := dispatcher.New(pool, dispatcher.Config{Channels: chans, ClaimBatch: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, d)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key)
+		SELECT 'e' || g, 'c', '{}', 'c:e' || g FROM generate_series(1, $1) g`, n); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds {
+		if err := d.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer d.Stop(ctx)
+	}
+	eventually(t, 60*time.Second, "every intent SENT", func() bool {
+		var sent int
+		pool.QueryRow(ctx, `SELECT count(*) FROM effectd.intents WHERE status = 'SENT'`).Scan(&sent)
+		return sent == n
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) != n {
+		t.Fatalf("%d keys called, want %d", len(calls), n)
+	}
+	for k, c := range calls {
+		if c != 1 {
+			t.Errorf("key %s called %d times", k, c)
+		}
+	}
+	for i := range instances {
+		if by[i] == 0 {
+			t.Errorf("instance %d made no call: %v", i, by)
+		}
+	}
+	var attempts int
+	pool.QueryRow(ctx, `SELECT count(*) FROM effectd.attempts`).Scan(&attempts)
+	if attempts != n {
+		t.Errorf("attempt rows = %d, want %d", attempts, n)
+	}
+	t.Logf("calls by instance: %s", fmt.Sprint(by))
+}
