@@ -3,7 +3,6 @@ package dispatcher
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -209,17 +208,25 @@ func (d *Dispatcher) refresh(ctx context.Context) error {
 }
 
 func (d *Dispatcher) refreshLoop(ctx context.Context) {
-	t := time.NewTicker(d.cfg.RefreshInterval)
+	every(ctx, d.cfg.RefreshInterval, nil, func() {
+		if err := d.refresh(ctx); err != nil {
+			d.logDB(ctx, "refreshing channel policies", err)
+		}
+	})
+}
+
+// every runs fn each interval, and when wake fires, until ctx ends.
+func every(ctx context.Context, interval time.Duration, wake <-chan struct{}, fn func()) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := d.refresh(ctx); err != nil && ctx.Err() == nil {
-				d.log.Warn("refreshing channel policies", "error", err)
-			}
+		case <-wake:
 		}
+		fn()
 	}
 }
 
@@ -282,5 +289,3 @@ func (d *Dispatcher) sleep(ctx context.Context, dur time.Duration) {
 	case <-d.slot:
 	}
 }
-
-var errStopped = errors.New("dispatcher stopped")

@@ -2,7 +2,6 @@ package dispatcher
 
 import (
 	"context"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -16,18 +15,11 @@ const pruneLockKey = 0x65666670 // "effp"
 const pruneBatch = 1000
 
 func (d *Dispatcher) pruneLoop(ctx context.Context) {
-	t := time.NewTicker(d.cfg.PruneInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, err := d.Prune(ctx); err != nil && ctx.Err() == nil {
-				d.logDB(ctx, "pruning", err)
-			}
+	every(ctx, d.cfg.PruneInterval, nil, func() {
+		if _, err := d.Prune(ctx); err != nil {
+			d.logDB(ctx, "pruning", err)
 		}
-	}
+	})
 }
 
 // Prune deletes terminal intents (SENT, FAILED, SKIPPED, CANCELLED; never

@@ -32,25 +32,17 @@ type inDoubt struct {
 // reconcileLoop settles SENDING rows whose lease expired, every
 // ReconcileInterval and at once after a maybe-sent call.
 func (d *Dispatcher) reconcileLoop(ctx context.Context) {
-	t := time.NewTicker(d.cfg.ReconcileInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-d.settle:
-		}
+	every(ctx, d.cfg.ReconcileInterval, d.settle, func() {
 		for ctx.Err() == nil {
 			n, err := d.reconcileBatch(ctx, 64)
 			if err != nil {
 				d.logDB(ctx, "settling expired leases", err)
 			}
 			if n < 64 {
-				break
+				return
 			}
 		}
-	}
+	})
 }
 
 // reconcileBatch takes up to n expired leases and settles each by the channel's

@@ -67,49 +67,69 @@ func (e *env) backlog(ctx context.Context, pool *pgxpool.Pool, prefix string, n 
 	return committed, time.Since(start), nil
 }
 
-// drain: a backlog enqueued first, then the dispatcher started.
-func (e *env) drain(ctx context.Context, n int, memory bool) error {
+// drained is what one backlog run measured.
+type drained struct {
+	intents   int           // distinct committed intents
+	enqueue   time.Duration // time the producers took
+	elapsed   time.Duration // from the dispatcher's start to the last effect applied
+	peakKB    int64         // peak resident memory of effectd serve
+	lost, dup int
+}
+
+// drainBacklog enqueues n events (5% redelivered), then starts effectd serve
+// with the given concurrency and waits until every effect is applied.
+func (e *env) drainBacklog(ctx context.Context, name string, n, concurrency int) (drained, error) {
+	var r drained
 	url, pool, err := e.database(ctx)
 	if err != nil {
-		return err
+		return r, err
 	}
 	defer pool.Close()
-	cfg, err := e.config(ctx, url, e.opt.Concurrency)
+	cfg, err := e.config(ctx, url, concurrency)
 	if err != nil {
-		return err
+		return r, err
 	}
-	prefix := fmt.Sprintf("d%d-", e.seq)
+	prefix := fmt.Sprintf("%s%d-", name, e.seq)
 	committed, took, err := e.backlog(ctx, pool, prefix, n)
 	if err != nil {
-		return err
+		return r, err
 	}
 	before, _ := e.sandbox.Ledger.Count("webhook")
 	in, err := e.serve(ctx, url, cfg, true)
 	if err != nil {
-		return err
+		return r, err
 	}
 	done, err := e.waitApplied(before+len(committed), 10*time.Minute)
-	elapsed := done.Sub(in.started)
 	if serr := in.stop(); serr != nil && err == nil {
 		err = fmt.Errorf("effectd serve: %w", serr)
 	}
 	if err != nil {
+		return r, err
+	}
+	r = drained{intents: len(committed), enqueue: took, elapsed: done.Sub(in.started), peakKB: in.peakKB}
+	r.lost, r.dup = e.integrity(prefix, committed)
+	if r.lost+r.dup > 0 {
+		err = fmt.Errorf("lost %d, duplicates %d", r.lost, r.dup)
+	}
+	return r, err
+}
+
+func (r drained) rate() float64 { return float64(r.intents) / r.elapsed.Seconds() }
+
+// drain: a backlog enqueued first, then the dispatcher started. With memory,
+// the same for a larger backlog, reporting the resident memory.
+func (e *env) drain(ctx context.Context, n int, memory bool) error {
+	name := map[bool]string{false: "drain", true: "memory"}[memory]
+	r, err := e.drainBacklog(ctx, name, n, e.opt.Concurrency)
+	if err != nil {
 		return err
 	}
-	lost, dups := e.integrity(prefix, committed)
-	name := "drain"
-	if memory {
-		name = "memory"
-	}
 	fmt.Fprintf(e.out, "%s: %d events (+5%% redelivered) enqueued by %d producers in %.2fs (%.0f commits/s)\n",
-		name, n, e.opt.Producers, took.Seconds(), float64(len(committed)+n/20)/took.Seconds())
+		name, n, e.opt.Producers, r.enqueue.Seconds(), float64(n+n/20)/r.enqueue.Seconds())
 	fmt.Fprintf(e.out, "  dispatcher: 1 instance, webhook channel, concurrency %d, claim batch 256\n", e.opt.Concurrency)
-	fmt.Fprintf(e.out, "  drained %d intents in %.2fs = %.0f intents/s\n", len(committed), elapsed.Seconds(), float64(len(committed))/elapsed.Seconds())
-	fmt.Fprintf(e.out, "  peak resident memory of effectd serve: %.1f MB\n", float64(in.peakKB)/1024)
-	fmt.Fprintf(e.out, "  lost %d, duplicates %d\n", lost, dups)
-	if lost+dups > 0 {
-		return fmt.Errorf("lost %d, duplicates %d", lost, dups)
-	}
+	fmt.Fprintf(e.out, "  drained %d intents in %.2fs = %.0f intents/s\n", r.intents, r.elapsed.Seconds(), r.rate())
+	fmt.Fprintf(e.out, "  peak resident memory of effectd serve: %.1f MB\n", float64(r.peakKB)/1024)
+	fmt.Fprintf(e.out, "  lost %d, duplicates %d\n", r.lost, r.dup)
 	return nil
 }
 
@@ -202,40 +222,15 @@ func (e *env) live(ctx context.Context) error {
 func (e *env) slow(ctx context.Context) error {
 	e.sandbox.Faults.Set("webhook", sandbox.Fault{Latency: e.opt.SlowLatency})
 	defer e.sandbox.Faults.Set("webhook", sandbox.Fault{})
-	url, pool, err := e.database(ctx)
+	r, err := e.drainBacklog(ctx, "slow", e.opt.SlowEvents, e.opt.SlowConc)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	cfg, err := e.config(ctx, url, e.opt.SlowConc)
-	if err != nil {
-		return err
-	}
-	prefix := fmt.Sprintf("s%d-", e.seq)
-	committed, _, err := e.backlog(ctx, pool, prefix, e.opt.SlowEvents)
-	if err != nil {
-		return err
-	}
-	before, _ := e.sandbox.Ledger.Count("webhook")
-	in, err := e.serve(ctx, url, cfg, true)
-	if err != nil {
-		return err
-	}
-	done, err := e.waitApplied(before+len(committed), 10*time.Minute)
-	elapsed := done.Sub(in.started)
-	in.stop()
-	if err != nil {
-		return err
-	}
-	lost, dups := e.integrity(prefix, committed)
 	fmt.Fprintf(e.out, "slow provider: %d intents, %s per call, concurrency %d per instance, 1 instance\n",
-		len(committed), e.opt.SlowLatency, e.opt.SlowConc)
+		r.intents, e.opt.SlowLatency, e.opt.SlowConc)
 	fmt.Fprintf(e.out, "  sustained %.0f intents/s (ceiling concurrency/latency = %.0f/s); peak memory %.1f MB\n",
-		float64(len(committed))/elapsed.Seconds(), float64(e.opt.SlowConc)/e.opt.SlowLatency.Seconds(), float64(in.peakKB)/1024)
-	fmt.Fprintf(e.out, "  lost %d, duplicates %d\n", lost, dups)
-	if lost+dups > 0 {
-		return fmt.Errorf("lost %d, duplicates %d", lost, dups)
-	}
+		r.rate(), float64(e.opt.SlowConc)/e.opt.SlowLatency.Seconds(), float64(r.peakKB)/1024)
+	fmt.Fprintf(e.out, "  lost %d, duplicates %d\n", r.lost, r.dup)
 	return nil
 }
 
