@@ -18,6 +18,7 @@ type Fault struct {
 	RetryAfter  int           `json:"retry_after,omitempty"`  // seconds, sent with 429/503 errors
 	HangRate    float64       `json:"hang_rate,omitempty"`    // never answer (until the client gives up) and do not apply
 	DropRate    float64       `json:"drop_rate,omitempty"`    // apply, then drop the connection without an answer
+	Times       int           `json:"times,omitempty"`        // clear the fault after this many requests met it (0: never)
 }
 
 // Faults holds the fault of each kind. It is safe for concurrent use.
@@ -61,6 +62,30 @@ func (f *Faults) For(kind string) Fault {
 	return f.by["*"]
 }
 
+// strike returns the fault for kind and counts one use of it, clearing it when
+// its Times are used up. The fault is taken under the lock, so that concurrent
+// requests never use it more than Times times.
+func (f *Faults) strike(kind string) Fault {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := kind
+	x, ok := f.by[kind]
+	if !ok {
+		key, x = "*", f.by["*"]
+	}
+	if x.Times <= 0 {
+		return x // cleared, or never limited, since For looked
+	}
+	if x.Times == 1 {
+		delete(f.by, key)
+	} else {
+		y := x
+		y.Times--
+		f.by[key] = y
+	}
+	return x
+}
+
 // Decision is what to do with one request, drawn from a Fault.
 type Decision struct {
 	Latency    time.Duration
@@ -88,6 +113,9 @@ func (d Decision) Name() string {
 // Decide draws what happens to one request of kind.
 func (f *Faults) Decide(kind string) Decision {
 	x := f.For(kind)
+	if x.Times > 0 {
+		x = f.strike(kind)
+	}
 	d := Decision{Latency: x.Latency, RetryAfter: x.RetryAfter}
 	switch r := rand.Float64(); {
 	case r < x.HangRate:

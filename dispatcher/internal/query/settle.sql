@@ -9,17 +9,19 @@ WITH updated AS (
     WHERE id = $1 AND status = $3 AND attempts = $2
     RETURNING id, claimed_at
 ),
-lost AS (
-    -- the call whose lease expired left no attempt row of its own: record it
-    INSERT INTO effectd.attempts (intent_id, attempt, kind, started_at, outcome, error)
-    SELECT $1, $2, 'send', coalesce(updated.claimed_at, now()), 'lease expired', 'no outcome recorded before the lease expired'
-    FROM updated
-    WHERE $3 = 'SENDING'
-      AND NOT EXISTS (SELECT 1 FROM effectd.attempts a WHERE a.intent_id = $1 AND a.attempt = $2 AND a.kind = 'send')
-),
 recorded AS (
     INSERT INTO effectd.attempts (intent_id, attempt, kind, started_at, finished_at, outcome, error, provider_ref)
-    SELECT $1, $2, 'lookup', $7, now(), $8, $6, $5
-    FROM updated
+    SELECT $1, $2, r.kind, r.started_at, r.finished_at, r.outcome, r.error, r.provider_ref
+    FROM updated, LATERAL (
+        -- the call whose lease expired, when it left no attempt row of its own
+        SELECT 1 AS ord, 'send' AS kind, coalesce(updated.claimed_at, now()) AS started_at, NULL::timestamptz AS finished_at,
+               'lease expired' AS outcome, 'no outcome recorded before the lease expired' AS error, NULL AS provider_ref
+        WHERE $3 = 'SENDING'
+          AND NOT EXISTS (SELECT 1 FROM effectd.attempts a WHERE a.intent_id = $1 AND a.attempt = $2 AND a.kind = 'send')
+        UNION ALL
+        -- the settlement itself
+        SELECT 2, 'lookup', $7::timestamptz, now(), $8, $6, $5
+    ) r
+    ORDER BY r.ord
 )
 SELECT count(*) FROM updated

@@ -1,0 +1,203 @@
+package dispatcher_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/migrations/pgtest"
+	"github.com/effectd/effectd/providers/sandbox"
+	"github.com/effectd/effectd/providers/stripe"
+	"github.com/effectd/effectd/providers/twilio"
+)
+
+// Compile-time checks that the providers fit the dispatcher's interfaces.
+var (
+	_ dispatcher.Provider = (*stripe.Provider)(nil)
+	_ dispatcher.Looker   = (*stripe.Provider)(nil)
+	_ dispatcher.Keyed    = (*stripe.Provider)(nil)
+	_ dispatcher.Provider = (*twilio.Provider)(nil)
+	_ dispatcher.Looker   = (*twilio.Provider)(nil)
+)
+
+const smsTo = "+15005550006"
+
+// paymentRig runs a dispatcher with a stripe channel "refund" and a twilio
+// channel "sms" against one sandbox.
+type paymentRig struct {
+	pool   *pgxpool.Pool
+	sb     *sandbox.Server
+	stripe *stripe.Provider
+	d      *dispatcher.Dispatcher
+}
+
+func newPaymentRig(t *testing.T, preStart func(r *paymentRig)) *paymentRig {
+	t.Helper()
+	sb := sandbox.New(sandbox.Options{})
+	srv := httptest.NewServer(sb.Handler())
+	t.Cleanup(srv.Close)
+	st, err := stripe.New(stripe.Config{APIKey: "sk_test_effectd", BaseURL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw, err := twilio.New(twilio.Config{AccountSID: "AC" + strings.Repeat("0", 32), AuthToken: "token", From: "+15005550006", BaseURL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refund, sms := fastPolicy("stripe"), fastPolicy("twilio")
+	refund.InDoubt, refund.LookupFallback = dispatcher.InDoubtLookup, dispatcher.InDoubtManual
+	sms.InDoubt, sms.LookupFallback = dispatcher.InDoubtLookup, dispatcher.InDoubtManual
+	chans := []dispatcher.Channel{
+		{Name: "refund", Kind: "stripe", Provider: st, Policy: refund},
+		{Name: "sms", Kind: "twilio", Provider: tw, Policy: sms},
+	}
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	if err := dispatcher.Register(ctx, pool, chans); err != nil {
+		t.Fatal(err)
+	}
+	r := &paymentRig{pool: pool, sb: sb, stripe: st}
+	if preStart != nil {
+		preStart(r)
+	}
+	d, err := dispatcher.New(pool, dispatcher.Config{Channels: chans, ReconcileInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Stop(ctx) })
+	r.d = d
+	return r
+}
+
+// enqueueSQL enqueues as a producer in any language would.
+func (r *paymentRig) enqueueSQL(t *testing.T, event, channel, payload string) int64 {
+	t.Helper()
+	var ok bool
+	if err := r.pool.QueryRow(context.Background(), `SELECT effectd.enqueue(event_id => $1, channel => $2, payload => $3::jsonb)`, event, channel, payload).Scan(&ok); err != nil || !ok {
+		t.Fatalf("enqueue %s: %v %v", event, ok, err)
+	}
+	var id int64
+	r.pool.QueryRow(context.Background(), `SELECT id FROM effectd.intents WHERE event_id = $1 AND channel = $2`, event, channel).Scan(&id)
+	return id
+}
+
+func (r *paymentRig) final(t *testing.T, id int64, want string) (ref string, outcomes []string) {
+	t.Helper()
+	ctx := context.Background()
+	var status string
+	eventually(t, 15*time.Second, "intent "+strconv.FormatInt(id, 10)+" → "+want, func() bool {
+		r.pool.QueryRow(ctx, `SELECT status, coalesce(provider_ref, '') FROM effectd.intents WHERE id = $1`, id).Scan(&status, &ref)
+		return status == want
+	})
+	rows, _ := r.pool.Query(ctx, `SELECT kind || ':' || outcome FROM effectd.attempts WHERE intent_id = $1 ORDER BY id`, id)
+	for rows.Next() {
+		var s string
+		rows.Scan(&s)
+		outcomes = append(outcomes, s)
+	}
+	return ref, outcomes
+}
+
+func stripeEffects(sb *sandbox.Server) []sandbox.Effect { return sb.Ledger.Snapshot("stripe").Effects }
+
+// TestRefundAndSMSThroughSQL: a refund and an SMS enqueued through SQL end SENT
+// with the providers' references.
+func TestRefundAndSMSThroughSQL(t *testing.T) {
+	t.Parallel()
+	r := newPaymentRig(t, nil)
+	refund := r.enqueueSQL(t, "evt-refund-1", "refund", `{"type":"refund","payment_intent":"pi_123","amount":500}`)
+	sms := r.enqueueSQL(t, "evt-sms-1", "sms", `{"to":"`+smsTo+`","body":"Your code is 123456"}`)
+	ref, _ := r.final(t, refund, "SENT")
+	if !strings.HasPrefix(ref, "re_") {
+		t.Errorf("refund ref = %q, want re_…", ref)
+	}
+	sid, _ := r.final(t, sms, "SENT")
+	if !strings.HasPrefix(sid, "SM") {
+		t.Errorf("sms ref = %q, want SM…", sid)
+	}
+	effects := stripeEffects(r.sb)
+	if len(effects) != 1 || effects[0].Ref != ref || effects[0].Key != "refund:evt-refund-1" {
+		t.Fatalf("stripe effects = %+v", effects)
+	}
+	var body struct {
+		Metadata map[string]string `json:"metadata"`
+	}
+	json.Unmarshal(effects[0].Body, &body)
+	if body.Metadata[dispatcher.MetaEventID] != "evt-refund-1" || body.Metadata[dispatcher.MetaIntentID] != strconv.FormatInt(refund, 10) {
+		t.Errorf("refund metadata = %v", body.Metadata)
+	}
+	if msgs := r.sb.TwilioMessages(smsTo); len(msgs) != 1 || msgs[0].SID != sid {
+		t.Fatalf("messages = %+v", msgs)
+	}
+}
+
+// TestDroppedAnswersSettleOnce: the sandbox applies the effect and drops the
+// answer. The refund is settled by replaying its key (one refund); the SMS,
+// which has no key, by listing messages (one message).
+func TestDroppedAnswersSettleOnce(t *testing.T) {
+	t.Parallel()
+	r := newPaymentRig(t, nil)
+	r.sb.Faults.Set("stripe", sandbox.Fault{DropRate: 1, Times: 1})
+	refund := r.enqueueSQL(t, "evt-refund-2", "refund", `{"type":"refund","payment_intent":"pi_456","amount":700}`)
+	ref, outcomes := r.final(t, refund, "SENT")
+	if effects := stripeEffects(r.sb); len(effects) != 1 || effects[0].Applied != 1 || effects[0].Ref != ref {
+		t.Fatalf("stripe effects = %+v, ref %s", effects, ref)
+	}
+	if len(outcomes) != 2 || outcomes[0] != "send:retry" || outcomes[1] != "send:sent" {
+		t.Errorf("refund attempts = %v; want a maybe-sent retry, then the replayed success", outcomes)
+	}
+
+	r.sb.Faults.Set("twilio", sandbox.Fault{DropRate: 1, Times: 1})
+	sms := r.enqueueSQL(t, "evt-sms-2", "sms", `{"to":"`+smsTo+`","body":"Your code is 654321"}`)
+	sid, outcomes := r.final(t, sms, "SENT")
+	msgs := r.sb.TwilioMessages(smsTo)
+	if len(msgs) != 1 || msgs[0].SID != sid {
+		t.Fatalf("messages = %+v, ref %s", msgs, sid)
+	}
+	if len(outcomes) != 2 || outcomes[0] != "send:maybe_sent" || !strings.HasPrefix(outcomes[1], "lookup:found") {
+		t.Errorf("sms attempts = %v; want maybe_sent, then a lookup that found it", outcomes)
+	}
+}
+
+// TestCrashedRefundSettlesByKeyReplay: a worker applied a refund and died
+// before recording it (the row is SENDING with its lease expired). The
+// reconciler repeats the call with the same key; Stripe replays the first
+// refund, and the row ends SENT with that refund's id.
+func TestCrashedRefundSettlesByKeyReplay(t *testing.T) {
+	t.Parallel()
+	var id int64
+	var applied string
+	r := newPaymentRig(t, func(r *paymentRig) {
+		ctx := context.Background()
+		payload := `{"type":"refund","payment_intent":"pi_789","amount":900}`
+		id = r.enqueueSQL(t, "evt-refund-3", "refund", payload)
+		r.pool.Exec(ctx, `UPDATE effectd.intents SET status = 'SENDING', attempts = 1, claimed_at = now() - interval '1 minute',
+			lease_expires_at = now() - interval '1 second' WHERE id = $1`, id)
+		var err error
+		applied, err = r.stripe.Send(ctx, "refund:evt-refund-3", json.RawMessage(payload),
+			map[string]string{dispatcher.MetaEventID: "evt-refund-3", dispatcher.MetaIntentID: strconv.FormatInt(id, 10)})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	ref, outcomes := r.final(t, id, "SENT")
+	if ref != applied {
+		t.Fatalf("settled with %s, the crashed call created %s", ref, applied)
+	}
+	if effects := stripeEffects(r.sb); len(effects) != 1 || effects[0].Applied != 1 {
+		t.Fatalf("stripe effects = %+v", effects)
+	}
+	if len(outcomes) != 2 || outcomes[0] != "send:lease expired" || !strings.HasPrefix(outcomes[1], "lookup:found") {
+		t.Errorf("attempts = %v", outcomes)
+	}
+}
