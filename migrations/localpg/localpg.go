@@ -58,10 +58,16 @@ func Start(ctx context.Context, dir string, opt Options) (*Server, error) {
 			return nil, err
 		}
 	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("localpg: %w", err)
+	}
 	if err := os.MkdirAll(s.Socket, 0o700); err != nil {
 		return nil, fmt.Errorf("localpg: %w", err)
 	}
 	if err := s.chown(); err != nil {
+		return nil, err
+	}
+	if err := s.reachable(); err != nil {
 		return nil, err
 	}
 	if _, err := os.Stat(filepath.Join(dir, "data", "PG_VERSION")); err != nil {
@@ -146,6 +152,26 @@ func (s *Server) chown() error {
 		}
 		return os.Lchown(p, uid, gid)
 	})
+}
+
+// reachable checks that the postgres user can reach Dir: every ancestor must
+// be searchable by others when the server runs as another user.
+func (s *Server) reachable() error {
+	if s.asUser == nil {
+		return nil
+	}
+	for d := filepath.Dir(s.Dir); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return fmt.Errorf("localpg: %w", err)
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("localpg: the postgres user cannot reach %s: %s is not searchable by others (chmod o+x it, use another directory, or set DATABASE_URL)", s.Dir, d)
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
 }
 
 func binDir() (string, error) {

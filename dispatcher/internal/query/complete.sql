@@ -7,8 +7,8 @@ WITH input AS (
 updated AS (
     UPDATE effectd.intents i
     SET status           = input.status,
-        provider_ref     = coalesce(input.provider_ref, i.provider_ref),
-        last_error       = input.last_error,
+        provider_ref     = coalesce(nullif(input.provider_ref, ''), i.provider_ref),
+        last_error       = nullif(input.last_error, ''),
         next_attempt_at  = coalesce(input.next_attempt_at, i.next_attempt_at),
         -- a maybe-sent call to a provider without keys stays SENDING with its
         -- lease ended now, so the reconciler settles it at once
@@ -24,7 +24,7 @@ recorded AS (
     INSERT INTO effectd.attempts (intent_id, attempt, kind, started_at, finished_at, outcome, error, provider_ref)
     SELECT input.id, input.attempts, 'send', input.started_at, input.finished_at,
            CASE WHEN updated.id IS NULL THEN input.outcome || ' (fenced out)' ELSE input.outcome END,
-           input.last_error, input.provider_ref
+           nullif(input.last_error, ''), nullif(input.provider_ref, '')
     FROM input LEFT JOIN updated ON updated.id = input.id
     WHERE input.called
 )
