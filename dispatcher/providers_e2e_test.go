@@ -3,6 +3,7 @@ package dispatcher_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -199,5 +200,73 @@ func TestCrashedRefundSettlesByKeyReplay(t *testing.T) {
 	}
 	if len(outcomes) != 2 || outcomes[0] != "send:lease expired" || !strings.HasPrefix(outcomes[1], "lookup:found") {
 		t.Errorf("attempts = %v", outcomes)
+	}
+}
+
+// TestErrorClassesEndToEnd: each class of provider error, through the real
+// Stripe and Twilio providers against the sandbox, leaves the row in the
+// state the class calls for, with the attempt rows to show it.
+func TestErrorClassesEndToEnd(t *testing.T) {
+	t.Parallel()
+	const refundPayload = `{"type":"refund","payment_intent":"pi_e","amount":300}`
+	cases := []struct {
+		name, channel, payload string
+		fault                  *sandbox.Fault
+		kind                   string
+		before                 func(t *testing.T, r *paymentRig, id int64) // runs after enqueue, before dispatch
+		status                 string
+		outcomes               string
+		errContains            string
+	}{
+		{name: "stripe 503 is retried", channel: "refund", payload: refundPayload, kind: "stripe",
+			fault: &sandbox.Fault{ErrorRate: 1, ErrorStatus: 503, Times: 1}, status: "SENT", outcomes: "[send:retry send:sent]"},
+		{name: "stripe 429 is retried", channel: "refund", payload: refundPayload, kind: "stripe",
+			fault: &sandbox.Fault{ErrorRate: 1, ErrorStatus: 429, RetryAfter: 1, Times: 1}, status: "SENT", outcomes: "[send:retry send:sent]"},
+		{name: "stripe 402 card declined is permanent", channel: "refund", payload: refundPayload, kind: "stripe",
+			fault: &sandbox.Fault{ErrorRate: 1, ErrorStatus: 402, Times: 1}, status: "FAILED", outcomes: "[send:failed]", errContains: "402"},
+		{name: "stripe 401 is permanent", channel: "refund", payload: refundPayload, kind: "stripe",
+			fault: &sandbox.Fault{ErrorRate: 1, ErrorStatus: 401, Times: 1}, status: "FAILED", outcomes: "[send:failed]", errContains: "401"},
+		{name: "stripe idempotency_error is permanent", channel: "refund", payload: refundPayload, kind: "stripe",
+			before: func(t *testing.T, r *paymentRig, id int64) {
+				// Someone used our key with other parameters first.
+				_, err := r.stripe.Send(context.Background(), "refund:evt", json.RawMessage(`{"type":"refund","payment_intent":"pi_e","amount":999}`),
+					map[string]string{dispatcher.MetaEventID: "evt", dispatcher.MetaIntentID: strconv.FormatInt(id, 10)})
+				if err != nil {
+					t.Fatal(err)
+				}
+			},
+			status: "FAILED", outcomes: "[send:failed]", errContains: "IDEMPOTENCY KEY REUSED"},
+		{name: "twilio invalid number 21211 is permanent", channel: "sms", payload: `{"to":"+15005550001","body":"x"}`,
+			status: "FAILED", outcomes: "[send:failed]", errContains: "21211"},
+		{name: "twilio unsubscribed 21610 is permanent", channel: "sms", payload: `{"to":"+15005550004","body":"x"}`,
+			status: "FAILED", outcomes: "[send:failed]", errContains: "21610"},
+		{name: "twilio 429 is retried", channel: "sms", payload: `{"to":"` + smsTo + `","body":"x"}`, kind: "twilio",
+			fault: &sandbox.Fault{ErrorRate: 1, ErrorStatus: 429, RetryAfter: 1, Times: 1}, status: "SENT", outcomes: "[send:retry send:sent]"},
+		{name: "twilio 500 is retried", channel: "sms", payload: `{"to":"` + smsTo + `","body":"x"}`, kind: "twilio",
+			fault: &sandbox.Fault{ErrorRate: 1, ErrorStatus: 500, Times: 1}, status: "SENT", outcomes: "[send:retry send:sent]"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var id int64
+			r := newPaymentRig(t, func(r *paymentRig) {
+				if c.fault != nil {
+					r.sb.Faults.Set(c.kind, *c.fault)
+				}
+				id = r.enqueueSQL(t, "evt", c.channel, c.payload)
+				if c.before != nil {
+					c.before(t, r, id)
+				}
+			})
+			_, outcomes := r.final(t, id, c.status)
+			if fmt.Sprint(outcomes) != c.outcomes {
+				t.Errorf("attempts = %v, want %s", outcomes, c.outcomes)
+			}
+			var lastErr string
+			r.pool.QueryRow(context.Background(), `SELECT coalesce(last_error, '') FROM effectd.intents WHERE id = $1`, id).Scan(&lastErr)
+			if !strings.Contains(lastErr, c.errContains) {
+				t.Errorf("last_error = %q, want it to contain %q", lastErr, c.errContains)
+			}
+		})
 	}
 }
