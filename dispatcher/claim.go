@@ -22,7 +22,7 @@ type claimed struct {
 	key        string
 	createdAt  time.Time
 	occurredAt time.Time
-	claimedAt  time.Time
+	deadline   time.Time // local clock: the call must end by then, well inside the lease
 }
 
 // Idle waits: after an empty claim the loop polls again after 1, 2, 4 and 8 ms,
@@ -122,6 +122,9 @@ func (d *Dispatcher) claimRound(ctx context.Context) (total int, full, blocked b
 func (d *Dispatcher) claim(ctx context.Context, ch *channel, n int) ([]claimed, time.Duration, error) {
 	p := ch.policy.Load()
 	lease := pgtype.Interval{Microseconds: p.Lease.D().Microseconds(), Valid: true}
+	// The lease starts at the database's now(), no earlier than this moment on
+	// our clock: a deadline counted from here ends inside it.
+	deadline := time.Now().Add(p.Lease.D() * 9 / 10)
 	if p.RatePerSecond <= 0 {
 		rows, err := d.pool.Query(ctx, query.Claim, ch.Name, lease, n)
 		if err != nil {
@@ -129,7 +132,8 @@ func (d *Dispatcher) claim(ctx context.Context, ch *channel, n int) ([]claimed, 
 		}
 		out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimed, error) {
 			var c claimed
-			err := row.Scan(&c.id, &c.eventID, &c.payload, &c.attempts, &c.key, &c.createdAt, &c.occurredAt, &c.claimedAt)
+			err := row.Scan(&c.id, &c.eventID, &c.payload, &c.attempts, &c.key, &c.createdAt, &c.occurredAt)
+			c.deadline = deadline
 			return c, err
 		})
 		return out, 0, err
@@ -146,15 +150,15 @@ func (d *Dispatcher) claim(ctx context.Context, ch *channel, n int) ([]claimed, 
 		var id *int64 // NULL when nothing was claimed: the row only reports the bucket
 		var eventID, key *string
 		var attempts *int32
-		var created, occurred, claimedAt *time.Time
-		if err := rows.Scan(&avail, &id, &eventID, &c.payload, &attempts, &key, &created, &occurred, &claimedAt); err != nil {
+		var created, occurred *time.Time
+		if err := rows.Scan(&avail, &id, &eventID, &c.payload, &attempts, &key, &created, &occurred); err != nil {
 			return out, 0, err
 		}
 		if id == nil {
 			continue
 		}
 		c.id, c.eventID, c.attempts, c.key = *id, *eventID, *attempts, *key
-		c.createdAt, c.occurredAt, c.claimedAt = *created, *occurred, *claimedAt
+		c.createdAt, c.occurredAt, c.deadline = *created, *occurred, deadline
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
@@ -166,6 +170,9 @@ func (d *Dispatcher) claim(ctx context.Context, ch *channel, n int) ([]claimed, 
 	}
 	return out, wait, nil
 }
+
+// minCallTime is the least time left on a lease for a call to start.
+const minCallTime = 100 * time.Millisecond
 
 // job is one claimed intent handed to a worker.
 type job struct {
@@ -222,9 +229,21 @@ func (d *Dispatcher) call(ch *channel, c *claimed) completion {
 		out.err = "max_age " + p.MaxAge.String() + " passed before sending"
 		return out
 	}
-	// The call must end before the lease does, or the reconciler could act on a
-	// call still in flight.
-	ctx, cancel := context.WithTimeout(d.callCtx, p.Lease.D()*9/10)
+	if d.beforeCall != nil {
+		d.beforeCall(c.id, c.attempts)
+	}
+	// The call must end before the lease does, or the reconciler could settle
+	// (and resend) a call still in flight. A worker that reaches the call too
+	// late — paused, or starved — does not call at all: the row goes back to
+	// PENDING through the fence, unless the reconciler has settled it already.
+	if time.Until(c.deadline) < minCallTime {
+		out.called = false
+		out.finished = out.started
+		out.event, out.outcome, out.next = statemachine.Retry, "retry", out.started
+		out.err = "the lease was nearly over before the call started; not called"
+		return out
+	}
+	ctx, cancel := context.WithDeadline(d.callCtx, c.deadline)
 	defer cancel()
 	meta := map[string]string{MetaEventID: c.eventID, MetaIntentID: strconv.FormatInt(c.id, 10)}
 	ref, err := ch.Provider.Send(ctx, c.key, c.payload, meta)

@@ -50,6 +50,8 @@ type Dispatcher struct {
 	quit    chan struct{} // closed by Stop: idle workers exit
 	backoff func(p Policy, attempt int, retryAfter time.Duration) time.Duration
 
+	beforeCall func(id int64, attempt int32) // tests: stall a worker between claim and call
+
 	stopClaiming context.CancelFunc // ends the claim, reconcile, refresh and prune loops
 	abandon      context.CancelFunc // cancels in-flight provider calls
 	callCtx      context.Context

@@ -350,3 +350,48 @@ func TestOrderingKey(t *testing.T) {
 		t.Fatalf("calls = %v\nwant    %s", events, want)
 	}
 }
+
+// TestStalledWorkerDoesNotCallLate: a worker paused between its claim and its
+// call (a SIGSTOP, a starved scheduler) wakes after its lease has ended and the
+// reconciler has sent the intent again. It must not call the provider.
+func TestStalledWorkerDoesNotCallLate(t *testing.T) {
+	t.Parallel()
+	p := &scripted{calls: map[string]int{}, answer: func(string, int) (string, error) { return "ref", nil }}
+	pol := fastPolicy("twilio")
+	pol.InDoubt = dispatcher.InDoubtResend
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	chans := []dispatcher.Channel{{Name: "c", Kind: "twilio", Provider: p, Policy: pol}}
+	if err := dispatcher.Register(ctx, pool, chans); err != nil {
+		t.Fatal(err)
+	}
+	d, err := dispatcher.New(pool, dispatcher.Config{Channels: chans, ReconcileInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rig{pool: pool, d: d}
+	resent := make(chan struct{})
+	dispatcher.SetBeforeCall(d, func(id int64, attempt int32) {
+		if attempt == 1 {
+			<-resent // stalled until the intent was sent by someone else
+		}
+	})
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop(ctx)
+	r.enqueue(t, "e")
+	got := r.waitStatus(t, "e", "SENT")
+	close(resent)
+	if got.Attempts != 2 {
+		t.Fatalf("attempts = %d, want 2 (the stalled claim, then the resend)", got.Attempts)
+	}
+	// The stalled worker's outcome reaches the completer (and is fenced out)
+	// without a call: wait for the fenced-out counter through a final row read.
+	eventually(t, 5*time.Second, "the stalled worker finished", func() bool {
+		return dispatcher.Fenced(d, "c") == 1
+	})
+	if n := p.Calls("c:e"); n != 1 {
+		t.Fatalf("provider called %d times; the stalled worker called after its lease ended", n)
+	}
+}

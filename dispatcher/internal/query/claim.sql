@@ -22,4 +22,4 @@ SET status           = 'SENDING',
 FROM due
 WHERE u.id = due.id
 RETURNING u.id, u.event_id, u.payload, u.attempts, u.idempotency_key,
-          u.created_at, coalesce(u.occurred_at, u.created_at), u.claimed_at
+          u.created_at, coalesce(u.occurred_at, u.created_at)

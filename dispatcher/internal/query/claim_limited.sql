@@ -31,7 +31,7 @@ claimed AS (
     FROM due
     WHERE u.id = due.id
     RETURNING u.id, u.event_id, u.payload, u.attempts, u.idempotency_key,
-              u.created_at, coalesce(u.occurred_at, u.created_at), u.claimed_at
+              u.created_at, coalesce(u.occurred_at, u.created_at)
 ),
 spent AS (
     UPDATE effectd.rate_buckets

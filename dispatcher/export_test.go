@@ -1,0 +1,14 @@
+package dispatcher
+
+import dto "github.com/prometheus/client_model/go"
+
+// SetBeforeCall makes every worker run f between taking a claimed intent and
+// calling its provider. Call it before Start.
+func SetBeforeCall(d *Dispatcher, f func(id int64, attempt int32)) { d.beforeCall = f }
+
+// Fenced returns how many outcomes of channel were fenced out.
+func Fenced(d *Dispatcher, channel string) float64 {
+	var m dto.Metric
+	d.m.fenced.WithLabelValues(channel).Write(&m)
+	return m.GetCounter().GetValue()
+}
