@@ -164,22 +164,19 @@ func (d *Dispatcher) apply(ctx context.Context, r inDoubt, s *Settlement) error 
 	return nil
 }
 
-// ErrLeaseHeld is returned by Reconcile for a SENDING row whose lease has not
-// expired: its call may still be in flight.
-var ErrLeaseHeld = errors.New("the intent's lease has not expired: a call may be in flight")
-
 // Reconcile runs the provider lookup for one intent now: an IN_DOUBT row, or a
 // SENDING row whose lease expired. Found settles it SENT and absent PENDING;
 // when the lookup cannot tell, an IN_DOUBT row stays for the operator and a
 // SENDING row follows the channel's policy. dryRun reports without changing anything.
 func (d *Dispatcher) Reconcile(ctx context.Context, id int64, dryRun bool) (Settlement, error) {
 	var r inDoubt
-	var leaseLive bool
+	var leaseUntil *time.Time // set while a SENDING row's lease is live
 	err := d.pool.QueryRow(ctx, `
 		SELECT id, event_id, channel, payload, attempts, idempotency_key, created_at,
-		       coalesce(claimed_at, created_at), status, coalesce(lease_expires_at > now(), false)
+		       coalesce(claimed_at, created_at), status,
+		       CASE WHEN lease_expires_at > now() THEN lease_expires_at END
 		FROM effectd.intents WHERE id = $1`, id).
-		Scan(&r.id, &r.eventID, &r.channel, &r.payload, &r.attempts, &r.key, &r.createdAt, &r.claimedAt, &r.status, &leaseLive)
+		Scan(&r.id, &r.eventID, &r.channel, &r.payload, &r.attempts, &r.key, &r.createdAt, &r.claimedAt, &r.status, &leaseUntil)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Settlement{}, fmt.Errorf("dispatcher.Reconcile(%d): %w", id, ErrNotFound)
 	}
@@ -187,13 +184,13 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id int64, dryRun bool) (Sett
 		return Settlement{}, fmt.Errorf("dispatcher.Reconcile(%d): %w", id, err)
 	}
 	switch {
-	case r.status == statemachine.Sending && leaseLive:
-		return Settlement{IntentID: id, From: r.status, To: r.status}, fmt.Errorf("dispatcher.Reconcile(%d): %w", id, ErrLeaseHeld)
+	case r.status == statemachine.Sending && leaseUntil != nil:
+		return Settlement{IntentID: id, From: r.status, To: r.status}, fmt.Errorf("dispatcher.Reconcile(%d): %w", id, &LeaseError{IntentID: id, Until: *leaseUntil})
 	case r.status != statemachine.Sending && r.status != statemachine.InDoubt:
 		return Settlement{}, fmt.Errorf("dispatcher.Reconcile(%d): %w", id, &statemachine.TransitionError{From: r.status, Event: statemachine.Found})
 	}
 	if d.byName[r.channel] == nil {
-		return Settlement{}, fmt.Errorf("dispatcher.Reconcile(%d): channel %q is not configured in this instance", id, r.channel)
+		return Settlement{}, fmt.Errorf("dispatcher.Reconcile(%d): %w: channel %q is not configured in this instance", id, ErrInvalid, r.channel)
 	}
 	s := d.decide(ctx, r, r.status == statemachine.Sending)
 	if dryRun {

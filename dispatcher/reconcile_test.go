@@ -154,3 +154,24 @@ func TestPrune(t *testing.T) {
 		t.Fatalf("%d attempt rows left without their intent", orphans)
 	}
 }
+
+// TestReconcileRefusesLiveLease: a SENDING row whose lease is live may have a
+// call in flight; reconciling it now is refused as a transition conflict.
+func TestReconcileRefusesLiveLease(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	s := &scripted{calls: map[string]int{}, answer: func(string, int) (string, error) { <-release; return "ref", nil }}
+	pol := fastPolicy("twilio")
+	pol.Lease = dispatcher.Duration(time.Minute)
+	r := start(t, "twilio", looking{s, func(string) (string, bool, error) { return "", false, nil }}, pol)
+	defer close(release)
+	r.enqueue(t, "e")
+	r.waitStatus(t, "e", "SENDING")
+	var id int64
+	r.pool.QueryRow(context.Background(), `SELECT id FROM effectd.intents WHERE event_id='e'`).Scan(&id)
+	_, err := r.d.Reconcile(context.Background(), id, false)
+	var le *dispatcher.LeaseError
+	if !errors.As(err, &le) || !errors.Is(err, statemachine.ErrTransition) || time.Until(le.Until) < 30*time.Second {
+		t.Fatalf("Reconcile of a live lease: %v", err)
+	}
+}
