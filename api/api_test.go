@@ -27,10 +27,14 @@ const (
 )
 
 // fakeReconciler returns a canned settlement and records what it was asked.
-type fakeReconciler struct{ calls []bool }
+type fakeReconciler struct {
+	calls  []bool
+	actors []string
+}
 
-func (f *fakeReconciler) Reconcile(_ context.Context, id int64, dryRun bool) (dispatcher.Settlement, error) {
+func (f *fakeReconciler) Reconcile(_ context.Context, id int64, dryRun bool, actor string) (dispatcher.Settlement, error) {
 	f.calls = append(f.calls, dryRun)
+	f.actors = append(f.actors, actor)
 	return dispatcher.Settlement{IntentID: id, From: statemachine.InDoubt, To: statemachine.Sent,
 		Outcome: dispatcher.LookupFound, ProviderRef: "re_found", Applied: !dryRun}, nil
 }

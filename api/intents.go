@@ -231,10 +231,6 @@ func (h *handler) operate(w http.ResponseWriter, r *http.Request, parse func(bod
 	writeJSON(w, http.StatusOK, after)
 }
 
-const reconcileAuditSQL = `
-INSERT INTO effectd.audit (actor, action, intent_id, channel, before, after)
-SELECT $1, 'intent.reconcile', $2, channel, $3, $4 FROM effectd.intents WHERE id = $2`
-
 // reconcileIntent answers POST /v1/intents/{id}/reconcile: asks the provider now;
 // with ?dry_run=true it reports the settlement without applying it.
 func (h *handler) reconcileIntent(w http.ResponseWriter, r *http.Request) {
@@ -252,20 +248,12 @@ func (h *handler) reconcileIntent(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, fmt.Errorf("%w: no reconciler runs in this process", errUnavailable))
 		return
 	}
-	s, err := h.reconciler.Reconcile(r.Context(), id, dryRun)
+	s, err := h.reconciler.Reconcile(r.Context(), id, dryRun, callerOf(r).name)
 	if err != nil {
 		h.fail(w, r, fmt.Errorf("reconcile intent %d: %w", id, err))
 		return
 	}
 	if s.Applied {
-		// The reconciler applied the change in its own transaction; record who asked for it.
-		before, _ := json.Marshal(map[string]any{"status": s.From})
-		after, _ := json.Marshal(s)
-		ctx := context.WithoutCancel(r.Context())
-		if _, err := h.pool.Exec(ctx, reconcileAuditSQL, callerOf(r).name, id, before, after); err != nil {
-			h.fail(w, r, fmt.Errorf("reconcile intent %d: audit: %w", id, err))
-			return
-		}
 		h.log.DebugContext(r.Context(), "intent state change", "intent_id", id, "event", "reconcile",
 			"from", s.From, "to", s.To, "outcome", s.Outcome, "actor", callerOf(r).name)
 	}

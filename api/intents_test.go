@@ -192,8 +192,9 @@ func TestReconcile(t *testing.T) {
 	if fmt.Sprint(e.recon.calls) != "[true false]" {
 		t.Errorf("reconciler called with dry runs %v, want [true false]", e.recon.calls)
 	}
-	status, body = e.do(t, "GET", fmt.Sprintf("/v1/intents/%d", id), readToken, "")
-	if want(t, status, body, http.StatusOK, `"action": "intent.reconcile"`); strings.Count(body, "intent.reconcile") != 1 {
-		t.Errorf("want one reconcile audit entry (none for the dry run): %s", body)
+	// The dispatcher audits an applied reconcile under the caller's token name
+	// (dispatcher's TestReconcileNow checks the audit row).
+	if fmt.Sprint(e.recon.actors) != "[admin admin]" {
+		t.Errorf("reconciler called as %v, want the token's name", e.recon.actors)
 	}
 }

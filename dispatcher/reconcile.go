@@ -65,7 +65,7 @@ func (d *Dispatcher) reconcileBatch(ctx context.Context, n int) (int, error) {
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			s := d.decide(ctx, r, true)
-			if err := d.apply(ctx, r, &s); err != nil {
+			if err := d.apply(ctx, r, &s, ""); err != nil {
 				d.logDB(ctx, "settling an in-doubt intent", err, "intent", r.id)
 			}
 		}()
@@ -140,8 +140,9 @@ func mustNext(from statemachine.State, ev statemachine.Event) statemachine.State
 }
 
 // apply writes s as a fenced compare-and-set and records the settlement as an
-// attempt of kind lookup. s.Applied reports whether this writer won.
-func (d *Dispatcher) apply(ctx context.Context, r inDoubt, s *Settlement) error {
+// attempt of kind lookup, and, when an operator asked for it (actor), in the
+// audit, all in one statement. s.Applied reports whether this writer won.
+func (d *Dispatcher) apply(ctx context.Context, r inDoubt, s *Settlement, actor string) error {
 	d.m.lookups.WithLabelValues(r.channel, s.Outcome).Inc()
 	if s.To == s.From {
 		return nil
@@ -150,7 +151,7 @@ func (d *Dispatcher) apply(ctx context.Context, r inDoubt, s *Settlement) error 
 	defer cancel()
 	var n int
 	err := d.pool.QueryRow(wctx, query.Settle, r.id, r.attempts, string(s.From), string(s.To),
-		nullString(s.ProviderRef), nullString(s.Error), time.Now(), s.Outcome+" → "+string(s.To)).Scan(&n)
+		nullString(s.ProviderRef), nullString(s.Error), time.Now(), s.Outcome+" → "+string(s.To), actor).Scan(&n)
 	if err != nil {
 		return err
 	}
@@ -167,8 +168,9 @@ func (d *Dispatcher) apply(ctx context.Context, r inDoubt, s *Settlement) error 
 // Reconcile runs the provider lookup for one intent now: an IN_DOUBT row, or a
 // SENDING row whose lease expired. Found settles it SENT and absent PENDING;
 // when the lookup cannot tell, an IN_DOUBT row stays for the operator and a
-// SENDING row follows the channel's policy. dryRun reports without changing anything.
-func (d *Dispatcher) Reconcile(ctx context.Context, id int64, dryRun bool) (Settlement, error) {
+// SENDING row follows the channel's policy. dryRun reports without changing
+// anything. A change is audited under actor, in the transaction that makes it.
+func (d *Dispatcher) Reconcile(ctx context.Context, id int64, dryRun bool, actor string) (Settlement, error) {
 	var r inDoubt
 	var leaseUntil *time.Time // set while a SENDING row's lease is live
 	err := d.pool.QueryRow(ctx, `
@@ -196,7 +198,7 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id int64, dryRun bool) (Sett
 	if dryRun {
 		return s, nil
 	}
-	if err := d.apply(ctx, r, &s); err != nil {
+	if err := d.apply(ctx, r, &s, actor); err != nil {
 		return s, fmt.Errorf("dispatcher.Reconcile(%d): %w", id, err)
 	}
 	return s, nil

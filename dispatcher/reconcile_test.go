@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,30 +90,37 @@ func TestReconcileNow(t *testing.T) {
 	r.pool.QueryRow(context.Background(), `SELECT id FROM effectd.intents WHERE event_id='e'`).Scan(&id)
 	ctx := context.Background()
 
-	st, err := r.d.Reconcile(ctx, id, false)
+	st, err := r.d.Reconcile(ctx, id, false, "tester")
 	if err != nil || st.Outcome != dispatcher.LookupAmbiguous || st.To != statemachine.InDoubt || st.Applied {
 		t.Fatalf("cannot tell: %+v, %v", st, err)
 	}
 	found = true
-	st, err = r.d.Reconcile(ctx, id, true)
+	st, err = r.d.Reconcile(ctx, id, true, "tester")
 	if err != nil || st.Outcome != dispatcher.LookupFound || st.To != statemachine.Sent || st.Applied {
 		t.Fatalf("dry run: %+v, %v", st, err)
 	}
 	if got := r.row(t, "e"); got.Status != "IN_DOUBT" {
 		t.Fatalf("dry run changed the row: %+v", got)
 	}
-	st, err = r.d.Reconcile(ctx, id, false)
+	st, err = r.d.Reconcile(ctx, id, false, "tester")
 	if err != nil || !st.Applied || st.ProviderRef != "SM-late" {
 		t.Fatalf("reconcile: %+v, %v", st, err)
 	}
 	if got := r.row(t, "e"); got.Status != "SENT" || got.Ref != "SM-late" {
 		t.Fatalf("after reconcile: %+v", got)
 	}
+	// One audit entry: the applied reconcile, not the refused or dry runs.
+	var actor, after string
+	var n int
+	r.pool.QueryRow(ctx, `SELECT count(*), max(actor), max(after::text) FROM effectd.audit WHERE intent_id = $1 AND action = 'intent.reconcile'`, id).Scan(&n, &actor, &after)
+	if n != 1 || actor != "tester" || !strings.Contains(after, `"status": "SENT"`) {
+		t.Fatalf("audit = %d rows, actor %q, after %s", n, actor, after)
+	}
 	// SENT now: nothing to reconcile.
-	if _, err := r.d.Reconcile(ctx, id, false); !errors.Is(err, statemachine.ErrTransition) {
+	if _, err := r.d.Reconcile(ctx, id, false, "tester"); !errors.Is(err, statemachine.ErrTransition) {
 		t.Fatalf("reconcile of a SENT row: %v", err)
 	}
-	if _, err := r.d.Reconcile(ctx, 999999, false); !errors.Is(err, dispatcher.ErrNotFound) {
+	if _, err := r.d.Reconcile(ctx, 999999, false, "tester"); !errors.Is(err, dispatcher.ErrNotFound) {
 		t.Fatalf("reconcile of a missing row: %v", err)
 	}
 }
@@ -169,7 +177,7 @@ func TestReconcileRefusesLiveLease(t *testing.T) {
 	r.waitStatus(t, "e", "SENDING")
 	var id int64
 	r.pool.QueryRow(context.Background(), `SELECT id FROM effectd.intents WHERE event_id='e'`).Scan(&id)
-	_, err := r.d.Reconcile(context.Background(), id, false)
+	_, err := r.d.Reconcile(context.Background(), id, false, "tester")
 	var le *dispatcher.LeaseError
 	if !errors.As(err, &le) || !errors.Is(err, statemachine.ErrTransition) || time.Until(le.Until) < 30*time.Second {
 		t.Fatalf("Reconcile of a live lease: %v", err)

@@ -30,8 +30,8 @@ var Complete string
 //go:embed take_expired.sql
 var TakeExpired string
 
-// Settle applies one reconciler or lookup decision as a fenced compare-and-set
-// and records it as an attempt.
+// Settle applies one reconciler or lookup decision as a fenced compare-and-set,
+// records it as an attempt and, when $9 names an operator, in the audit.
 //
 //go:embed settle.sql
 var Settle string

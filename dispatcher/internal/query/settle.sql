@@ -7,7 +7,16 @@ WITH updated AS (
         lease_expires_at = NULL,
         updated_at       = now()
     WHERE id = $1 AND status = $3 AND attempts = $2
-    RETURNING id, claimed_at
+    RETURNING id, claimed_at, channel
+),
+audited AS (
+    -- an operator's reconcile is audited with the change it made
+    INSERT INTO effectd.audit (actor, action, intent_id, channel, before, after)
+    SELECT $9, 'intent.reconcile', $1, updated.channel,
+           jsonb_build_object('status', $3::text, 'attempts', $2::int),
+           jsonb_build_object('status', $4::text, 'attempts', $2::int, 'outcome', $8::text, 'provider_ref', $5::text)
+    FROM updated
+    WHERE $9 <> ''
 ),
 recorded AS (
     INSERT INTO effectd.attempts (intent_id, attempt, kind, started_at, finished_at, outcome, error, provider_ref)
