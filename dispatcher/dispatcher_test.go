@@ -395,3 +395,43 @@ func TestStalledWorkerDoesNotCallLate(t *testing.T) {
 		t.Fatalf("provider called %d times; the stalled worker called after its lease ended", n)
 	}
 }
+
+// TestIdleDispatcherWokenByNotify: an idle dispatcher asks producers to NOTIFY
+// and waits; a commit wakes it at once. The fallback poll is set to a minute,
+// so only the notification can explain a prompt send.
+func TestIdleDispatcherWokenByNotify(t *testing.T) {
+	t.Parallel()
+	p := &scripted{calls: map[string]int{}, answer: func(string, int) (string, error) { return "ref", nil }}
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	chans := []dispatcher.Channel{{Name: "c", Kind: "webhook", Provider: keyedScripted{p}, Policy: fastPolicy("webhook")}}
+	if err := dispatcher.Register(ctx, pool, chans); err != nil {
+		t.Fatal(err)
+	}
+	d, err := dispatcher.New(pool, dispatcher.Config{Channels: chans, PollInterval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop(ctx)
+	r := rig{pool: pool, d: d}
+	waiting := func() bool {
+		var w bool
+		pool.QueryRow(ctx, `SELECT waiting FROM effectd.wakeup`).Scan(&w)
+		return w
+	}
+	eventually(t, 5*time.Second, "the idle dispatcher asks for NOTIFY", waiting)
+	// A LISTEN that is not yet in place would miss the notification: the
+	// listener connects in the background, so wait until the server lists it.
+	eventually(t, 5*time.Second, "the dispatcher listens", func() bool {
+		var n int
+		pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN effectd_wakeup'`).Scan(&n)
+		return n == 1
+	})
+	start := time.Now()
+	r.enqueue(t, "wake")
+	eventually(t, 10*time.Second, "sent after the commit", func() bool { return r.row(t, "wake").Status == "SENT" })
+	t.Logf("sent %s after the commit", time.Since(start).Round(time.Millisecond))
+}
