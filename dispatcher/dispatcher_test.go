@@ -298,22 +298,42 @@ func TestLateCompletionFenced(t *testing.T) {
 	}
 }
 
-// TestPauseAndPolicyRefresh: a pause stored in the database stops claiming,
-// resume restarts it.
+// TestPauseAndPolicyRefresh: a pause stored in the database stops claiming
+// for that channel only; resume restarts it.
 func TestPauseAndPolicyRefresh(t *testing.T) {
 	t.Parallel()
 	p := &scripted{calls: map[string]int{}, answer: func(string, int) (string, error) { return "ref", nil }}
-	r := start(t, "webhook", keyedScripted{p}, fastPolicy("webhook"))
+	pool := pgtest.New(t)
 	ctx := context.Background()
-	r.pool.Exec(ctx, `UPDATE effectd.channels SET paused = true WHERE name = 'c'`)
-	// The refresh runs every 100ms; wait for two rounds through a marker row.
-	time.Sleep(300 * time.Millisecond) //nolint: the pause is read on a timer; no signal to wait on
+	var chans []dispatcher.Channel
+	for _, name := range []string{"c", "d"} {
+		chans = append(chans, dispatcher.Channel{Name: name, Kind: "webhook", Provider: keyedScripted{p}, Policy: fastPolicy("webhook")})
+	}
+	if err := dispatcher.Register(ctx, pool, chans); err != nil {
+		t.Fatal(err)
+	}
+	d, err := dispatcher.New(pool, dispatcher.Config{Channels: chans, RefreshInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop(ctx)
+	r := rig{pool: pool, d: d}
+	pool.Exec(ctx, `UPDATE effectd.channels SET paused = true WHERE name = 'c'`)
+	eventually(t, 5*time.Second, "the dispatcher sees the pause", func() bool { return dispatcher.Paused(d, "c") })
 	r.enqueue(t, "paused")
-	time.Sleep(300 * time.Millisecond)
+	// An intent on the other channel, committed after the paused one, is sent:
+	// the claim rounds since then passed over the paused channel.
+	if ok, err := enqueue(t, pool, dispatcher.Intent{EventID: "other", Channel: "d", Payload: `{}`}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	r.waitStatus(t, "other", "SENT")
 	if got := r.row(t, "paused"); got.Status != "PENDING" {
 		t.Fatalf("paused channel dispatched: %+v", got)
 	}
-	r.pool.Exec(ctx, `UPDATE effectd.channels SET paused = false WHERE name = 'c'`)
+	pool.Exec(ctx, `UPDATE effectd.channels SET paused = false WHERE name = 'c'`)
 	r.waitStatus(t, "paused", "SENT")
 }
 

@@ -12,3 +12,6 @@ func Fenced(d *Dispatcher, channel string) float64 {
 	d.m.fenced.WithLabelValues(channel).Write(&m)
 	return m.GetCounter().GetValue()
 }
+
+// Paused reports whether the dispatcher has seen channel paused.
+func Paused(d *Dispatcher, channel string) bool { return d.byName[channel].paused.Load() }
