@@ -137,11 +137,11 @@ func TestPrune(t *testing.T) {
 	r.waitStatus(t, "new-sent", "SENT")
 	ctx := context.Background()
 	// Rows an operator must still see, however old: IN_DOUBT; and one not yet due.
-	r.pool.Exec(ctx, `INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, updated_at)
-		VALUES ('old-doubt', 'c', '{}', 'c:old-doubt', 'IN_DOUBT', now() - interval '2 hours'),
-		       ('old-pending', 'c', '{}', 'c:old-pending', 'PENDING', now() - interval '2 hours')`)
-	r.pool.Exec(ctx, `UPDATE effectd.intents SET next_attempt_at = now() + interval '1 day' WHERE event_id = 'old-pending'`)
-	r.pool.Exec(ctx, `UPDATE effectd.intents SET updated_at = now() - interval '2 hours' WHERE event_id IN ('old-sent', 'old-pending')`)
+	// (not due for a day, so the running dispatcher leaves it alone).
+	r.pool.Exec(ctx, `INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, updated_at, next_attempt_at)
+		VALUES ('old-doubt', 'c', '{}', 'c:old-doubt', 'IN_DOUBT', now() - interval '2 hours', now()),
+		       ('old-pending', 'c', '{}', 'c:old-pending', 'PENDING', now() - interval '2 hours', now() + interval '1 day')`)
+	r.pool.Exec(ctx, `UPDATE effectd.intents SET updated_at = now() - interval '2 hours' WHERE event_id = 'old-sent'`)
 	n, err := r.d.Prune(ctx)
 	if err != nil || n != 1 {
 		t.Fatalf("Prune = %d, %v; want 1", n, err)
