@@ -39,10 +39,6 @@ func (s *scripted) Calls(key string) int {
 	return s.calls[key]
 }
 
-type keyedScripted struct{ *scripted }
-
-func (keyedScripted) Idempotent() bool { return true }
-
 // providerErr is a provider error with the behaviour a test picks.
 type providerErr struct {
 	retryable, maybeSent bool
@@ -199,7 +195,7 @@ func TestMaybeSentKeyed(t *testing.T) {
 		}
 		return "ref", nil
 	}}
-	r := start(t, "webhook", keyedScripted{p}, fastPolicy("webhook"))
+	r := start(t, "webhook", keyedProvider{p}, fastPolicy("webhook"))
 	r.enqueue(t, "once", "never")
 	once := r.waitStatus(t, "once", "SENT")
 	if once.Attempts != 2 || fmt.Sprint(once.Outcomes) != "[send:retry send:sent]" {
@@ -252,7 +248,7 @@ func TestMaxAgeSkips(t *testing.T) {
 	p := &scripted{calls: map[string]int{}, answer: func(string, int) (string, error) { return "ref", nil }}
 	pol := fastPolicy("webhook")
 	pol.MaxAge = dispatcher.Duration(time.Minute)
-	r := start(t, "webhook", keyedScripted{p}, pol)
+	r := start(t, "webhook", keyedProvider{p}, pol)
 	if ok, err := enqueue(t, r.pool, dispatcher.Intent{EventID: "old", Channel: "c", Payload: `{}`, OccurredAt: time.Now().Add(-2 * time.Minute)}); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
@@ -279,7 +275,7 @@ func TestLateCompletionFenced(t *testing.T) {
 	}}
 	pol := fastPolicy("webhook")
 	pol.InDoubt = dispatcher.InDoubtResend
-	r := start(t, "webhook", keyedScripted{p}, pol)
+	r := start(t, "webhook", keyedProvider{p}, pol)
 	r.enqueue(t, "slow")
 	second := r.waitStatus(t, "slow", "SENT")
 	close(release)
@@ -307,7 +303,7 @@ func TestPauseAndPolicyRefresh(t *testing.T) {
 	ctx := context.Background()
 	var chans []dispatcher.Channel
 	for _, name := range []string{"c", "d"} {
-		chans = append(chans, dispatcher.Channel{Name: name, Kind: "webhook", Provider: keyedScripted{p}, Policy: fastPolicy("webhook")})
+		chans = append(chans, dispatcher.Channel{Name: name, Kind: "webhook", Provider: keyedProvider{p}, Policy: fastPolicy("webhook")})
 	}
 	if err := dispatcher.Register(ctx, pool, chans); err != nil {
 		t.Fatal(err)
@@ -353,7 +349,7 @@ func TestOrderingKey(t *testing.T) {
 		events = append(events, "sent:"+key)
 		return "ref", nil
 	}}
-	r := start(t, "webhook", keyedScripted{p}, fastPolicy("webhook"))
+	r := start(t, "webhook", keyedProvider{p}, fastPolicy("webhook"))
 	ctx := context.Background()
 	tx, _ := r.pool.Begin(ctx)
 	for _, id := range []string{"first", "second"} {
@@ -424,7 +420,7 @@ func TestIdleDispatcherWokenByNotify(t *testing.T) {
 	p := &scripted{calls: map[string]int{}, answer: func(string, int) (string, error) { return "ref", nil }}
 	pool := pgtest.New(t)
 	ctx := context.Background()
-	chans := []dispatcher.Channel{{Name: "c", Kind: "webhook", Provider: keyedScripted{p}, Policy: fastPolicy("webhook")}}
+	chans := []dispatcher.Channel{{Name: "c", Kind: "webhook", Provider: keyedProvider{p}, Policy: fastPolicy("webhook")}}
 	if err := dispatcher.Register(ctx, pool, chans); err != nil {
 		t.Fatal(err)
 	}
@@ -455,3 +451,52 @@ func TestIdleDispatcherWokenByNotify(t *testing.T) {
 	eventually(t, 10*time.Second, "sent after the commit", func() bool { return r.row(t, "wake").Status == "SENT" })
 	t.Logf("sent %s after the commit", time.Since(start).Round(time.Millisecond))
 }
+
+// TestStopDrainsAndRecords: Stop lets in-flight calls finish until its context
+// ends, cancels the rest, and records every outcome: no row is left SENDING.
+func TestStopDrainsAndRecords(t *testing.T) {
+	t.Parallel()
+	started := make(chan string, 2)
+	p := providerFunc(func(ctx context.Context, key string) (string, error) {
+		started <- key
+		if key == "c:quick" {
+			return "ref-quick", nil
+		}
+		<-ctx.Done() // a call that would outlive the drain
+		return "", ctx.Err()
+	})
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	pol := fastPolicy("webhook")
+	pol.Lease = dispatcher.Duration(time.Minute)
+	chans := []dispatcher.Channel{{Name: "c", Kind: "webhook", Provider: keyedProvider{p}, Policy: pol}}
+	if err := dispatcher.Register(ctx, pool, chans); err != nil {
+		t.Fatal(err)
+	}
+	d, err := dispatcher.New(pool, dispatcher.Config{Channels: chans})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := rig{pool: pool, d: d}
+	r.enqueue(t, "slow", "quick")
+	<-started
+	<-started
+	r.waitStatus(t, "quick", "SENT")
+	sctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if err := d.Stop(sctx); err == nil {
+		t.Fatal("Stop returned nil although a call outlived the drain")
+	}
+	got := r.row(t, "slow")
+	if got.Status != "PENDING" || len(got.Outcomes) != 1 || got.Outcomes[0] != "send:retry" {
+		t.Fatalf("abandoned call: %+v; want PENDING with its attempt recorded (maybe sent, to repeat with its key)", got)
+	}
+}
+
+// keyedProvider marks any provider as deduplicated by key.
+type keyedProvider struct{ dispatcher.Provider }
+
+func (keyedProvider) Idempotent() bool { return true }

@@ -131,7 +131,7 @@ func TestPrune(t *testing.T) {
 	s := &scripted{calls: map[string]int{}, answer: func(string, int) (string, error) { return "ref", nil }}
 	pol := fastPolicy("webhook")
 	pol.Retention = dispatcher.Duration(time.Hour)
-	r := start(t, "webhook", keyedScripted{s}, pol)
+	r := start(t, "webhook", keyedProvider{s}, pol)
 	r.enqueue(t, "old-sent", "new-sent")
 	r.waitStatus(t, "old-sent", "SENT")
 	r.waitStatus(t, "new-sent", "SENT")
