@@ -183,3 +183,30 @@ func TestReconcileRefusesLiveLease(t *testing.T) {
 		t.Fatalf("Reconcile of a live lease: %v", err)
 	}
 }
+
+// TestPruneOneInstanceAtATime: while one instance holds the prune lock, another
+// instance's Prune returns at once without deleting.
+func TestPruneOneInstanceAtATime(t *testing.T) {
+	t.Parallel()
+	s := &scripted{calls: map[string]int{}, answer: func(string, int) (string, error) { return "ref", nil }}
+	pol := fastPolicy("webhook")
+	pol.Retention = dispatcher.Duration(time.Hour)
+	r := start(t, "webhook", keyedProvider{s}, pol)
+	r.enqueue(t, "old")
+	r.waitStatus(t, "old", "SENT")
+	ctx := context.Background()
+	r.pool.Exec(ctx, `UPDATE effectd.intents SET updated_at = now() - interval '2 hours'`)
+	conn, err := r.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, 0x65666670) // another instance is pruning
+	if n, err := r.d.Prune(ctx); err != nil || n != 0 {
+		t.Fatalf("Prune while another instance prunes = %d, %v; want 0, nil", n, err)
+	}
+	conn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, 0x65666670)
+	if n, err := r.d.Prune(ctx); err != nil || n != 1 {
+		t.Fatalf("Prune after = %d, %v; want 1", n, err)
+	}
+}
