@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/effectd/effectd/dispatcher/internal/query"
@@ -125,47 +124,29 @@ func (d *Dispatcher) claim(ctx context.Context, ch *channel, n int) ([]claimed, 
 	// The lease starts at the database's now(), no earlier than this moment on
 	// our clock: a deadline counted from here ends inside it.
 	deadline := time.Now().Add(p.Lease.D() * 9 / 10)
-	if p.RatePerSecond <= 0 {
-		rows, err := d.pool.Query(ctx, query.Claim, ch.Name, lease, n)
-		if err != nil {
-			return nil, 0, err
-		}
-		out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimed, error) {
-			var c claimed
-			err := row.Scan(&c.id, &c.eventID, &c.payload, &c.attempts, &c.key, &c.createdAt, &c.occurredAt)
-			c.deadline = deadline
-			return c, err
-		})
-		return out, 0, err
-	}
-	rows, err := d.pool.Query(ctx, query.ClaimLimited, ch.Name, lease, n, p.RatePerSecond, burst(p.RatePerSecond))
+	rows, err := d.pool.Query(ctx, query.Claim, ch.Name, lease, n, p.RatePerSecond, burst(p.RatePerSecond))
 	if err != nil {
 		return nil, 0, err
 	}
 	defer rows.Close()
-	var out []claimed
+	out := make([]claimed, 0, n)
 	avail := 0.0
 	for rows.Next() {
 		var c claimed
-		var id *int64 // NULL when nothing was claimed: the row only reports the bucket
-		var eventID, key *string
-		var attempts *int32
-		var created, occurred *time.Time
-		if err := rows.Scan(&avail, &id, &eventID, &c.payload, &attempts, &key, &created, &occurred); err != nil {
+		if err := rows.Scan(&avail, &c.id, &c.eventID, &c.payload, &c.attempts, &c.key, &c.createdAt, &c.occurredAt); err != nil {
 			return out, 0, err
 		}
-		if id == nil {
-			continue
+		if c.id == 0 {
+			continue // nothing claimed: the row only reports the bucket
 		}
-		c.id, c.eventID, c.attempts, c.key = *id, *eventID, *attempts, *key
-		c.createdAt, c.occurredAt, c.deadline = *created, *occurred, deadline
+		c.deadline = deadline
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
 		return out, 0, err
 	}
 	var wait time.Duration
-	if left := avail - float64(len(out)); len(out) < n && left < 1 {
+	if left := avail - float64(len(out)); p.RatePerSecond > 0 && len(out) < n && left < 1 {
 		wait = time.Duration((1 - left) / p.RatePerSecond * float64(time.Second))
 	}
 	return out, wait, nil

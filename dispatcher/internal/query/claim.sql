@@ -1,4 +1,17 @@
-WITH due AS (
+-- Claim up to $3 due PENDING intents of channel $1 and move them to SENDING
+-- under a lease of $2. A rate-limited channel ($4 tokens a second, at most $5
+-- saved up) claims under its token bucket, shared by every instance: the bucket
+-- row's lock serialises the channel's claims, and the rows claimed spend their
+-- tokens in this statement. An unlimited channel ($4 = 0) touches no bucket.
+-- Each claimed row comes with the tokens that were available; when nothing was
+-- claimed one row reports them, with id 0.
+WITH bucket AS (
+    SELECT least($5::float8, tokens + extract(epoch FROM clock_timestamp() - at) * $4::float8) AS avail
+    FROM effectd.rate_buckets
+    WHERE channel = $1 AND $4::float8 > 0
+    FOR UPDATE
+),
+due AS (
     SELECT id
     FROM effectd.intents i
     WHERE status = 'PENDING'
@@ -10,16 +23,31 @@ WITH due AS (
               WHERE o.channel = i.channel AND o.ordering_key = i.ordering_key
                 AND o.id < i.id AND o.status IN ('PENDING', 'SENDING')))
     ORDER BY next_attempt_at
-    LIMIT $3
+    LIMIT CASE WHEN $4::float8 > 0 THEN least($3, greatest(0, (SELECT floor(avail)::int FROM bucket))) ELSE $3 END
     FOR UPDATE SKIP LOCKED
+),
+claimed AS (
+    UPDATE effectd.intents u
+    SET status           = 'SENDING',
+        attempts         = u.attempts + 1,
+        claimed_at       = now(),
+        lease_expires_at = now() + $2::interval,
+        updated_at       = now()
+    FROM due
+    WHERE u.id = due.id
+    RETURNING u.id, u.event_id, u.payload, u.attempts, u.idempotency_key,
+              u.created_at, coalesce(u.occurred_at, u.created_at) AS occurred_at
+),
+spent AS (
+    UPDATE effectd.rate_buckets
+    SET tokens = (SELECT avail FROM bucket) - (SELECT count(*) FROM claimed),
+        at     = clock_timestamp()
+    WHERE channel = $1 AND $4::float8 > 0
 )
-UPDATE effectd.intents u
-SET status           = 'SENDING',
-    attempts         = u.attempts + 1,
-    claimed_at       = now(),
-    lease_expires_at = now() + $2::interval,
-    updated_at       = now()
-FROM due
-WHERE u.id = due.id
-RETURNING u.id, u.event_id, u.payload, u.attempts, u.idempotency_key,
-          u.created_at, coalesce(u.occurred_at, u.created_at)
+SELECT coalesce((SELECT avail FROM bucket), 0), c.id, c.event_id, c.payload, c.attempts, c.idempotency_key,
+       c.created_at, c.occurred_at
+FROM claimed c
+UNION ALL
+SELECT b.avail, 0, '', NULL, 0, '', now(), now()
+FROM bucket b
+WHERE NOT EXISTS (SELECT 1 FROM claimed)

@@ -2,16 +2,11 @@ package query
 
 import _ "embed"
 
-// Claim moves up to $3 due PENDING intents of channel $1 to SENDING under a lease of $2.
+// Claim moves up to $3 due PENDING intents of channel $1 to SENDING under a
+// lease of $2, within the channel's shared rate ($4 a second, burst $5; 0: none).
 //
 //go:embed claim.sql
 var Claim string
-
-// ClaimLimited is Claim under the channel's shared token bucket
-// ($4 tokens a second, burst $5).
-//
-//go:embed claim_limited.sql
-var ClaimLimited string
 
 // SlowDown empties channel $1's shared bucket for about $2 seconds at rate $3.
 //
