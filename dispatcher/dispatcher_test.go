@@ -18,7 +18,6 @@ import (
 type scripted struct {
 	mu     sync.Mutex
 	calls  map[string]int
-	keyed  bool
 	answer func(key string, n int) (string, error)
 }
 
