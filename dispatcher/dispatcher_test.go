@@ -68,14 +68,25 @@ type rig struct {
 func start(t *testing.T, kind string, p dispatcher.Provider, pol dispatcher.Policy) rig {
 	t.Helper()
 	pool := pgtest.New(t)
-	ctx := context.Background()
 	chans := []dispatcher.Channel{{Name: "c", Kind: kind, Provider: p, Policy: pol}}
-	if err := dispatcher.Register(ctx, pool, chans); err != nil {
+	d := run(t, pool, dispatcher.Config{Channels: chans, ReconcileInterval: 50 * time.Millisecond, RefreshInterval: 100 * time.Millisecond})
+	return rig{pool: pool, d: d}
+}
+
+// run registers cfg's channels on pool, builds a dispatcher, applies setup
+// (before Start), starts it, and stops it when the test ends.
+func run(t *testing.T, pool *pgxpool.Pool, cfg dispatcher.Config, setup ...func(*dispatcher.Dispatcher)) *dispatcher.Dispatcher {
+	t.Helper()
+	ctx := context.Background()
+	if err := dispatcher.Register(ctx, pool, cfg.Channels); err != nil {
 		t.Fatal(err)
 	}
-	d, err := dispatcher.New(pool, dispatcher.Config{Channels: chans, ReconcileInterval: 50 * time.Millisecond, RefreshInterval: 100 * time.Millisecond})
+	d, err := dispatcher.New(pool, cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range setup {
+		f(d)
 	}
 	if err := d.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -87,7 +98,7 @@ func start(t *testing.T, kind string, p dispatcher.Provider, pol dispatcher.Poli
 			t.Errorf("Stop: %v", err)
 		}
 	})
-	return rig{pool: pool, d: d}
+	return d
 }
 
 func (r rig) enqueue(t *testing.T, ids ...string) {
@@ -304,17 +315,7 @@ func TestPauseAndPolicyRefresh(t *testing.T) {
 	for _, name := range []string{"c", "d"} {
 		chans = append(chans, dispatcher.Channel{Name: name, Kind: "webhook", Provider: keyedProvider{p}, Policy: fastPolicy("webhook")})
 	}
-	if err := dispatcher.Register(ctx, pool, chans); err != nil {
-		t.Fatal(err)
-	}
-	d, err := dispatcher.New(pool, dispatcher.Config{Channels: chans, RefreshInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer d.Stop(ctx)
+	d := run(t, pool, dispatcher.Config{Channels: chans, RefreshInterval: 50 * time.Millisecond})
 	r := rig{pool: pool, d: d}
 	pool.Exec(ctx, `UPDATE effectd.channels SET paused = true WHERE name = 'c'`)
 	eventually(t, 5*time.Second, "the dispatcher sees the pause", func() bool { return dispatcher.Paused(d, "c") })
@@ -375,26 +376,16 @@ func TestStalledWorkerDoesNotCallLate(t *testing.T) {
 	pol := fastPolicy("twilio")
 	pol.InDoubt = dispatcher.InDoubtResend
 	pool := pgtest.New(t)
-	ctx := context.Background()
 	chans := []dispatcher.Channel{{Name: "c", Kind: "twilio", Provider: p, Policy: pol}}
-	if err := dispatcher.Register(ctx, pool, chans); err != nil {
-		t.Fatal(err)
-	}
-	d, err := dispatcher.New(pool, dispatcher.Config{Channels: chans, ReconcileInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := rig{pool: pool, d: d}
 	resent := make(chan struct{})
-	dispatcher.SetBeforeCall(d, func(id int64, attempt int32) {
-		if attempt == 1 {
-			<-resent // stalled until the intent was sent by someone else
-		}
+	d := run(t, pool, dispatcher.Config{Channels: chans, ReconcileInterval: 50 * time.Millisecond}, func(d *dispatcher.Dispatcher) {
+		dispatcher.SetBeforeCall(d, func(id int64, attempt int32) {
+			if attempt == 1 {
+				<-resent // stalled until the intent was sent by someone else
+			}
+		})
 	})
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer d.Stop(ctx)
+	r := rig{pool: pool, d: d}
 	r.enqueue(t, "e")
 	got := r.waitStatus(t, "e", "SENT")
 	close(resent)
@@ -420,18 +411,7 @@ func TestIdleDispatcherWokenByNotify(t *testing.T) {
 	pool := pgtest.New(t)
 	ctx := context.Background()
 	chans := []dispatcher.Channel{{Name: "c", Kind: "webhook", Provider: keyedProvider{p}, Policy: fastPolicy("webhook")}}
-	if err := dispatcher.Register(ctx, pool, chans); err != nil {
-		t.Fatal(err)
-	}
-	d, err := dispatcher.New(pool, dispatcher.Config{Channels: chans, PollInterval: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer d.Stop(ctx)
-	r := rig{pool: pool, d: d}
+	r := rig{pool: pool, d: run(t, pool, dispatcher.Config{Channels: chans, PollInterval: time.Minute})}
 	waiting := func() bool {
 		var w bool
 		pool.QueryRow(ctx, `SELECT waiting FROM effectd.wakeup`).Scan(&w)
@@ -469,16 +449,7 @@ func TestStopDrainsAndRecords(t *testing.T) {
 	pol := fastPolicy("webhook")
 	pol.Lease = dispatcher.Duration(time.Minute)
 	chans := []dispatcher.Channel{{Name: "c", Kind: "webhook", Provider: keyedProvider{p}, Policy: pol}}
-	if err := dispatcher.Register(ctx, pool, chans); err != nil {
-		t.Fatal(err)
-	}
-	d, err := dispatcher.New(pool, dispatcher.Config{Channels: chans})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	d := run(t, pool, dispatcher.Config{Channels: chans}) // its cleanup's second Stop is a no-op
 	r := rig{pool: pool, d: d}
 	r.enqueue(t, "slow", "quick")
 	<-started

@@ -38,17 +38,7 @@ func TestEndToEndExactlyOnce(t *testing.T) {
 	pol := dispatcher.DefaultPolicy("webhook")
 	pol.Concurrency = 64
 	chans := []dispatcher.Channel{{Name: "hook", Kind: "webhook", Provider: wh, Policy: pol}}
-	if err := dispatcher.Register(ctx, pool, chans); err != nil {
-		t.Fatal(err)
-	}
-	d, err := dispatcher.New(pool, dispatcher.Config{Channels: chans})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer d.Stop(ctx)
+	run(t, pool, dispatcher.Config{Channels: chans})
 
 	// Deliveries: every event once, 10% twice, shuffled; each delivery is a
 	// producer transaction that rolls back with probability 1/10.

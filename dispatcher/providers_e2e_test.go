@@ -68,15 +68,7 @@ func newPaymentRig(t *testing.T, preStart func(r *paymentRig)) *paymentRig {
 	if preStart != nil {
 		preStart(r)
 	}
-	d, err := dispatcher.New(pool, dispatcher.Config{Channels: chans, ReconcileInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Stop(ctx) })
-	r.d = d
+	r.d = run(t, pool, dispatcher.Config{Channels: chans, ReconcileInterval: 50 * time.Millisecond})
 	return r
 }
 

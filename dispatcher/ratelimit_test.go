@@ -47,22 +47,8 @@ func (f providerFunc) Send(ctx context.Context, key string, _ json.RawMessage, _
 func twoInstances(t *testing.T, pol dispatcher.Policy, c *clocked) *rig {
 	t.Helper()
 	pool := pgtest.New(t)
-	ctx := context.Background()
-	for i, name := range []string{"a", "b"} {
-		chans := []dispatcher.Channel{{Name: "c", Kind: "webhook", Provider: c.send(name), Policy: pol}}
-		if i == 0 {
-			if err := dispatcher.Register(ctx, pool, chans); err != nil {
-				t.Fatal(err)
-			}
-		}
-		d, err := dispatcher.New(pool, dispatcher.Config{Channels: chans})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := d.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Stop(ctx) })
+	for _, name := range []string{"a", "b"} {
+		run(t, pool, dispatcher.Config{Channels: []dispatcher.Channel{{Name: "c", Kind: "webhook", Provider: c.send(name), Policy: pol}}})
 	}
 	return &rig{pool: pool}
 }

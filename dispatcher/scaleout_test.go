@@ -23,7 +23,10 @@ func TestScaleOutNoDoubleClaims(t *testing.T) {
 	by := map[int]int{}
 	pol := fastPolicy("webhook")
 	pol.Concurrency = 32
-	var ds []*dispatcher.Dispatcher
+	if _, err := pool.Exec(ctx, `INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key)
+		SELECT 'e' || g, 'c', '{}', 'c:e' || g FROM generate_series(1, $1) g`, n); err != nil {
+		t.Fatal(err)
+	}
 	for i := range instances {
 		p := providerFunc(func(ctx context.Context, key string) (string, error) {
 			mu.Lock()
@@ -32,28 +35,8 @@ func TestScaleOutNoDoubleClaims(t *testing.T) {
 			mu.Unlock()
 			return "ref-" + key, nil
 		})
-		chans := []dispatcher.Channel{{Name: "c", Kind: "webhook", Provider: p, Policy: pol}}
-		if i == 0 {
-			if err := dispatcher.Register(ctx, pool, chans); err != nil {
-				t.Fatal(err)
-			}
-		}
 		// Small claims, so that the instances interleave.
-		d, err := dispatcher.New(pool, dispatcher.Config{Channels: chans, ClaimBatch: 16})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ds = append(ds, d)
-	}
-	if _, err := pool.Exec(ctx, `INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key)
-		SELECT 'e' || g, 'c', '{}', 'c:e' || g FROM generate_series(1, $1) g`, n); err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range ds {
-		if err := d.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		defer d.Stop(ctx)
+		run(t, pool, dispatcher.Config{Channels: []dispatcher.Channel{{Name: "c", Kind: "webhook", Provider: p, Policy: pol}}, ClaimBatch: 16})
 	}
 	eventually(t, 60*time.Second, "every intent SENT", func() bool {
 		var sent int
