@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"log/slog"
 	"math/rand/v2"
 	"time"
 
@@ -131,7 +132,7 @@ func (d *Dispatcher) countCompletions(batch []completion, fenced map[int64]bool)
 		}
 		if c.err != "" {
 			d.log.Warn("provider call failed", "intent", c.id, "channel", c.channel, "attempt", c.attempts, "outcome", c.outcome, "error", c.err)
-		} else if d.log.Enabled(context.Background(), -4) {
+		} else if d.log.Enabled(context.Background(), slog.LevelDebug) {
 			d.log.Debug("intent sent", "intent", c.id, "channel", c.channel, "attempt", c.attempts, "ref", c.ref)
 		}
 	}
