@@ -58,8 +58,9 @@ INSERT INTO effectd.channels (name, provider, policy) VALUES
 	}
 	recon := &fakeReconciler{}
 	h, err := NewHandler(Config{
-		Pool:       pool,
-		Tokens:     []Token{{Name: "admin", Secret: adminToken, Admin: true}, {Name: "read", Secret: readToken}},
+		Pool: pool,
+		Tokens: []Token{NewToken(Principal{Name: "admin", Role: RoleAdmin}, adminToken),
+			NewToken(Principal{Name: "read", Role: RoleViewer}, readToken)},
 		Reconciler: recon,
 		Registry:   prometheus.NewRegistry(),
 		Logger:     slog.New(slog.DiscardHandler),
@@ -197,8 +198,8 @@ func TestInsecureNoAuth(t *testing.T) {
 
 func TestCheckBind(t *testing.T) {
 	t.Parallel()
-	admin := []Token{{Name: "admin", Secret: "s", Admin: true}}
-	read := []Token{{Name: "read", Secret: "s"}}
+	admin := []Token{NewToken(Principal{Name: "admin", Role: RoleAdmin}, "s")}
+	read := []Token{NewToken(Principal{Name: "read", Role: RoleViewer}, "s")}
 	tests := []struct {
 		addr   string
 		tokens []Token
@@ -229,8 +230,19 @@ func TestTokensFromEnv(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"EFFECTD_ADMIN_TOKEN": "a", "EFFECTD_READ_TOKEN": "r"}
 	got := TokensFromEnv(func(k string) string { return env[k] })
-	if len(got) != 2 || got[0] != (Token{"admin", "a", true}) || got[1] != (Token{"read", "r", false}) {
-		t.Errorf("TokensFromEnv = %+v", got)
+	if len(got) != 2 {
+		t.Fatalf("TokensFromEnv = %+v, want two tokens", got)
+	}
+	for _, tt := range []struct {
+		secret string
+		want   Principal
+	}{{"a", Principal{Name: "admin", Role: RoleAdmin}}, {"r", Principal{Name: "read", Role: RoleViewer}}} {
+		if p, ok := Tokens(got).Authenticate(tt.secret); !ok || p.Name != tt.want.Name || p.Role != tt.want.Role || p.Channels != nil {
+			t.Errorf("Authenticate(%q) = %+v, %v; want %+v", tt.secret, p, ok, tt.want)
+		}
+	}
+	if p, ok := Tokens(got).Authenticate("x"); ok {
+		t.Errorf("Authenticate of an unknown token = %+v", p)
 	}
 	if got := TokensFromEnv(func(string) string { return "" }); len(got) != 0 {
 		t.Errorf("TokensFromEnv with nothing set = %+v", got)

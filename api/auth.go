@@ -1,32 +1,73 @@
 package api
 
 import (
-	"context"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/http"
 	"strings"
 )
 
-// Token is a bearer token that may call the API under Name.
+// Token is a bearer token that may call the API as a Principal. Only the
+// SHA-256 of its secret is kept.
 type Token struct {
-	Name   string // recorded as the actor in the audit table
-	Secret string // never logged
-	Admin  bool   // false: read-only, every write answers 403
+	Principal
+	SHA256 [sha256.Size]byte // of the secret
 }
 
-// TokensFromEnv returns the admin token from EFFECTD_ADMIN_TOKEN and the
-// read-only token from EFFECTD_READ_TOKEN, skipping those that are unset.
+// NewToken returns the token whose secret is secret, as p.
+func NewToken(p Principal, secret string) Token {
+	return Token{Principal: p, SHA256: sha256.Sum256([]byte(secret))}
+}
+
+// ParseSHA256 decodes the hex SHA-256 of a token's secret, as the YAML holds it.
+func ParseSHA256(s string) ([sha256.Size]byte, error) {
+	var h [sha256.Size]byte
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != sha256.Size {
+		return h, fmt.Errorf("want %d hex digits (the SHA-256 of the token), got %d characters", 2*sha256.Size, len(s))
+	}
+	copy(h[:], b)
+	return h, nil
+}
+
+// TokensFromEnv returns the admin token from EFFECTD_ADMIN_TOKEN (name
+// "admin", role admin) and the read-only token from EFFECTD_READ_TOKEN (name
+// "read", role viewer), skipping those that are unset.
 func TokensFromEnv(getenv func(string) string) []Token {
 	var out []Token
 	if s := getenv("EFFECTD_ADMIN_TOKEN"); s != "" {
-		out = append(out, Token{Name: "admin", Secret: s, Admin: true})
+		out = append(out, NewToken(Principal{Name: "admin", Role: RoleAdmin}, s))
 	}
 	if s := getenv("EFFECTD_READ_TOKEN"); s != "" {
-		out = append(out, Token{Name: "read", Secret: s})
+		out = append(out, NewToken(Principal{Name: "read", Role: RoleViewer}, s))
 	}
 	return out
+}
+
+// Tokens is the set of tokens the API accepts.
+type Tokens []Token
+
+// Authenticate returns the principal whose token is secret. It hashes secret
+// and compares the hash with every token's in constant time, so neither the
+// secrets nor which token matched can be timed.
+func (ts Tokens) Authenticate(secret string) (Principal, bool) {
+	if secret == "" {
+		return Principal{}, false
+	}
+	sum := sha256.Sum256([]byte(secret))
+	var found Principal
+	ok := 0
+	for _, t := range ts {
+		eq := subtle.ConstantTimeCompare(sum[:], t.SHA256[:])
+		if eq == 1 && ok == 0 {
+			found = t.Principal
+		}
+		ok |= eq
+	}
+	return found, ok == 1
 }
 
 // CheckBind refuses to serve the API on addr without an admin token, and
@@ -43,11 +84,24 @@ func CheckBind(addr string, tokens []Token, insecureNoAuth bool) error {
 		return nil
 	}
 	for _, t := range tokens {
-		if t.Admin && t.Secret != "" {
+		if t.Role == RoleAdmin {
 			return nil
 		}
 	}
-	return fmt.Errorf("admin address %q: EFFECTD_ADMIN_TOKEN is not set (on a loopback address, --insecure-no-auth serves without tokens)", addr)
+	return fmt.Errorf("admin address %q: no admin token: set EFFECTD_ADMIN_TOKEN or list one with role admin in access.tokens (on a loopback address, --insecure-no-auth serves without tokens)", addr)
+}
+
+// CheckTLS refuses to serve bearer tokens in plain text on addr unless addr is
+// a loopback address, tls is set, or insecurePlaintext says so.
+func CheckTLS(addr string, tls, insecurePlaintext bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("admin address %q: %w", addr, err)
+	}
+	if tls || insecurePlaintext || loopback(host) {
+		return nil
+	}
+	return fmt.Errorf("admin address %q is not loopback: bearer tokens would cross the network in plain text; set EFFECTD_ADMIN_TLS_CERT and EFFECTD_ADMIN_TLS_KEY, or pass --insecure-plaintext (e.g. behind a TLS-terminating proxy)", addr)
 }
 
 // loopback reports whether host names only this machine; an empty host means
@@ -60,67 +114,50 @@ func loopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-type actorKey struct{}
-
-// caller is who made a request.
-type caller struct {
-	name  string
-	admin bool
-}
+// anonymous is every caller when the API serves without tokens.
+var anonymous = Principal{Name: "anonymous", Role: RoleAdmin}
 
 // authenticate lets a request through only with a known bearer token, and
-// records its name for the audit.
+// puts its principal on the request's context.
 func (h *handler) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, ok := caller{name: "anonymous", admin: true}, h.noAuth
+		p, ok := anonymous, h.noAuth
 		if !h.noAuth {
-			c, ok = h.match(r.Header.Get("Authorization"))
+			p, ok = h.tokens.Authenticate(bearer(r.Header.Get("Authorization")))
 		}
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="effectd"`)
 			h.fail(w, r, errUnauthorized)
 			return
 		}
-		if slot, _ := r.Context().Value(actorKey{}).(*caller); slot != nil {
-			*slot = c // so that logRequests, outside, sees who it was
-		} else {
-			r = r.WithContext(context.WithValue(r.Context(), actorKey{}, &c))
-		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))
 	})
 }
 
-// match compares the presented token with every configured one in constant time.
-func (h *handler) match(header string) (caller, bool) {
+// bearer returns the token of an Authorization header, or "".
+func bearer(header string) string {
 	scheme, secret, _ := strings.Cut(header, " ")
-	if !strings.EqualFold(scheme, "Bearer") || secret == "" {
-		return caller{}, false
+	if !strings.EqualFold(scheme, "Bearer") {
+		return ""
 	}
-	var found caller
-	ok := false
-	for _, t := range h.tokens {
-		if subtle.ConstantTimeCompare([]byte(secret), []byte(t.Secret)) == 1 && !ok {
-			found, ok = caller{name: t.Name, admin: t.Admin}, true
-		}
-	}
-	return found, ok
+	return secret
 }
 
-// requireAdmin refuses a read-only token.
-func (h *handler) requireAdmin(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !callerOf(r).admin {
-			h.fail(w, r, errForbidden)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+// require refuses a principal whose role does not allow a, with 403.
+func (h *handler) require(a Action) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !principalOf(r).Can(a) {
+				h.fail(w, r, fmt.Errorf("%w: role %q may not %s", errForbidden, principalOf(r).Role, a))
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }
 
-// callerOf returns who made r, as authenticate recorded it.
-func callerOf(r *http.Request) caller {
-	if c, _ := r.Context().Value(actorKey{}).(*caller); c != nil {
-		return *c
-	}
-	return caller{}
+// principalOf returns who made r, as authenticate recorded it.
+func principalOf(r *http.Request) Principal {
+	p, _ := PrincipalFrom(r.Context())
+	return p
 }

@@ -203,7 +203,7 @@ type channelAudit struct {
 // changeChannel locks the channel, runs update(sql, arg) as change decides,
 // and writes an audit entry with the channel before and after, in one transaction.
 func (h *handler) changeChannel(w http.ResponseWriter, r *http.Request, action string, change func(channelRow) (sql string, arg any, err error)) {
-	ctx, name, actor := r.Context(), chi.URLParam(r, "name"), callerOf(r).name
+	ctx, name, actor := r.Context(), chi.URLParam(r, "name"), principalOf(r).Name
 	v, err := func() (v channel, err error) {
 		tx, err := h.pool.Begin(ctx)
 		if err != nil {

@@ -13,7 +13,7 @@ import (
 var (
 	errMalformed    = errors.New("malformed request")
 	errUnauthorized = errors.New("missing or unknown bearer token")
-	errForbidden    = errors.New("this token is read-only")
+	errForbidden    = errors.New("forbidden")
 	errTooLarge     = errors.New("request body too large")
 	errNoRoute      = errors.New("no such route")
 	errMethod       = errors.New("method not allowed on this route")

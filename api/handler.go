@@ -37,7 +37,7 @@ type Config struct {
 // handler holds what the route handlers share.
 type handler struct {
 	pool       *pgxpool.Pool
-	tokens     []Token
+	tokens     Tokens
 	noAuth     bool
 	reconciler Reconciler
 	registry   *prometheus.Registry
@@ -56,8 +56,8 @@ func NewHandler(cfg Config) (http.Handler, error) {
 		return nil, errors.New("api.NewHandler: no tokens; set EFFECTD_ADMIN_TOKEN or allow insecure no-auth")
 	}
 	for _, t := range cfg.Tokens {
-		if t.Name == "" || t.Secret == "" {
-			return nil, fmt.Errorf("api.NewHandler: token %q has an empty name or secret", t.Name)
+		if t.Name == "" || !t.Role.Valid() {
+			return nil, fmt.Errorf("api.NewHandler: token %q has an empty name or an unknown role %q", t.Name, t.Role)
 		}
 	}
 	h := &handler{
@@ -84,7 +84,7 @@ func NewHandler(cfg Config) (http.Handler, error) {
 func (h *handler) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		r = r.WithContext(context.WithValue(r.Context(), actorKey{}, new(caller)))
+		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, new(Principal)))
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 		next.ServeHTTP(ww, r)
 		level := slog.LevelDebug
@@ -96,6 +96,6 @@ func (h *handler) logRequests(next http.Handler) http.Handler {
 			route = rc.RoutePattern()
 		}
 		h.log.Log(r.Context(), level, "admin api request", "method", r.Method, "route", route,
-			"status", ww.Status(), "duration", time.Since(start), "actor", callerOf(r).name)
+			"status", ww.Status(), "duration", time.Since(start), "actor", principalOf(r).Name)
 	})
 }

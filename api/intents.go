@@ -220,7 +220,7 @@ func (h *handler) operate(w http.ResponseWriter, r *http.Request, parse func(bod
 		h.fail(w, r, err)
 		return
 	}
-	op.IntentID, op.Actor = id, callerOf(r).name
+	op.IntentID, op.Actor = id, principalOf(r).Name
 	before, after, err := dispatcher.Operate(r.Context(), h.pool, op)
 	if err != nil {
 		h.fail(w, r, err)
@@ -248,14 +248,14 @@ func (h *handler) reconcileIntent(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, fmt.Errorf("%w: no reconciler runs in this process", errUnavailable))
 		return
 	}
-	s, err := h.reconciler.Reconcile(r.Context(), id, dryRun, callerOf(r).name)
+	s, err := h.reconciler.Reconcile(r.Context(), id, dryRun, principalOf(r).Name)
 	if err != nil {
 		h.fail(w, r, fmt.Errorf("reconcile intent %d: %w", id, err))
 		return
 	}
 	if s.Applied {
 		h.log.DebugContext(r.Context(), "intent state change", "intent_id", id, "event", "reconcile",
-			"from", s.From, "to", s.To, "outcome", s.Outcome, "actor", callerOf(r).name)
+			"from", s.From, "to", s.To, "outcome", s.Outcome, "actor", principalOf(r).Name)
 	}
 	writeJSON(w, http.StatusOK, s)
 }

@@ -28,15 +28,15 @@ func (h *handler) routes() chi.Router {
 		r.Get("/stats", h.stats)
 
 		r.Group(func(r chi.Router) {
-			r.Use(h.requireAdmin)
+			r.Use(h.require(ActionOperate))
 			r.Post("/intents/{id}/retry", h.retryIntent)
 			r.Post("/intents/{id}/cancel", h.cancelIntent)
 			r.Post("/intents/{id}/resolve", h.resolveIntent)
 			r.Post("/intents/{id}/reconcile", h.reconcileIntent)
-			r.Patch("/channels/{name}/policy", h.patchPolicy)
 			r.Post("/channels/{name}/pause", h.pauseChannel)
 			r.Post("/channels/{name}/resume", h.resumeChannel)
 		})
+		r.With(h.require(ActionPolicy)).Patch("/channels/{name}/policy", h.patchPolicy)
 	})
 	return r
 }
