@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -18,8 +20,37 @@ type Channel struct {
 	Name       string
 	Kind       string // webhook | stripe | twilio
 	Provider   Provider
-	Policy     Policy // from the configuration; the admin API's overrides apply on top
-	MaxPayload int    // bytes; 0 means 64 KiB
+	Policy     Policy  // from the configuration; the admin API's overrides apply on top
+	MaxPayload int     // bytes; 0 means 64 KiB
+	Notify     *Notify // nil: the producer is not told about outcomes
+}
+
+// Notify tells a channel's producer about its intents' outcomes: each listed
+// outcome is enqueued, in the transaction that reaches it, as an intent on the
+// webhook channel Channel (event id <idempotency_key>:<outcome>, payload
+// {"type":"effect.<outcome>","intent":{…}}).
+type Notify struct {
+	Channel string   `json:"channel"`
+	On      []string `json:"on"`
+}
+
+// NotifyOutcomes are the outcomes a Notify may list.
+var NotifyOutcomes = []string{"sent", "failed", "in_doubt", "skipped", "cancelled", "delivered", "undelivered"}
+
+// Validate returns an error naming the first invalid field.
+func (n *Notify) Validate() error {
+	if n.Channel == "" {
+		return fmt.Errorf("notify.channel: is required")
+	}
+	if len(n.On) == 0 {
+		return fmt.Errorf("notify.on: list at least one of %s", strings.Join(NotifyOutcomes, ", "))
+	}
+	for _, o := range n.On {
+		if !slices.Contains(NotifyOutcomes, o) {
+			return fmt.Errorf("notify.on: unknown outcome %q (want %s)", o, strings.Join(NotifyOutcomes, ", "))
+		}
+	}
+	return nil
 }
 
 // Register records channels in the database, so that effectd.enqueue accepts
@@ -38,7 +69,16 @@ func Register(ctx context.Context, pool *pgxpool.Pool, channels []Channel) error
 		if max == 0 {
 			max = 64 << 10
 		}
-		if _, err := pool.Exec(ctx, query.Register, c.Name, c.Kind, policy, max); err != nil {
+		var notify []byte
+		if c.Notify != nil {
+			if err := c.Notify.Validate(); err != nil {
+				return fmt.Errorf("channels.%s.%w", c.Name, err)
+			}
+			if notify, err = json.Marshal(c.Notify); err != nil {
+				return err
+			}
+		}
+		if _, err := pool.Exec(ctx, query.Register, c.Name, c.Kind, policy, max, notify); err != nil {
 			return fmt.Errorf("dispatcher.Register(%q): %w", c.Name, err)
 		}
 		if _, err := pool.Exec(ctx, `INSERT INTO effectd.rate_buckets (channel) VALUES ($1) ON CONFLICT DO NOTHING`, c.Name); err != nil {

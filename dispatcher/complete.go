@@ -63,6 +63,7 @@ func (d *Dispatcher) writeCompletions(batch []completion) {
 	finished := make([]time.Time, n)
 	outcomes := make([]string, n)
 	called := make([]bool, n)
+	delivery := make([]string, n)
 	for i, c := range batch {
 		ids[i], attempts[i], refs[i], errs[i], outcomes[i], called[i] = c.id, c.attempts, c.ref, c.err, c.outcome, c.called
 		started[i], finished[i] = c.started, c.finished
@@ -79,10 +80,13 @@ func (d *Dispatcher) writeCompletions(batch []completion) {
 			panic(err) // the dispatcher only emits events allowed from SENDING
 		}
 		statuses[i] = string(to)
+		if to == statemachine.Sent {
+			delivery[i] = string(sentDelivery(d.byName[c.channel].Kind))
+		}
 	}
 	for try := 0; ; try++ {
 		ctx, cancel := context.WithTimeout(context.Background(), d.cfg.WriteTimeout)
-		fenced, err := d.runComplete(ctx, ids, attempts, statuses, refs, errs, next, started, finished, outcomes, called)
+		fenced, err := d.runComplete(ctx, ids, attempts, statuses, refs, errs, next, started, finished, outcomes, called, delivery)
 		cancel()
 		if err == nil {
 			d.countCompletions(batch, fenced)
@@ -127,6 +131,9 @@ func (d *Dispatcher) countCompletions(batch []completion, fenced map[int64]bool)
 			continue
 		}
 		d.m.outcomes.WithLabelValues(c.channel, c.outcome).Inc()
+		if c.outcome == "sent" {
+			d.m.deliveries.WithLabelValues(c.channel, string(sentDelivery(d.byName[c.channel].Kind))).Inc()
+		}
 		if c.outcome == "retry" {
 			d.m.retries.WithLabelValues(c.channel).Inc()
 		}
@@ -136,6 +143,16 @@ func (d *Dispatcher) countCompletions(batch []completion, fenced map[int64]bool)
 			d.log.Debug("intent sent", "intent", c.id, "channel", c.channel, "attempt", c.attempts, "ref", c.ref)
 		}
 	}
+}
+
+// sentDelivery is what SENT tells of a delivery: a webhook receiver that
+// answered 2xx has it; Stripe and Twilio have accepted the call, and say later
+// what became of it.
+func sentDelivery(kind string) statemachine.Delivery {
+	if kind == "webhook" {
+		return statemachine.Delivered
+	}
+	return statemachine.Accepted
 }
 
 // jitteredBackoff is exponential from the policy's base, capped at its max,

@@ -15,3 +15,10 @@ func Fenced(d *Dispatcher, channel string) float64 {
 
 // Paused reports whether the dispatcher has seen channel paused.
 func Paused(d *Dispatcher, channel string) bool { return d.byName[channel].paused.Load() }
+
+// Orphans returns effectd_orphan_events_total for channel.
+func Orphans(d *Dispatcher, channel string) float64 {
+	var m dto.Metric
+	d.m.orphans.WithLabelValues(channel).Write(&m)
+	return m.GetCounter().GetValue()
+}

@@ -11,6 +11,10 @@ type metrics struct {
 	retries  *prometheus.CounterVec   // channel
 	fenced   *prometheus.CounterVec   // channel
 	inflight *prometheus.GaugeVec     // channel
+
+	deliveries   *prometheus.CounterVec   // channel, delivery
+	deliveryTime *prometheus.HistogramVec // channel
+	orphans      *prometheus.CounterVec   // channel
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -34,9 +38,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "effectd_inflight_calls", Help: "Provider calls in flight in this instance, by channel.",
 		}, []string{"channel"}),
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "effectd_deliveries_total", Help: "Delivery changes by channel and the delivery reached: accepted, delivered, undelivered.",
+		}, []string{"channel", "delivery"}),
+		deliveryTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "effectd_delivery_seconds", Help: "Time from SENT to a final delivery (delivered or undelivered), by channel.",
+			Buckets: []float64{.1, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 6 * 3600, 24 * 3600, 72 * 3600},
+		}, []string{"channel"}),
+		orphans: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "effectd_orphan_events_total", Help: "Provider events that matched no intent, by channel.",
+		}, []string{"channel"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.outcomes, m.calls, m.lookups, m.retries, m.fenced, m.inflight)
+		reg.MustRegister(m.outcomes, m.calls, m.lookups, m.retries, m.fenced, m.inflight, m.deliveries, m.deliveryTime, m.orphans)
 	}
 	return m
 }

@@ -31,18 +31,22 @@ type IntentRow struct {
 	OccurredAt     *time.Time         `json:"occurred_at"`
 	CreatedAt      time.Time          `json:"created_at"`
 	UpdatedAt      time.Time          `json:"updated_at"`
+	Delivery       *string            `json:"delivery"`        // accepted | delivered | undelivered; null until known
+	DeliveryDetail *string            `json:"delivery_detail"` // the provider's own status and error code
+	DeliveryAt     *time.Time         `json:"delivery_at"`
 }
 
 // IntentColumns is the select list that ScanIntent reads, in its order.
 const IntentColumns = `id, event_id, channel, payload, status, attempts, next_attempt_at, lease_expires_at,
-	claimed_at, idempotency_key, provider_ref, last_error, ordering_key, occurred_at, created_at, updated_at`
+	claimed_at, idempotency_key, provider_ref, last_error, ordering_key, occurred_at, created_at, updated_at,
+	delivery, delivery_detail, delivery_at`
 
 // ScanIntent reads one row selected with IntentColumns.
 func ScanIntent(row pgx.Row) (IntentRow, error) {
 	var r IntentRow
 	err := row.Scan(&r.ID, &r.EventID, &r.Channel, &r.Payload, &r.Status, &r.Attempts, &r.NextAttemptAt,
 		&r.LeaseExpiresAt, &r.ClaimedAt, &r.IdempotencyKey, &r.ProviderRef, &r.LastError, &r.OrderingKey,
-		&r.OccurredAt, &r.CreatedAt, &r.UpdatedAt)
+		&r.OccurredAt, &r.CreatedAt, &r.UpdatedAt, &r.Delivery, &r.DeliveryDetail, &r.DeliveryAt)
 	return r, err
 }
 

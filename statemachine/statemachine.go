@@ -48,7 +48,7 @@ func (s State) Valid() bool {
 // Event moves an intent from one state to another.
 type Event string
 
-// The events. Dispatcher events come first, then reconciler, then operator events.
+// The events. Dispatcher events come first, then reconciler, ingress and operator events.
 const (
 	Claim   Event = "claim"   // a worker takes a due intent under a lease
 	Succeed Event = "succeed" // the provider applied the effect
@@ -60,6 +60,8 @@ const (
 	Absent  Event = "absent"  // a lookup proved the effect absent, or policy says resend
 	Abandon Event = "abandon" // policy says skip an in-doubt call
 	Doubt   Event = "doubt"   // nothing could settle the call: hand to an operator
+
+	Callback Event = "callback" // a provider event shows the call took effect
 
 	Requeue     Event = "requeue"      // operator: try again
 	Cancel      Event = "cancel"       // operator: never send
@@ -88,6 +90,8 @@ var Table = fsm.Events{
 	{Name: string(Absent), Src: src(Sending, InDoubt), Dst: string(Pending)},
 	{Name: string(Abandon), Src: src(Sending), Dst: string(Skipped)},
 	{Name: string(Doubt), Src: src(Sending), Dst: string(InDoubt)},
+
+	{Name: string(Callback), Src: src(Sending, InDoubt), Dst: string(Sent)},
 
 	{Name: string(Requeue), Src: src(Failed, Skipped, InDoubt), Dst: string(Pending)},
 	{Name: string(Cancel), Src: src(Pending), Dst: string(Cancelled)},

@@ -1,8 +1,8 @@
 WITH input AS (
     SELECT *
     FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[],
-                $6::timestamptz[], $7::timestamptz[], $8::timestamptz[], $9::text[], $10::boolean[])
-         AS t(id, attempts, status, provider_ref, last_error, next_attempt_at, started_at, finished_at, outcome, called)
+                $6::timestamptz[], $7::timestamptz[], $8::timestamptz[], $9::text[], $10::boolean[], $11::text[])
+         AS t(id, attempts, status, provider_ref, last_error, next_attempt_at, started_at, finished_at, outcome, called, delivery)
 ),
 updated AS (
     UPDATE effectd.intents i
@@ -13,6 +13,10 @@ updated AS (
         -- a maybe-sent call to a provider without keys stays SENDING with its
         -- lease ended now, so the reconciler settles it at once
         lease_expires_at = CASE WHEN input.status = 'SENDING' THEN now() END,
+        -- what SENT says about delivery (a webhook answered 2xx: delivered),
+        -- unless an earlier provider event said more
+        delivery         = coalesce(i.delivery, nullif(input.delivery, '')),
+        delivery_at      = CASE WHEN i.delivery IS NULL AND input.delivery <> '' THEN now() ELSE i.delivery_at END,
         updated_at       = now()
     FROM input
     WHERE i.id = input.id

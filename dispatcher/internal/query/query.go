@@ -50,3 +50,27 @@ var Register string
 //
 //go:embed enqueue.sql
 var Enqueue string
+
+// RecordEvent stores a provider event once (provider $1, event id $2) as an
+// orphan, and returns its row id; nothing for a repeat.
+//
+//go:embed record_event.sql
+var RecordEvent string
+
+// EventIntent locks the intent of channel $1 that an event is about: intent
+// id $2, or when 0 the intent whose provider reference is $3.
+//
+//go:embed event_intent.sql
+var EventIntent string
+
+// SettleByEvent settles intent $1 (attempts $2, status $3) as SENT with
+// reference $4, fenced, and records an attempt of kind callback with outcome $5.
+//
+//go:embed settle_by_event.sql
+var SettleByEvent string
+
+// SetDelivery moves intent $1's delivery from $2 (” = unknown) to $3 with
+// detail $4, as a compare-and-set.
+//
+//go:embed set_delivery.sql
+var SetDelivery string

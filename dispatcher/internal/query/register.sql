@@ -1,8 +1,9 @@
-INSERT INTO effectd.channels AS c (name, provider, policy, max_payload)
-VALUES ($1, $2, $3, $4)
+INSERT INTO effectd.channels AS c (name, provider, policy, max_payload, notify)
+VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (name) DO UPDATE
 SET provider    = excluded.provider,
     policy      = excluded.policy,
     max_payload = excluded.max_payload,
+    notify      = excluded.notify,
     updated_at  = now()
-WHERE (c.provider, c.policy, c.max_payload) IS DISTINCT FROM (excluded.provider, excluded.policy, excluded.max_payload)
+WHERE (c.provider, c.policy, c.max_payload, c.notify) IS DISTINCT FROM (excluded.provider, excluded.policy, excluded.max_payload, excluded.notify)

@@ -5,6 +5,9 @@ WITH updated AS (
         last_error       = coalesce($6, last_error),
         next_attempt_at  = CASE WHEN $4 = 'PENDING' THEN now() ELSE next_attempt_at END,
         lease_expires_at = NULL,
+        -- found at the provider: accepted, until its events or a poll say more
+        delivery         = CASE WHEN $4 = 'SENT' THEN coalesce(delivery, 'accepted') ELSE delivery END,
+        delivery_at      = CASE WHEN $4 = 'SENT' AND delivery IS NULL THEN now() ELSE delivery_at END,
         updated_at       = now()
     WHERE id = $1 AND status = $3 AND attempts = $2
     RETURNING id, claimed_at, channel

@@ -1,0 +1,190 @@
+package dispatcher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/effectd/effectd/dispatcher/internal/query"
+	"github.com/effectd/effectd/statemachine"
+)
+
+// ProviderEvent is one report from a provider about an object effectd created:
+// a Twilio status callback or a Stripe event, already verified.
+type ProviderEvent struct {
+	Provider  string                // twilio | stripe
+	EventID   string                // unique per provider: Stripe's evt_…, for Twilio <MessageSid>:<MessageStatus>
+	Channel   string                // the channel the event arrived for
+	IntentID  int64                 // the intent effectd stamped on the object; 0 when the event carries none
+	ObjectRef string                // SM…, re_…, pi_…, tr_…
+	Type      string                // Stripe's event type; for Twilio the message status
+	Status    string                // the object's status as the provider reports it
+	Delivery  statemachine.Delivery // what Status means; Unknown moves nothing
+	Reversal  bool                  // the provider undid an effect it had completed
+	Detail    string                // the provider's status and error code, e.g. "undelivered 30003"
+	Payload   json.RawMessage       // the event as received (a JSON object)
+}
+
+// Event outcomes, stored on effectd.provider_events.outcome and returned by RecordEvent.
+const (
+	EventApplied   = "applied"   // the intent's delivery moved
+	EventSettled   = "settled"   // an in-doubt intent was settled SENT (and its delivery moved, if it said more)
+	EventUnchanged = "unchanged" // about our intent, but it moves nothing (a late or repeated status)
+	EventOtherRef  = "other_ref" // about another object than the intent's own (a duplicate send)
+	EventOrphan    = "orphan"    // matches no intent
+)
+
+// EventResult is what recording one provider event did.
+type EventResult struct {
+	Duplicate bool                  // the event was stored before: nothing changed
+	IntentID  int64                 // 0 for an orphan
+	Outcome   string                // applied | settled | unchanged | other_ref | orphan
+	From, To  statemachine.Delivery // the intent's delivery before and after
+}
+
+// RecordEvent stores ev once in effectd.provider_events and applies it to its
+// intent in the same transaction: an intent still SENDING or IN_DOUBT is
+// settled SENT with the event's reference (fenced; an attempt of kind
+// callback), and its delivery moves forward as the statemachine's delivery
+// table allows. A repeated event changes nothing; one that matches no intent
+// is kept as an orphan.
+func (d *Dispatcher) RecordEvent(ctx context.Context, ev ProviderEvent) (res EventResult, err error) {
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("dispatcher.RecordEvent(%s %s): %w", ev.Provider, ev.EventID, err)
+		}
+	}()
+	if ev.Provider == "" || ev.EventID == "" || ev.Channel == "" || ev.Type == "" {
+		return res, fmt.Errorf("%w: provider, event id, channel and type are required", ErrInvalid)
+	}
+	if len(ev.Payload) == 0 {
+		ev.Payload = json.RawMessage(`{}`)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.WriteTimeout)
+	defer cancel()
+	tx, err := d.pool.Begin(ctx)
+	if err != nil {
+		return res, err
+	}
+	defer tx.Rollback(ctx)
+
+	var rowID int64
+	err = tx.QueryRow(ctx, query.RecordEvent, ev.Provider, ev.EventID, ev.Channel, ev.ObjectRef, ev.Type,
+		ev.Status, string(ev.Delivery), ev.Detail, ev.Payload).Scan(&rowID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return EventResult{Duplicate: true}, nil
+	}
+	if err != nil {
+		return res, err
+	}
+	res, sentAt, err := d.applyEvent(ctx, tx, ev)
+	if err != nil {
+		return res, err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE effectd.provider_events SET intent_id = nullif($2, 0), outcome = $3 WHERE id = $1`,
+		rowID, res.IntentID, res.Outcome); err != nil {
+		return res, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return res, err
+	}
+	d.countDelivery(ev.Channel, res, sentAt)
+	if res.Outcome == EventOrphan {
+		d.m.orphans.WithLabelValues(ev.Channel).Inc()
+		d.log.Info("provider event matches no intent: kept as an orphan", "provider", ev.Provider, "event", ev.EventID, "channel", ev.Channel)
+	}
+	return res, nil
+}
+
+// applyEvent applies ev to its intent inside tx. sentAt is when the intent's
+// delivery became known as accepted (zero if it never was).
+func (d *Dispatcher) applyEvent(ctx context.Context, tx pgx.Tx, ev ProviderEvent) (res EventResult, sentAt time.Time, err error) {
+	res.Outcome = EventOrphan
+	var (
+		status     statemachine.State
+		attempts   int32
+		ref, deliv string
+		at         *time.Time
+	)
+	err = tx.QueryRow(ctx, query.EventIntent, ev.Channel, ev.IntentID, ev.ObjectRef).
+		Scan(&res.IntentID, &status, &attempts, &ref, &deliv, &at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return res, sentAt, nil
+	}
+	if err != nil {
+		return res, sentAt, err
+	}
+	res.From, res.To = statemachine.Delivery(deliv), statemachine.Delivery(deliv)
+	if at != nil && res.From == statemachine.Accepted {
+		sentAt = *at
+	}
+	res.Outcome = EventUnchanged
+	if ref != "" && ev.ObjectRef != "" && ref != ev.ObjectRef {
+		// Another object than the one the intent settled with: a duplicate
+		// sent by a resend policy. It says nothing about this intent's delivery.
+		res.Outcome = EventOtherRef
+		return res, sentAt, nil
+	}
+	if (status == statemachine.Sending || status == statemachine.InDoubt) && ev.ObjectRef != "" {
+		if _, err := statemachine.Next(status, statemachine.Callback); err != nil {
+			return res, sentAt, err
+		}
+		var id int64
+		err := tx.QueryRow(ctx, query.SettleByEvent, res.IntentID, attempts, string(status), ev.ObjectRef,
+			"settled by a "+ev.Provider+" event: "+ev.Type).Scan(&id)
+		switch {
+		case err == nil:
+			res.Outcome = EventSettled
+			d.log.Info("in-doubt intent settled by a provider event", "intent", res.IntentID, "channel", ev.Channel, "from", status, "event", ev.EventID)
+		case !errors.Is(err, pgx.ErrNoRows):
+			return res, sentAt, err
+		}
+	}
+	to, changed := statemachine.Report(res.From, ev.Delivery, ev.Reversal)
+	if !changed {
+		return res, sentAt, nil
+	}
+	tag, err := tx.Exec(ctx, query.SetDelivery, res.IntentID, string(res.From), string(to), ev.Detail)
+	if err != nil {
+		return res, sentAt, err
+	}
+	if tag.RowsAffected() == 1 {
+		res.To = to
+		if res.Outcome != EventSettled {
+			res.Outcome = EventApplied
+		}
+	}
+	return res, sentAt, nil
+}
+
+// countDelivery counts a delivery that moved, and times SENT → final.
+func (d *Dispatcher) countDelivery(channel string, res EventResult, sentAt time.Time) {
+	if res.To == res.From {
+		return
+	}
+	d.m.deliveries.WithLabelValues(channel, string(res.To)).Inc()
+	if res.To.Final() && !res.From.Final() {
+		secs := 0.0
+		if !sentAt.IsZero() {
+			secs = max(time.Since(sentAt).Seconds(), 0)
+		}
+		d.m.deliveryTime.WithLabelValues(channel).Observe(secs)
+	}
+}
+
+// DetailOf joins a provider status and error code as delivery_detail shows
+// them: "undelivered 30003", or the status alone.
+func DetailOf(status string, code ...string) string {
+	parts := []string{status}
+	for _, c := range code {
+		if c != "" {
+			parts = append(parts, c)
+		}
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,6 @@
+UPDATE effectd.intents
+SET delivery        = $3,
+    delivery_detail = nullif($4, ''),
+    delivery_at     = now(),
+    updated_at      = now()
+WHERE id = $1 AND coalesce(delivery, '') = $2

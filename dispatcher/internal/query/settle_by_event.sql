@@ -1,0 +1,13 @@
+WITH updated AS (
+    UPDATE effectd.intents
+    SET status           = 'SENT',
+        provider_ref     = $4,
+        lease_expires_at = NULL,
+        updated_at       = now()
+    WHERE id = $1 AND status = $3 AND attempts = $2
+    RETURNING id
+)
+INSERT INTO effectd.attempts (intent_id, attempt, kind, started_at, finished_at, outcome, error, provider_ref)
+SELECT $1, $2, 'callback', now(), now(), $5, NULL, $4
+FROM updated
+RETURNING intent_id

@@ -1,0 +1,166 @@
+package statemachine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/looplab/fsm"
+)
+
+// Delivery is what became of a SENT intent, as stored in effectd.intents.delivery.
+// Unknown (NULL in the database) until the provider says something.
+type Delivery string
+
+// The deliveries.
+const (
+	Unknown     Delivery = ""            // nothing known yet (NULL)
+	Accepted    Delivery = "accepted"    // the provider has it; the outcome is not final
+	Delivered   Delivery = "delivered"   // it reached its destination (final unless the provider reverses it)
+	Undelivered Delivery = "undelivered" // it did not, or the provider reversed it (final)
+)
+
+// Deliveries lists every delivery, in order of progress.
+var Deliveries = []Delivery{Unknown, Accepted, Delivered, Undelivered}
+
+// Final reports whether a delivery waits for nothing more: delivered may still
+// be reversed, but nothing is polled for it.
+func (d Delivery) Final() bool { return d == Delivered || d == Undelivered }
+
+// Valid reports whether d is a known delivery other than Unknown.
+func (d Delivery) Valid() bool { return d == Accepted || d == Delivered || d == Undelivered }
+
+// DeliveryEvent moves an intent's delivery forward.
+type DeliveryEvent string
+
+// The delivery events.
+const (
+	Accept    DeliveryEvent = "accept"    // the provider reports the effect pending
+	Deliver   DeliveryEvent = "deliver"   // the provider reports it delivered or succeeded
+	Undeliver DeliveryEvent = "undeliver" // the provider reports it undelivered or failed
+	Reverse   DeliveryEvent = "reverse"   // the provider reverses a delivered effect (a refund that fails, a reversed transfer)
+)
+
+// deliverySrc names the unknown delivery in looplab/fsm, which needs a non-empty state.
+const deliveryNone = "none"
+
+func dsrc(ds ...Delivery) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = dname(d)
+	}
+	return out
+}
+
+func dname(d Delivery) string {
+	if d == Unknown {
+		return deliveryNone
+	}
+	return string(d)
+}
+
+// DeliveryTable is the one table of delivery transitions. It only moves
+// forward: accepted → delivered | undelivered, and delivered → undelivered only
+// when the provider reverses it.
+var DeliveryTable = fsm.Events{
+	{Name: string(Accept), Src: dsrc(Unknown), Dst: string(Accepted)},
+	{Name: string(Deliver), Src: dsrc(Unknown, Accepted), Dst: string(Delivered)},
+	{Name: string(Undeliver), Src: dsrc(Unknown, Accepted), Dst: string(Undelivered)},
+	{Name: string(Reverse), Src: dsrc(Delivered), Dst: string(Undelivered)},
+}
+
+// DeliveryEvents lists every delivery event in the table's order.
+var DeliveryEvents = func() []DeliveryEvent {
+	out := make([]DeliveryEvent, len(DeliveryTable))
+	for i, e := range DeliveryTable {
+		out[i] = DeliveryEvent(e.Name)
+	}
+	return out
+}()
+
+type dedge struct {
+	from Delivery
+	ev   DeliveryEvent
+}
+
+// dnext is DeliveryTable flattened; a test checks it against looplab/fsm.
+var dnext = func() map[dedge]Delivery {
+	m := make(map[dedge]Delivery)
+	for _, e := range DeliveryTable {
+		for _, s := range e.Src {
+			from := Delivery(s)
+			if s == deliveryNone {
+				from = Unknown
+			}
+			m[dedge{from, DeliveryEvent(e.Name)}] = Delivery(e.Dst)
+		}
+	}
+	return m
+}()
+
+// DeliveryError says which delivery event was refused from which delivery.
+type DeliveryError struct {
+	From  Delivery
+	Event DeliveryEvent
+}
+
+func (e *DeliveryError) Error() string {
+	return fmt.Sprintf("%s: delivery event %q from delivery %q", ErrTransition, e.Event, dname(e.From))
+}
+
+// Unwrap makes errors.Is(err, ErrTransition) true.
+func (e *DeliveryError) Unwrap() error { return ErrTransition }
+
+// NextDelivery returns the delivery that ev leads to from d, or a *DeliveryError.
+func NextDelivery(d Delivery, ev DeliveryEvent) (Delivery, error) {
+	if to, ok := dnext[dedge{d, ev}]; ok {
+		return to, nil
+	}
+	return "", &DeliveryError{From: d, Event: ev}
+}
+
+// ApplyDelivery runs ev through a looplab/fsm machine starting in d: the slow,
+// reference form of NextDelivery.
+func ApplyDelivery(ctx context.Context, d Delivery, ev DeliveryEvent) (Delivery, error) {
+	m := fsm.NewFSM(dname(d), DeliveryTable, nil)
+	if err := m.Event(ctx, string(ev)); err != nil {
+		return "", &DeliveryError{From: d, Event: ev}
+	}
+	return Delivery(m.Current()), nil
+}
+
+// DeliveryEventFor is the event that a provider's report of delivery to
+// moves an intent with. reversal says the provider undid an effect it had
+// completed (a refund that failed after succeeding); only a reversal may turn
+// delivered into undelivered. ok is false for a report that moves nothing.
+func DeliveryEventFor(to Delivery, reversal bool) (ev DeliveryEvent, ok bool) {
+	switch {
+	case to == Accepted:
+		return Accept, true
+	case to == Delivered:
+		return Deliver, true
+	case to == Undelivered && reversal:
+		return Reverse, true
+	case to == Undelivered:
+		return Undeliver, true
+	}
+	return "", false
+}
+
+// Report returns the delivery that a provider's report moves d to: the
+// report's delivery when the table allows it, a reversal of delivered
+// falling back to undeliver from an earlier delivery. changed is false when
+// the report moves nothing (a repeat, an older status arriving late).
+func Report(d, to Delivery, reversal bool) (next Delivery, changed bool) {
+	ev, ok := DeliveryEventFor(to, reversal)
+	if !ok {
+		return d, false
+	}
+	if ev == Reverse && d != Delivered {
+		ev = Undeliver // the success was never seen: the failure still ends it
+	}
+	n, err := NextDelivery(d, ev)
+	if err != nil {
+		return d, false
+	}
+	return n, true
+}
