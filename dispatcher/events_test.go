@@ -208,8 +208,8 @@ func TestNotifyOutcomes(t *testing.T) {
 	r := newEventRig(t, &dispatcher.Notify{Channel: "hook", On: []string{"sent", "delivered", "undelivered", "cancelled"}})
 	ctx := context.Background()
 	id := r.insert(t, "e1", "SENDING", "", "")
-	r.record(t, twilioEvent(id, "SM1", "sent", statemachine.Accepted, ""))             // settles: SENT
-	r.record(t, twilioEvent(id, "SM1", "delivered", statemachine.Delivered, ""))       // delivered
+	r.record(t, twilioEvent(id, "SM1", "sent", statemachine.Accepted, ""))            // settles: SENT
+	r.record(t, twilioEvent(id, "SM1", "delivered", statemachine.Delivered, ""))      // delivered
 	r.record(t, twilioEvent(id, "SM1", "undelivered", statemachine.Undelivered, "1")) // refused: no change, no notice
 	failed := r.insert(t, "e2", "SENDING", "", "")
 	if _, err := r.pool.Exec(ctx, `UPDATE effectd.intents SET status = 'FAILED' WHERE id = $1`, failed); err != nil {
