@@ -5,11 +5,21 @@
 -- tokens in this statement. An unlimited channel ($4 = 0) touches no bucket.
 -- Each claimed row comes with the tokens that were available; when nothing was
 -- claimed one row reports them, with id 0.
+-- A paused channel claims nothing: the claim reads the pause flag under a share
+-- lock, so it waits for a pause being committed and then sees it (READ COMMITTED
+-- rereads a locked row's newest version), and a pause waits for a claim that
+-- read the flag first. Once a pause has committed, no claim takes a row.
 WITH bucket AS (
     SELECT least($5::float8, tokens + extract(epoch FROM clock_timestamp() - at) * $4::float8) AS avail
     FROM effectd.rate_buckets
     WHERE channel = $1 AND $4::float8 > 0
     FOR UPDATE
+),
+unpaused AS (
+    SELECT name
+    FROM effectd.channels
+    WHERE name = $1 AND NOT paused
+    FOR SHARE
 ),
 due AS (
     SELECT id
@@ -17,6 +27,7 @@ due AS (
     WHERE status = 'PENDING'
       AND channel = $1
       AND next_attempt_at <= now()
+      AND EXISTS (SELECT 1 FROM unpaused)
       -- an intent waits while an older one with its ordering key is unsettled
       AND (ordering_key IS NULL OR NOT EXISTS (
               SELECT 1 FROM effectd.intents o
