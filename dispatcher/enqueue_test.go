@@ -136,7 +136,7 @@ func TestEnqueueBadInput(t *testing.T) {
 		{"invalid json", dispatcher.Intent{EventID: "e", Channel: "hook", Payload: `{`}, "payload"},
 		{"oversized payload", dispatcher.Intent{EventID: "e", Channel: "hook", Payload: big}, "payload"},
 		{"sms without to", dispatcher.Intent{EventID: "e", Channel: "sms", Payload: `{"body":"hi"}`}, "payload.to"},
-		{"sms empty body", dispatcher.Intent{EventID: "e", Channel: "sms", Payload: `{"to":"+1500","body":""}`}, "payload.body"},
+		{"sms empty body", dispatcher.Intent{EventID: "e", Channel: "sms", Payload: `{"to":"+15005550006","body":""}`}, "payload.body"},
 		{"sms numeric to", dispatcher.Intent{EventID: "e", Channel: "sms", Payload: `{"to":15005550006,"body":"x"}`}, "payload.to"},
 		{"stripe unknown type", dispatcher.Intent{EventID: "e", Channel: "refund", Payload: `{"type":"charge"}`}, "payload.type"},
 		{"stripe no type", dispatcher.Intent{EventID: "e", Channel: "refund", Payload: `{"amount":5}`}, "payload.type"},

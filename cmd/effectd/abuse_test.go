@@ -75,6 +75,44 @@ func TestAbuseSQLFunction(t *testing.T) {
 		{"occurred_at past retention", `'e1', 'hook', '{}', occurred_at => now() - interval '400 hours'`, "22023", "occurred_at"},
 		{"empty ordering_key", `'e1', 'hook', '{}', ordering_key => ''`, "22023", "ordering_key"},
 		{"injection in ordering_key and bad payload", `'e1', 'hook', '[]', ordering_key => $$` + injection + `$$`, "22023", "payload"},
+		// Times Go and JSON cannot carry.
+		{"occurred_at infinity", `'e1', 'hook', '{}', occurred_at => 'infinity'`, "22023", "occurred_at"},
+		{"occurred_at -infinity", `'e1', 'hook', '{}', occurred_at => '-infinity'`, "22023", "occurred_at"},
+		{"occurred_at in year 12000", `'e1', 'hook', '{}', occurred_at => '12000-01-01'`, "22023", "occurred_at"},
+		{"not_before infinity", `'e1', 'hook', '{}', not_before => 'infinity'`, "22023", "not_before"},
+		{"not_before past 9999 in UTC", `'e1', 'hook', '{}', not_before => '9999-12-31 23:00-05'`, "22023", "not_before"},
+		{"not_before before year 1", `'e1', 'hook', '{}', not_before => '0044-03-15 BC'`, "22023", "not_before"},
+		// Event ids an HTTP header cannot carry, and keys an index cannot hold.
+		{"event_id with trailing space", `'ws-1 ', 'hook', '{}'`, "22023", "event_id"},
+		{"event_id with leading space", `' ws-1', 'hook', '{}'`, "22023", "event_id"},
+		{"event_id with trailing no-break space", `E'ws-1\u00a0', 'hook', '{}'`, "22023", "event_id"},
+		{"event_id with CR LF", `E'ws-1\r\nX-Injected: 1', 'hook', '{}'`, "22023", "event_id"},
+		{"event_id with a tab", `E'ws\t1', 'hook', '{}'`, "22023", "event_id"},
+		{"event_id with DEL", `E'ws\u007f1', 'hook', '{}'`, "22023", "event_id"},
+		{"event_id with a C1 control", `E'ws\u00851', 'hook', '{}'`, "22023", "event_id"},
+		{"ordering_key of 3000 bytes", `'e1', 'hook', '{}', ordering_key => repeat('k', 3000)`, "22023", "ordering_key"},
+		{"ordering_key of 256 bytes", `'e1', 'hook', '{}', ordering_key => repeat('k', 256)`, "22023", "ordering_key"},
+		// Amplification: nesting past 32 levels.
+		{"payload nested 33 deep", `'e1', 'hook', ('{"a":' || repeat('[', 32) || repeat(']', 32) || '}')::jsonb`, "22023", "payload"},
+		{"payload nested 33 deep in objects", `'e1', 'hook', (repeat('{"a":', 33) || '1' || repeat('}', 33))::jsonb`, "22023", "payload"},
+		// Payloads the providers' senders refuse.
+		{"stripe amount 1e30", `'e1', 'pay', '{"type":"refund","payment_intent":"pi_1","amount":1e30}'`, "22023", "payload.amount"},
+		{"stripe amount 1.0", `'e1', 'pay', '{"type":"refund","payment_intent":"pi_1","amount":1.0}'`, "22023", "payload.amount"},
+		{"stripe amount past int64", `'e1', 'pay', '{"type":"transfer","amount":9223372036854775808,"currency":"usd","destination":"acct_1"}'`, "22023", "payload.amount"},
+		{"stripe unknown field", `'e1', 'pay', '{"type":"refund","payment_intent":"pi_1","metadata":{"a":"b"}}'`, "22023", "payload.metadata"},
+		{"stripe field of another type", `'e1', 'pay', '{"type":"refund","payment_intent":"pi_1","currency":"usd"}'`, "22023", "payload.currency"},
+		{"stripe currency dollars", `'e1', 'pay', '{"type":"payment_intent","amount":100,"currency":"dollars"}'`, "22023", "payload.currency"},
+		{"stripe confirm not a boolean", `'e1', 'pay', '{"type":"payment_intent","amount":100,"currency":"usd","confirm":"yes"}'`, "22023", "payload.confirm"},
+		{"stripe refund reason unknown", `'e1', 'pay', '{"type":"refund","charge":"ch_1","reason":"because"}'`, "22023", "payload.reason"},
+		{"stripe id with a space", `'e1', 'pay', '{"type":"refund","charge":"ch 1"}'`, "22023", "payload.charge"},
+		{"sms to hello", `'e1', 'text', '{"to":"hello","body":"hi"}'`, "22023", "payload.to"},
+		{"sms unknown field", `'e1', 'text', '{"to":"+15005550006","body":"hi","media_url":"x"}'`, "22023", "payload.media_url"},
+		{"sms body a number", `'e1', 'text', '{"to":"+15005550006","body":5}'`, "22023", "payload.body"},
+		{"sms from not a sender", `'e1', 'text', '{"to":"+15005550006","body":"hi","from":"+1"}'`, "22023", "payload.from"},
+	}
+	// A Stripe and a Twilio channel, for the payload shapes.
+	if _, err := s.pool.Exec(ctx, `INSERT INTO effectd.channels (name, provider) VALUES ('pay', 'stripe'), ('text', 'twilio')`); err != nil {
+		t.Fatal(err)
 	}
 	before := s.snapshot(t)
 	for _, c := range cases {
