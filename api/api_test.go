@@ -135,7 +135,7 @@ func routeList(t *testing.T, h http.Handler) [][2]string {
 }
 
 func concrete(route string) string {
-	return strings.NewReplacer("{id}", "1", "{name}", "sms").Replace(route)
+	return strings.NewReplacer("{id}", "1", "{name}", "sms", "{snapshot}", "00000000-0000-0000-0000-000000000000").Replace(route)
 }
 
 func TestAuth(t *testing.T) {
@@ -164,8 +164,8 @@ func TestAuth(t *testing.T) {
 			t.Errorf("%s %s with the read token: %d, want 403: %s", method, path, status, body)
 		}
 	}
-	if v1 != 12 || writes != 7 {
-		t.Errorf("walked %d /v1 routes and %d writes, want 12 and 7", v1, writes)
+	if v1 != 14 || writes != 9 {
+		t.Errorf("walked %d /v1 routes and %d writes, want 14 and 9", v1, writes)
 	}
 	// The read token reads; the admin token writes.
 	status, body := e.do(t, "GET", "/v1/intents/1", readToken, "")

@@ -45,6 +45,7 @@ type handler struct {
 	ready      func(ctx context.Context) error
 
 	metricsHandler http.Handler
+	bulkRows       *prometheus.CounterVec // effectd_bulk_rows_total{event, result}
 }
 
 // NewHandler returns the admin API's HTTP handler.
@@ -71,6 +72,11 @@ func NewHandler(cfg Config) (http.Handler, error) {
 	}
 	if h.ready == nil {
 		h.ready = poolReady(cfg.Pool)
+	}
+	h.bulkRows = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "effectd_bulk_rows_total",
+		Help: "Intents a bulk action applied to, or skipped because they changed since the snapshot."}, []string{"event", "result"})
+	if err := h.registry.Register(h.bulkRows); err != nil {
+		return nil, fmt.Errorf("api.NewHandler: register metrics: %w", err)
 	}
 	if err := h.registry.Register(newCollector(h)); err != nil {
 		return nil, fmt.Errorf("api.NewHandler: register metrics: %w", err)

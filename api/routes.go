@@ -29,6 +29,8 @@ func (h *handler) routes() chi.Router {
 
 		r.Group(func(r chi.Router) {
 			r.Use(h.require(ActionOperate))
+			r.Post("/intents/bulk", h.createBulk)
+			r.Post("/intents/bulk/{snapshot}/apply", h.applyBulk)
 			r.Post("/intents/{id}/retry", h.retryIntent)
 			r.Post("/intents/{id}/cancel", h.cancelIntent)
 			r.Post("/intents/{id}/resolve", h.resolveIntent)

@@ -57,7 +57,32 @@ type Operation struct {
 	Actor       string             // who asks: a token name
 	ProviderRef string             // for ResolveSent: the provider's reference of the effect
 	Reason      string             // free text kept in the audit entry
+	Snapshot    string             // the bulk snapshot the operation comes from, if any; kept in the audit entry
+	// Expect, when set, applies the operation only if the intent is still in
+	// this state with this many attempts (as a bulk snapshot froze it);
+	// otherwise Operate returns a *ChangedError.
+	Expect *Expected
 }
+
+// Expected is the state an intent must still be in for an Operation to apply.
+type Expected struct {
+	Status   statemachine.State
+	Attempts int
+}
+
+// ChangedError refuses an operation whose intent moved since it was selected.
+type ChangedError struct {
+	IntentID int64
+	Was, Now Expected
+}
+
+func (e *ChangedError) Error() string {
+	return fmt.Sprintf("%s: intent %d changed since it was selected (%s, %d attempts; now %s, %d attempts)",
+		statemachine.ErrTransition, e.IntentID, e.Was.Status, e.Was.Attempts, e.Now.Status, e.Now.Attempts)
+}
+
+// Unwrap makes errors.Is(err, ErrTransition) true.
+func (e *ChangedError) Unwrap() error { return statemachine.ErrTransition }
 
 // LeaseError refuses to resolve a SENDING intent whose lease is still held:
 // its call may be in flight, and only an expired lease makes it stuck.
@@ -104,8 +129,8 @@ INSERT INTO effectd.attempts (intent_id, attempt, kind, started_at, finished_at,
 VALUES ($1, $2, 'operator', now(), now(), $3, NULL, $4)`
 
 	insertAudit = `
-INSERT INTO effectd.audit (actor, action, intent_id, channel, before, after)
-VALUES ($1, $2, $3, $4, $5, $6)`
+INSERT INTO effectd.audit (actor, action, intent_id, channel, before, after, reason, bulk_snapshot)
+VALUES ($1, $2, $3, $4, $5, $6, nullif($7, ''), nullif($8, '')::uuid)`
 )
 
 // auditState is the part of an intent that an audit entry records: not the
@@ -116,6 +141,7 @@ type auditState struct {
 	ProviderRef   *string            `json:"provider_ref"`
 	NextAttemptAt time.Time          `json:"next_attempt_at"`
 	Reason        string             `json:"reason,omitempty"`
+	Snapshot      string             `json:"snapshot,omitempty"`
 }
 
 // Operate applies an operator event to an intent in one transaction: the state
@@ -152,6 +178,9 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, aft
 	if before, err = readIntent(ctx, tx, op.IntentID); err != nil {
 		return before, after, err
 	}
+	if x := op.Expect; x != nil && (before.Status != x.Status || before.Attempts != x.Attempts) {
+		return before, after, &ChangedError{IntentID: op.IntentID, Was: *x, Now: Expected{before.Status, before.Attempts}}
+	}
 	to, err := statemachine.Next(before.Status, op.Event)
 	if err != nil {
 		return before, after, err
@@ -175,15 +204,15 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, aft
 	if _, err := tx.Exec(ctx, insertOperatorAttempt, op.IntentID, before.Attempts, string(op.Event), ref); err != nil {
 		return before, after, err
 	}
-	b, err := json.Marshal(snapshot(before, ""))
+	b, err := json.Marshal(snapshot(before, Operation{}))
 	if err != nil {
 		return before, after, err
 	}
-	a, err := json.Marshal(snapshot(after, op.Reason))
+	a, err := json.Marshal(snapshot(after, op))
 	if err != nil {
 		return before, after, err
 	}
-	if _, err := tx.Exec(ctx, insertAudit, op.Actor, "intent."+string(op.Event), op.IntentID, after.Channel, b, a); err != nil {
+	if _, err := tx.Exec(ctx, insertAudit, op.Actor, "intent."+string(op.Event), op.IntentID, after.Channel, b, a, op.Reason, op.Snapshot); err != nil {
 		return before, after, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -200,6 +229,8 @@ func readIntent(ctx context.Context, tx pgx.Tx, id int64) (IntentRow, error) {
 	return r, err
 }
 
-func snapshot(r IntentRow, reason string) auditState {
-	return auditState{Status: r.Status, Attempts: r.Attempts, ProviderRef: r.ProviderRef, NextAttemptAt: r.NextAttemptAt, Reason: reason}
+// snapshot is what the audit records of r; op's reason and bulk snapshot go with the state after.
+func snapshot(r IntentRow, op Operation) auditState {
+	return auditState{Status: r.Status, Attempts: r.Attempts, ProviderRef: r.ProviderRef, NextAttemptAt: r.NextAttemptAt,
+		Reason: op.Reason, Snapshot: op.Snapshot}
 }

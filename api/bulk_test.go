@@ -1,0 +1,180 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/effectd/effectd/statemachine"
+)
+
+// TestBulkSnapshotThenApply: a snapshot freezes the matching rows and changes
+// nothing; the apply changes exactly the frozen rows still in their frozen
+// state, skips the ones that moved, and audits each with the snapshot and reason.
+func TestBulkSnapshotThenApply(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	var failed []int64
+	for i := range 5 {
+		failed = append(failed, e.insertIntent(t, "sms", fmt.Sprintf("storm-%d", i), statemachine.Failed))
+	}
+	other := e.insertIntent(t, "refund", "storm-9", statemachine.Failed)       // another channel
+	pending := e.insertIntent(t, "sms", "storm-pending", statemachine.Pending) // retry does not apply
+	skipped := e.insertIntent(t, "sms", "calm-1", statemachine.Failed)         // another prefix
+
+	status, body := e.do(t, "POST", "/v1/intents/bulk", adminToken,
+		`{"action":"retry","filter":{"channel":"sms","event_id_prefix":"storm-"},"reason":"429 storm over"}`)
+	want(t, status, body, http.StatusOK)
+	var snap bulkSnapshot
+	if err := json.Unmarshal([]byte(body), &snap); err != nil {
+		t.Fatal(err)
+	}
+	if snap.Matched != 5 || len(snap.Sample) != 5 || snap.More || snap.Snapshot == "" {
+		t.Fatalf("snapshot: %+v, want 5 matched and sampled", snap)
+	}
+	for i, s := range snap.Sample {
+		if s.ID != failed[i] || s.Status != statemachine.Failed {
+			t.Errorf("sample %d: intent %d %s, want %d FAILED", i, s.ID, s.Status, failed[i])
+		}
+	}
+	var changed int
+	e.pool.QueryRow(ctx, `SELECT count(*) FROM effectd.intents WHERE status <> 'FAILED' AND id <> $1`, pending).Scan(&changed)
+	if changed != 0 {
+		t.Fatalf("the snapshot changed %d intents", changed)
+	}
+
+	// Between snapshot and apply, someone retries one row by hand: it has moved.
+	status, body = e.do(t, "POST", fmt.Sprintf("/v1/intents/%d/retry", failed[0]), adminToken, "")
+	want(t, status, body, http.StatusOK)
+
+	status, body = e.do(t, "POST", "/v1/intents/bulk/"+snap.Snapshot+"/apply", adminToken, "")
+	want(t, status, body, http.StatusOK)
+	var res bulkResult
+	if err := json.Unmarshal([]byte(body), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Applied != 4 || res.Skipped != 1 {
+		t.Fatalf("apply: %+v, want 4 applied and 1 skipped", res)
+	}
+	for _, id := range []int64{other, skipped} {
+		var st string
+		e.pool.QueryRow(ctx, `SELECT status FROM effectd.intents WHERE id = $1`, id).Scan(&st)
+		if st != "FAILED" {
+			t.Errorf("intent %d outside the filter is %s, want FAILED", id, st)
+		}
+	}
+	var audited int
+	e.pool.QueryRow(ctx, `SELECT count(*) FROM effectd.audit WHERE bulk_snapshot = $1 AND reason = '429 storm over'
+		AND action = 'intent.requeue' AND actor = 'admin'`, snap.Snapshot).Scan(&audited)
+	if audited != 4 {
+		t.Errorf("%d audit entries carry the snapshot and reason, want 4", audited)
+	}
+	// The row moved by hand was requeued once, by hand: attempts tell the two apart.
+	var n int
+	e.pool.QueryRow(ctx, `SELECT count(*) FROM effectd.audit WHERE intent_id = $1`, failed[0]).Scan(&n)
+	if n != 1 {
+		t.Errorf("intent %d has %d audit entries, want 1 (the manual retry only)", failed[0], n)
+	}
+
+	// A snapshot is applied once.
+	status, body = e.do(t, "POST", "/v1/intents/bulk/"+snap.Snapshot+"/apply", adminToken, "")
+	want(t, status, body, http.StatusConflict, "already applied")
+}
+
+func TestBulkBadInput(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.insertIntent(t, "sms", "a", statemachine.InDoubt)
+	tests := []struct {
+		body    string
+		status  int
+		mention string
+	}{
+		{`{"action":"retry","filter":{"status":"FAILED"}}`, 422, "reason"},
+		{`{"action":"retry","reason":"  "}`, 422, "reason"},
+		{`{"action":"retry","reason":"` + strings.Repeat("x", 1001) + `"}`, 422, "reason"},
+		{`{"action":"delete","reason":"r"}`, 422, "action"},
+		{`{"action":"resolve","as":"sent","reason":"r"}`, 422, "as"},
+		{`{"action":"resolve","reason":"r"}`, 422, "as"},
+		{`{"action":"cancel","as":"skip","reason":"r"}`, 422, "as"},
+		{`{"action":"cancel","filter":{"status":"FAILED"},"reason":"r"}`, 422, "filter.status"},
+		{`{"action":"retry","filter":{"state":"FAILED"},"reason":"r"}`, 400, "state"},
+		{`{"action":"retry","filter":{"channel":"a\u0000"},"reason":"r"}`, 422, "filter.channel"},
+		{`[]`, 400, "JSON object"},
+	}
+	for _, tc := range tests {
+		status, body := e.do(t, "POST", "/v1/intents/bulk", adminToken, tc.body)
+		if status != tc.status || !strings.Contains(body, tc.mention) {
+			t.Errorf("%.60s: %d %s, want %d naming %q", tc.body, status, body, tc.status, tc.mention)
+		}
+	}
+	var snaps int
+	e.pool.QueryRow(context.Background(), `SELECT count(*) FROM effectd.bulk_snapshots`).Scan(&snaps)
+	if snaps != 0 {
+		t.Errorf("%d snapshots recorded from bad requests", snaps)
+	}
+	status, body := e.do(t, "POST", "/v1/intents/bulk/not-a-uuid/apply", adminToken, "")
+	want(t, status, body, http.StatusNotFound)
+	status, body = e.do(t, "POST", "/v1/intents/bulk/00000000-0000-0000-0000-000000000000/apply", adminToken, "")
+	want(t, status, body, http.StatusNotFound)
+}
+
+// TestBulkExpiredAndCapped: an expired snapshot is refused and changes
+// nothing; a filter matching more than the limit freezes the first 10,000.
+func TestBulkExpiredAndCapped(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	if _, err := e.pool.Exec(ctx, `
+INSERT INTO effectd.intents (event_id, channel, payload, status, attempts, idempotency_key)
+SELECT 'bulk-' || g, 'hook', '{}', 'IN_DOUBT', 1, 'hook:bulk-' || g FROM generate_series(1, 10005) g`); err != nil {
+		t.Fatal(err)
+	}
+	status, body := e.do(t, "POST", "/v1/intents/bulk", adminToken, `{"action":"resolve","as":"skip","reason":"drill"}`)
+	want(t, status, body, http.StatusOK, `"matched": 10000`, `"more": true`)
+	var snap bulkSnapshot
+	json.Unmarshal([]byte(body), &snap)
+	if len(snap.Sample) != bulkSample {
+		t.Errorf("sample of %d, want %d", len(snap.Sample), bulkSample)
+	}
+	var frozen, maxID int64
+	e.pool.QueryRow(ctx, `SELECT count(*), max(intent_id) FROM effectd.bulk_rows WHERE snapshot = $1`, snap.Snapshot).Scan(&frozen, &maxID)
+	var want10000th int64
+	e.pool.QueryRow(ctx, `SELECT id FROM effectd.intents ORDER BY id OFFSET 9999 LIMIT 1`).Scan(&want10000th)
+	if frozen != maxBulk || maxID != want10000th {
+		t.Errorf("froze %d rows up to id %d, want %d up to %d", frozen, maxID, maxBulk, want10000th)
+	}
+
+	e.pool.Exec(ctx, `UPDATE effectd.bulk_snapshots SET expires_at = now() - interval '1 second' WHERE id = $1`, snap.Snapshot)
+	status, body = e.do(t, "POST", "/v1/intents/bulk/"+snap.Snapshot+"/apply", adminToken, "")
+	want(t, status, body, http.StatusConflict, "expired")
+	var inDoubt int
+	e.pool.QueryRow(ctx, `SELECT count(*) FROM effectd.intents WHERE status = 'IN_DOUBT'`).Scan(&inDoubt)
+	if inDoubt != 10005 {
+		t.Errorf("%d IN_DOUBT after an expired apply, want 10005", inDoubt)
+	}
+}
+
+// TestBulkScoped: an operator scoped to some channels freezes only their
+// intents, and a filter naming another channel answers 404.
+func TestBulkScoped(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	h, err := NewHandler(Config{Pool: e.pool, Logger: slog.New(slog.DiscardHandler),
+		Tokens: []Token{NewToken(Principal{Name: "refunds-oncall", Role: RoleOperator, Channels: []string{"ref*"}}, "scoped-secret")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scoped := env{pool: e.pool, h: h}
+	e.insertIntent(t, "sms", "x-1", statemachine.Failed)
+	mine := e.insertIntent(t, "refund", "x-2", statemachine.Failed)
+	status, body := scoped.do(t, "POST", "/v1/intents/bulk", "scoped-secret", `{"action":"retry","filter":{"channel":"sms"},"reason":"r"}`)
+	want(t, status, body, http.StatusNotFound)
+	status, body = scoped.do(t, "POST", "/v1/intents/bulk", "scoped-secret", `{"action":"retry","reason":"r"}`)
+	want(t, status, body, http.StatusOK, `"matched": 1`, fmt.Sprintf(`"id": %d`, mine))
+}
