@@ -422,7 +422,7 @@ func TestIdleDispatcherWokenByNotify(t *testing.T) {
 	// listener connects in the background, so wait until the server lists it.
 	eventually(t, 5*time.Second, "the dispatcher listens", func() bool {
 		var n int
-		pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN effectd_wakeup'`).Scan(&n)
+		pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN effectd_wakeup' AND datname = current_database()`).Scan(&n)
 		return n == 1
 	})
 	start := time.Now()

@@ -30,14 +30,29 @@ type Effect struct {
 	Body    json.RawMessage `json:"body,omitempty"`
 }
 
-// Ledger records calls and effects. It is safe for concurrent use.
+// Callback is one event the sandbox sent out: a Twilio status callback or a
+// Stripe webhook event.
+type Callback struct {
+	At     time.Time `json:"at"`
+	Kind   string    `json:"kind"` // twilio | stripe
+	URL    string    `json:"url"`
+	Ref    string    `json:"ref"`             // the object: SM…, re_…
+	Event  string    `json:"event,omitempty"` // Stripe's evt_… and type
+	Status string    `json:"status"`          // the object's status it reports
+	Answer int       `json:"answer"`          // the receiver's HTTP status; 0: no answer
+	Error  string    `json:"error,omitempty"` // why there was no answer
+	Try    int       `json:"try"`             // 1 for the first delivery, more for retries
+}
+
+// Ledger records calls, effects and callbacks. It is safe for concurrent use.
 type Ledger struct {
-	mu      sync.Mutex
-	seq     int64
-	calls   []Call
-	effects []*Effect
-	byKey   map[string]*Effect // kind + "\x00" + key
-	counts  map[string]*[2]int // per kind: effects, applications
+	mu        sync.Mutex
+	seq       int64
+	calls     []Call
+	callbacks []Callback
+	effects   []*Effect
+	byKey     map[string]*Effect // kind + "\x00" + key
+	counts    map[string]*[2]int // per kind: effects, applications
 }
 
 // NewLedger returns an empty ledger.
@@ -53,6 +68,16 @@ func (l *Ledger) RecordCall(c Call) {
 		c.At = time.Now()
 	}
 	l.calls = append(l.calls, c)
+}
+
+// RecordCallback appends c.
+func (l *Ledger) RecordCallback(c Callback) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.At.IsZero() {
+		c.At = time.Now()
+	}
+	l.callbacks = append(l.callbacks, c)
 }
 
 // Apply records that an effect of kind with key took place, and returns how many
@@ -104,15 +129,21 @@ func (l *Ledger) Count(kind string) (effects, applications int) {
 
 // Snapshot is the ledger's content at one moment, as served over HTTP.
 type Snapshot struct {
-	Calls   []Call   `json:"calls"`
-	Effects []Effect `json:"effects"`
+	Calls     []Call     `json:"calls"`
+	Effects   []Effect   `json:"effects"`
+	Callbacks []Callback `json:"callbacks"`
 }
 
 // Snapshot copies the ledger. kind filters when not empty.
 func (l *Ledger) Snapshot(kind string) Snapshot {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := Snapshot{Calls: []Call{}, Effects: []Effect{}}
+	s := Snapshot{Calls: []Call{}, Effects: []Effect{}, Callbacks: []Callback{}}
+	for _, c := range l.callbacks {
+		if kind == "" || c.Kind == kind {
+			s.Callbacks = append(s.Callbacks, c)
+		}
+	}
 	for _, c := range l.calls {
 		if kind == "" || c.Kind == kind {
 			s.Calls = append(s.Calls, c)
@@ -130,5 +161,5 @@ func (l *Ledger) Snapshot(kind string) Snapshot {
 func (l *Ledger) Reset() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.calls, l.effects, l.byKey, l.counts = nil, nil, map[string]*Effect{}, map[string]*[2]int{}
+	l.calls, l.effects, l.callbacks, l.byKey, l.counts = nil, nil, nil, map[string]*Effect{}, map[string]*[2]int{}
 }

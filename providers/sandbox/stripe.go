@@ -38,11 +38,12 @@ type stripeEmu struct {
 	s   *Server
 	now func() time.Time // replaced by tests
 
-	mu      sync.Mutex
-	keys    map[string]*stripeKey // api key + "\x00" + idempotency key
-	keyFIFO []*stripeKey          // in creation order, for pruning
-	objects []*stripeObject       // in creation order
-	byID    map[string]*stripeObject
+	mu       sync.Mutex
+	keys     map[string]*stripeKey // api key + "\x00" + idempotency key
+	keyFIFO  []*stripeKey          // in creation order, for pruning
+	objects  []*stripeObject       // in creation order
+	byID     map[string]*stripeObject
+	endpoint *stripeEndpoint // where events go; nil: nowhere
 }
 
 // stripeKey is one idempotency key's saved state.
@@ -76,6 +77,8 @@ func (e *stripeEmu) routes(mux *http.ServeMux) {
 		mux.HandleFunc("GET "+coll, e.auth(func(w http.ResponseWriter, r *http.Request) { e.list(w, r, kind) }))
 		mux.HandleFunc("GET "+coll+"/{id}", e.auth(func(w http.ResponseWriter, r *http.Request) { e.retrieve(w, r, kind) }))
 	}
+	mux.HandleFunc("PUT /_sandbox/stripe/webhook", e.setWebhook)
+	mux.HandleFunc("DELETE /_sandbox/stripe/webhook", e.deleteWebhook)
 	mux.HandleFunc("GET /v1/payment_intents/search", e.auth(func(w http.ResponseWriter, r *http.Request) { e.search(w, r, "payment_intent") }))
 }
 
@@ -182,11 +185,14 @@ func (e *stripeEmu) create(w http.ResponseWriter, r *http.Request, kind string) 
 	e.s.Ledger.Apply("stripe", ledgerKey, obj.id, obj.body)
 	e.save(k, http.StatusOK, obj.body)
 	e.record(r, http.StatusOK, true, obj.id, d)
+	// Events start after the answer is written: a later change rewrites obj.body.
 	if d.Drop {
+		e.created(obj, r.Header.Get("Idempotency-Key"))
 		DropResponse(w)
 		return
 	}
 	stripeReply(w, http.StatusOK, obj.body)
+	e.created(obj, r.Header.Get("Idempotency-Key"))
 }
 
 // claimKey looks the idempotency key up. It returns the key, now marked as
@@ -393,6 +399,10 @@ func (e *stripeEmu) retrieve(w http.ResponseWriter, r *http.Request, kind string
 	id := r.PathValue("id")
 	e.mu.Lock()
 	o, ok := e.byID[id]
+	var body []byte
+	if ok {
+		body = o.body
+	}
 	e.mu.Unlock()
 	if !ok || o.kind != kind {
 		e.record(r, http.StatusNotFound, false, "", Decision{})
@@ -401,7 +411,7 @@ func (e *stripeEmu) retrieve(w http.ResponseWriter, r *http.Request, kind string
 		return
 	}
 	e.record(r, http.StatusOK, false, id, Decision{})
-	stripeReply(w, http.StatusOK, o.body)
+	stripeReply(w, http.StatusOK, body)
 }
 
 // list handles GET /v1/{kind}s: newest first, filtered, paginated by

@@ -1,13 +1,18 @@
 package sandbox
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha1"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,8 +32,14 @@ import (
 //
 // A message reads as "queued" with a null date_sent until the queue delay has
 // passed since its creation (default 1s, see SetTwilioQueueDelay), then as
-// "sent" with date_sent = date_created + delay. The state is computed when read;
-// nothing runs in the background. StatusCallback is stored but never called.
+// "sent" with date_sent = date_created + delay, and once the delivery delay
+// has passed too (default 250ms, SetTwilioDeliveryDelay) as "delivered" — or
+// "undelivered" with error_code 30003 for To +15558675310. The state is
+// computed when read. A message created with a StatusCallback has each status
+// (queued, sent, then delivered or undelivered) POSTed to that URL as it is
+// reached, in real time, once each, as Twilio does: form-encoded MessageSid,
+// MessageStatus, ErrorCode, … and signed in X-Twilio-Signature with the auth
+// token that created the message. The ledger lists each in its callbacks.
 //
 // Validation follows Twilio, including its magic test numbers:
 //
@@ -56,10 +67,18 @@ const (
 	TwilioUnsubscribedNumber = "+15005550004" // To: 21610
 	TwilioNotMobileNumber    = "+15005550009" // To: 21614
 	TwilioNotOwnedNumber     = "+15005550007" // From: 21606
+	TwilioUndeliveredNumber  = "+15558675310" // accepted, then undelivered with error 30003
 )
 
-// twilioDefaultQueueDelay is how long a new message reads as queued.
-const twilioDefaultQueueDelay = time.Second
+// twilioUnreachable is the error code of a message to TwilioUndeliveredNumber.
+const twilioUnreachable = 30003
+
+// twilioDefaultQueueDelay is how long a new message reads as queued, and
+// twilioDefaultDeliveryDelay how long it then reads as sent.
+const (
+	twilioDefaultQueueDelay    = time.Second
+	twilioDefaultDeliveryDelay = 250 * time.Millisecond
+)
 
 var twilioE164 = regexp.MustCompile(`^\+[1-9]\d{6,14}$`)
 
@@ -88,6 +107,7 @@ type TwilioMessage struct {
 	Body                string    `json:"body"`
 	StatusCallback      string    `json:"status_callback,omitempty"`
 	Created             time.Time `json:"created"`
+	authToken           string    // signs its status callbacks
 }
 
 // twilioError is Twilio's error body.
@@ -107,14 +127,15 @@ type twilioEmu struct {
 	s   *Server
 	now func() time.Time
 
-	mu         sync.Mutex
-	queueDelay time.Duration
-	msgs       []TwilioMessage // in creation order; the index orders lists
-	bySID      map[string]int  // SID → index in msgs
+	mu            sync.Mutex
+	queueDelay    time.Duration
+	deliveryDelay time.Duration
+	msgs          []TwilioMessage // in creation order; the index orders lists
+	bySID         map[string]int  // SID → index in msgs
 }
 
 func newTwilioEmu(s *Server) *twilioEmu {
-	return &twilioEmu{s: s, now: time.Now, queueDelay: twilioDefaultQueueDelay, bySID: map[string]int{}}
+	return &twilioEmu{s: s, now: time.Now, queueDelay: twilioDefaultQueueDelay, deliveryDelay: twilioDefaultDeliveryDelay, bySID: map[string]int{}}
 }
 
 func (e *twilioEmu) routes(mux *http.ServeMux) {
@@ -147,6 +168,15 @@ func (s *Server) SetTwilioQueueDelay(d time.Duration) {
 	e.queueDelay = d
 }
 
+// SetTwilioDeliveryDelay sets how long a sent message reads as sent before it
+// reads as delivered (or undelivered).
+func (s *Server) SetTwilioDeliveryDelay(d time.Duration) {
+	e := s.twilio
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.deliveryDelay = d
+}
+
 // twilioReply is what one route answers.
 type twilioReply struct {
 	status  int
@@ -163,7 +193,12 @@ func twilioFail(status, code int, message string) twilioReply {
 func (e *twilioEmu) handle(op func(r *http.Request) twilioReply) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		call := Call{Kind: "twilio", Method: r.Method, Path: r.URL.Path}
-		defer func() { e.s.Ledger.RecordCall(call) }() // runs on DropResponse's panic too
+		recorded := false
+		defer func() {
+			if !recorded {
+				e.s.Ledger.RecordCall(call)
+			}
+		}()
 
 		if user, pass, ok := r.BasicAuth(); !ok || user == "" || pass == "" || user != r.PathValue("sid") {
 			call.Status = http.StatusUnauthorized
@@ -194,6 +229,10 @@ func (e *twilioEmu) handle(op func(r *http.Request) twilioReply) http.HandlerFun
 		rep := op(r)
 		call.Status, call.Ref, call.Applied = rep.status, rep.ref, rep.applied
 		if d.Drop {
+			// Record before the connection drops, so that the ledger has the
+			// call by the time the client sees the error.
+			e.s.Ledger.RecordCall(call)
+			recorded = true
 			DropResponse(w)
 			return
 		}
@@ -211,6 +250,7 @@ func (e *twilioEmu) create(r *http.Request) twilioReply {
 		Body:                f.Get("Body"),
 		StatusCallback:      f.Get("StatusCallback"),
 	}
+	_, m.authToken, _ = r.BasicAuth()
 	if m.To == "" {
 		return twilioFail(http.StatusBadRequest, 21604, "A 'To' phone number is required.")
 	}
@@ -239,7 +279,11 @@ func (e *twilioEmu) create(r *http.Request) twilioReply {
 	e.bySID[m.SID] = len(e.msgs)
 	e.msgs = append(e.msgs, m)
 	out := e.render(m, m.Created)
+	queue, deliver := e.queueDelay, e.deliveryDelay
 	e.mu.Unlock()
+	if m.StatusCallback != "" {
+		go e.callbacks(m, queue, deliver)
+	}
 
 	effect, _ := json.Marshal(map[string]string{"to": m.To, "from": m.From, "messaging_service_sid": m.MessagingServiceSID, "body": m.Body})
 	e.s.Ledger.Apply("twilio", m.SID, m.SID, effect)
@@ -366,12 +410,28 @@ func (e *twilioEmu) sentAt(m TwilioMessage, now time.Time) (time.Time, bool) {
 	return sent, true
 }
 
+// finalStatus is where m ends: delivered, or undelivered with an error code.
+func (m TwilioMessage) finalStatus() (string, int) {
+	if m.To == TwilioUndeliveredNumber {
+		return "undelivered", twilioUnreachable
+	}
+	return "delivered", 0
+}
+
 // render shapes m as Twilio's Message resource at now. The caller holds e.mu.
 func (e *twilioEmu) render(m TwilioMessage, now time.Time) map[string]any {
 	uri := "/2010-04-01/Accounts/" + m.AccountSID + "/Messages/" + m.SID
-	status, dateSent, updated := "queued", any(nil), m.Created
+	status, dateSent, updated, errCode, errMsg := "queued", any(nil), m.Created, any(nil), any(nil)
 	if sent, ok := e.sentAt(m, now); ok {
 		status, dateSent, updated = "sent", twilioDate(sent), sent
+		if done := sent.Add(e.deliveryDelay); !now.Before(done) {
+			var code int
+			status, code = m.finalStatus()
+			updated = done
+			if code != 0 {
+				errCode, errMsg = code, "Unreachable destination handset"
+			}
+		}
 	}
 	return map[string]any{
 		"sid":                   m.SID,
@@ -382,8 +442,8 @@ func (e *twilioEmu) render(m TwilioMessage, now time.Time) map[string]any {
 		"date_sent":             dateSent,
 		"date_updated":          twilioDate(updated),
 		"direction":             "outbound-api",
-		"error_code":            nil,
-		"error_message":         nil,
+		"error_code":            errCode,
+		"error_message":         errMsg,
 		"from":                  twilioNullable(m.From), // assigned later when sent through a messaging service
 		"messaging_service_sid": twilioNullable(m.MessagingServiceSID),
 		"num_media":             "0",
@@ -449,4 +509,75 @@ func twilioSID() string {
 	var b [16]byte
 	rand.Read(b[:])
 	return "SM" + hex.EncodeToString(b[:])
+}
+
+// callbacks POSTs m's statuses to its StatusCallback as they are reached:
+// queued at once, sent after queue, the final status deliver later.
+func (e *twilioEmu) callbacks(m TwilioMessage, queue, deliver time.Duration) {
+	final, code := m.finalStatus()
+	e.postStatus(m, "queued", 0)
+	time.Sleep(queue)
+	e.postStatus(m, "sent", 0)
+	time.Sleep(deliver)
+	e.postStatus(m, final, code)
+}
+
+// twilioCallbackClient sends status callbacks.
+var twilioCallbackClient = &http.Client{Timeout: 5 * time.Second}
+
+// postStatus sends one status callback, once, signed as Twilio signs it.
+func (e *twilioEmu) postStatus(m TwilioMessage, status string, code int) {
+	form := url.Values{
+		"MessageSid": {m.SID}, "SmsSid": {m.SID}, "AccountSid": {m.AccountSID},
+		"To": {m.To}, "MessageStatus": {status}, "SmsStatus": {status}, "ApiVersion": {"2010-04-01"},
+	}
+	if m.From != "" {
+		form.Set("From", m.From)
+	}
+	if m.MessagingServiceSID != "" {
+		form.Set("MessagingServiceSid", m.MessagingServiceSID)
+	}
+	if code != 0 {
+		form.Set("ErrorCode", strconv.Itoa(code))
+	}
+	cb := Callback{Kind: "twilio", URL: m.StatusCallback, Ref: m.SID, Status: status, Try: 1}
+	defer func() { e.s.Ledger.RecordCallback(cb) }()
+	req, err := http.NewRequest(http.MethodPost, m.StatusCallback, strings.NewReader(form.Encode()))
+	if err != nil {
+		cb.Error = err.Error()
+		return
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("User-Agent", "TwilioProxy/1.1")
+	req.Header.Set("X-Twilio-Signature", TwilioSignature(m.authToken, m.StatusCallback, form))
+	resp, err := twilioCallbackClient.Do(req)
+	if err != nil {
+		cb.Error = err.Error()
+		return
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	cb.Answer = resp.StatusCode
+}
+
+// TwilioSignature is Twilio's X-Twilio-Signature of a form POST to fullURL:
+// base64 of HMAC-SHA1 keyed by the auth token over the URL followed by every
+// parameter name and value, sorted by name.
+func TwilioSignature(authToken, fullURL string, form url.Values) string {
+	keys := make([]string, 0, len(form))
+	for k := range form {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString(fullURL)
+	for _, k := range keys {
+		for _, v := range form[k] {
+			b.WriteString(k)
+			b.WriteString(v)
+		}
+	}
+	mac := hmac.New(sha1.New, []byte(authToken))
+	mac.Write([]byte(b.String()))
+	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
 }

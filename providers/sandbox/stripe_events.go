@@ -1,0 +1,196 @@
+package sandbox
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Stripe webhook events. PUT /_sandbox/stripe/webhook with
+// {"url":"…","secret":"whsec_…"} (and optionally "api_version") registers one
+// endpoint; from then on every object change is POSTed to it as a Stripe event
+// (refund.created, payment_intent.created, payment_intent.succeeded,
+// transfer.created, refund.updated), signed in Stripe-Signature
+// (t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<body>" keyed by the secret>), and
+// retried with backoff until the endpoint answers 2xx (at most
+// stripeEventTries times). As with Stripe, events may arrive out of order.
+//
+// A refund of payment intent pi_refund_fails is created succeeded and turns
+// failed (failure_reason expired_or_canceled_card) StripeRefundFailDelay later.
+
+// StripeRefundFailsPI is the payment intent whose refunds fail after succeeding.
+const StripeRefundFailsPI = "pi_refund_fails"
+
+// StripeAPIVersion is the API version the sandbox renders events in unless the
+// endpoint was registered with another: stripe-go v76's.
+const StripeAPIVersion = "2023-10-16"
+
+// Timing of Stripe events.
+const (
+	StripeRefundFailDelay = time.Second
+	stripeEventTries      = 8
+	stripeEventBackoff    = 100 * time.Millisecond // doubled after each try
+)
+
+// stripeEndpoint is the registered webhook endpoint.
+type stripeEndpoint struct {
+	URL        string `json:"url"`
+	Secret     string `json:"secret"`
+	APIVersion string `json:"api_version,omitempty"`
+}
+
+var stripeEventClient = &http.Client{Timeout: 5 * time.Second}
+
+// setWebhook handles PUT /_sandbox/stripe/webhook.
+func (e *stripeEmu) setWebhook(w http.ResponseWriter, r *http.Request) {
+	var ep stripeEndpoint
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ep); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "stripe webhook: " + err.Error()})
+		return
+	}
+	if u, err := url.Parse(ep.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"error": "stripe webhook: url: must be an absolute http(s) URL"})
+		return
+	}
+	if ep.Secret == "" {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"error": "stripe webhook: secret: is required"})
+		return
+	}
+	if ep.APIVersion == "" {
+		ep.APIVersion = StripeAPIVersion
+	}
+	e.mu.Lock()
+	e.endpoint = &ep
+	e.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]string{"url": ep.URL, "api_version": ep.APIVersion})
+}
+
+// deleteWebhook handles DELETE /_sandbox/stripe/webhook.
+func (e *stripeEmu) deleteWebhook(w http.ResponseWriter, r *http.Request) {
+	e.mu.Lock()
+	e.endpoint = nil
+	e.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// created emits the events of a new object and schedules its later changes.
+func (e *stripeEmu) created(o *stripeObject, idemKey string) {
+	e.emit(o, o.kind+".created", idemKey)
+	switch {
+	case o.kind == "payment_intent" && o.status() == "succeeded":
+		e.emit(o, "payment_intent.succeeded", idemKey)
+	case o.kind == "refund" && o.fields["payment_intent"] == StripeRefundFailsPI:
+		time.AfterFunc(StripeRefundFailDelay, func() {
+			e.update(o, map[string]any{"status": "failed", "failure_reason": "expired_or_canceled_card"})
+			e.emit(o, "refund.updated", "")
+		})
+	}
+}
+
+// update changes fields of o's body.
+func (e *stripeEmu) update(o *stripeObject, fields map[string]any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var m map[string]any
+	json.Unmarshal(o.body, &m)
+	for k, v := range fields {
+		m[k] = v
+	}
+	o.body, _ = json.Marshal(m)
+}
+
+// status is o's status field ("" for a transfer).
+func (o *stripeObject) status() string {
+	var v struct {
+		Status string `json:"status"`
+	}
+	json.Unmarshal(o.body, &v)
+	return v.Status
+}
+
+// emit sends one event about o, as it is now, to the registered endpoint.
+func (e *stripeEmu) emit(o *stripeObject, typ, idemKey string) {
+	e.mu.Lock()
+	ep := e.endpoint
+	body := o.body
+	e.mu.Unlock()
+	if ep == nil {
+		return
+	}
+	var key any
+	if idemKey != "" {
+		key = idemKey
+	}
+	evt := map[string]any{
+		"id": "evt_" + stripeRandomID(24), "object": "event", "api_version": ep.APIVersion,
+		"created": e.now().Unix(), "livemode": false, "pending_webhooks": 1, "type": typ,
+		"data":    map[string]any{"object": json.RawMessage(body)},
+		"request": map[string]any{"id": "req_" + stripeRandomID(14), "idempotency_key": key},
+	}
+	payload, _ := json.Marshal(evt)
+	go e.deliver(*ep, evt["id"].(string), typ, o.id, statusOf(body), payload)
+}
+
+func statusOf(body []byte) string {
+	var v struct {
+		Status   string `json:"status"`
+		Reversed bool   `json:"reversed"`
+	}
+	json.Unmarshal(body, &v)
+	if v.Status == "" && v.Reversed {
+		return "reversed"
+	}
+	return v.Status
+}
+
+// deliver POSTs one event until the endpoint answers 2xx, backing off.
+func (e *stripeEmu) deliver(ep stripeEndpoint, id, typ, ref, status string, payload []byte) {
+	wait := stripeEventBackoff
+	for try := 1; try <= stripeEventTries; try++ {
+		cb := Callback{Kind: "stripe", URL: ep.URL, Ref: ref, Event: id + " " + typ, Status: status, Try: try}
+		cb.Answer, cb.Error = postStripeEvent(ep, payload)
+		e.s.Ledger.RecordCallback(cb)
+		if cb.Answer >= 200 && cb.Answer < 300 {
+			return
+		}
+		time.Sleep(wait)
+		wait *= 2
+	}
+}
+
+func postStripeEvent(ep stripeEndpoint, payload []byte) (int, string) {
+	req, err := http.NewRequest(http.MethodPost, ep.URL, bytes.NewReader(payload))
+	if err != nil {
+		return 0, err.Error()
+	}
+	req.Header.Set("Content-Type", "application/json; charset=utf-8")
+	req.Header.Set("User-Agent", "Stripe/1.0 (+https://stripe.com/docs/webhooks)")
+	req.Header.Set("Stripe-Signature", StripeSignature(ep.Secret, time.Now(), payload))
+	resp, err := stripeEventClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, ""
+}
+
+// StripeSignature is the Stripe-Signature header of payload sent at t.
+func StripeSignature(secret string, t time.Time, payload []byte) string {
+	ts := strconv.FormatInt(t.Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(ts))
+	mac.Write([]byte("."))
+	mac.Write(payload)
+	return fmt.Sprintf("t=%s,v1=%s", ts, hex.EncodeToString(mac.Sum(nil)))
+}
