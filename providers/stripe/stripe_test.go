@@ -239,7 +239,9 @@ func TestErrorTransport(t *testing.T) {
 		s.Faults.Set("stripe", sandbox.Fault{HangRate: 1})
 		srv := httptest.NewServer(s.Handler())
 		defer srv.Close()
-		p, _ := New(Config{APIKey: "sk_test_x", BaseURL: srv.URL, Timeout: 100 * time.Millisecond})
+		// Long enough for the request to be written even on a loaded machine:
+		// a deadline that fires before the write is (rightly) not maybe-sent.
+		p, _ := New(Config{APIKey: "sk_test_x", BaseURL: srv.URL, Timeout: 2 * time.Second})
 		_, err := p.Send(context.Background(), "k", json.RawMessage(refundPayload), meta("e"))
 		e := asError(t, err)
 		if !e.Retryable() || !e.MaybeSent() || !errors.Is(err, context.DeadlineExceeded) {
