@@ -41,6 +41,9 @@ func decodeObject(body []byte, dst any) error {
 	if t := bytes.TrimSpace(body); len(t) == 0 || t[0] != '{' {
 		return fmt.Errorf("%w: the body must be a JSON object", errMalformed)
 	}
+	if err := checkStrings(body); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
@@ -54,6 +57,75 @@ func decodeObject(body []byte, dst any) error {
 		return fmt.Errorf("%w: trailing data after the JSON object", errMalformed)
 	}
 	return nil
+}
+
+// checkStrings refuses a JSON body holding a string that effectd could not
+// store in PostgreSQL as it was sent: bytes that are not UTF-8, a \u0000
+// escape (text and jsonb cannot hold NUL), or an unpaired UTF-16 surrogate
+// escape. Go's decoder would turn the first and last silently into U+FFFD and
+// the second into a NUL byte that fails later as a 500. The message names the
+// last object key read before the string.
+func checkStrings(body []byte) error {
+	if !utf8.Valid(body) {
+		return fmt.Errorf("%w: the body is not UTF-8", errMalformed)
+	}
+	key := ""
+	for i := 0; i < len(body); i++ {
+		if body[i] != '"' {
+			continue
+		}
+		start, bad := i+1, ""
+		for i = start; i < len(body) && body[i] != '"' && bad == ""; i++ {
+			if body[i] != '\\' {
+				continue
+			}
+			i++
+			r := hex4(body, i+1)
+			if i >= len(body) || body[i] != 'u' || r < 0 {
+				continue // a malformed escape is the decoder's to report
+			}
+			i += 4
+			switch {
+			case r == 0:
+				bad = `a \u0000 (NUL) escape`
+			case r >= 0xd800 && r < 0xdc00 && i+2 < len(body) && body[i+1] == '\\' && body[i+2] == 'u' &&
+				hex4(body, i+3) >= 0xdc00 && hex4(body, i+3) < 0xe000:
+				i += 6 // a surrogate pair: one character
+			case r >= 0xd800 && r < 0xe000:
+				bad = fmt.Sprintf(`an unpaired surrogate \u%04x`, r)
+			}
+		}
+		if bad != "" {
+			where := "a string"
+			if key != "" {
+				where = fmt.Sprintf("field %q", key)
+			}
+			return fmt.Errorf("%w: %s holds %s, which effectd cannot store", errMalformed, where, bad)
+		}
+		if i >= len(body) {
+			return nil // unterminated: the decoder reports it
+		}
+		j := i + 1
+		for j < len(body) && (body[j] == ' ' || body[j] == '\t' || body[j] == '\n' || body[j] == '\r') {
+			j++
+		}
+		if j < len(body) && body[j] == ':' {
+			key = truncate(string(body[start:i]), 40)
+		}
+	}
+	return nil
+}
+
+// hex4 returns the value of the four hex digits at b[i:], or -1.
+func hex4(b []byte, i int) int {
+	if i < 0 || i+4 > len(b) {
+		return -1
+	}
+	v, err := strconv.ParseUint(string(b[i:i+4]), 16, 32)
+	if err != nil {
+		return -1
+	}
+	return int(v)
 }
 
 // resolveRequest is the body of POST /v1/intents/{id}/resolve.

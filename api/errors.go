@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -67,12 +68,49 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, status, body)
 }
 
-// writeJSON writes v as an indented JSON response.
+// Indentation grows a document by up to twice its nesting depth per value:
+// a 10 KB payload nested thousands deep would answer 50 MB. Only a document
+// within both bounds below is indented for people; any other is compact.
+const (
+	maxIndentBytes = 64 << 10
+	maxIndentDepth = 16
+)
+
+// writeJSON writes v as a JSON response, indented when it is small and shallow.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only a value that JSON cannot carry gets here: never a client's doing.
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"internal error"}}`)
+	}
+	if len(b) <= maxIndentBytes && depth(b) <= maxIndentDepth {
+		var out bytes.Buffer
+		if json.Indent(&out, b, "", "  ") == nil {
+			b = out.Bytes()
+		}
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	w.Write(append(b, '\n'))
+}
+
+// depth returns the deepest nesting of objects and arrays in the JSON text b.
+func depth(b []byte) int {
+	d, deepest, inString := 0, 0, false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case inString && c == '\\':
+			i++
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '{' || c == '[':
+			d++
+			deepest = max(deepest, d)
+		case c == '}' || c == ']':
+			d--
+		}
+	}
+	return deepest
 }

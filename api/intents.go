@@ -15,10 +15,15 @@ import (
 	"github.com/effectd/effectd/statemachine"
 )
 
-// Page sizes of GET /v1/intents.
+// Bounds of GET /v1/intents and GET /v1/intents/{id}: a page ends early,
+// with next set, once its rows reach maxPageBytes (payloads can be up to
+// 1 MiB each), and one intent shows its newest maxDetailRows attempts and
+// audit entries.
 const (
-	defaultLimit = 100
-	maxLimit     = 1000
+	defaultLimit  = 100
+	maxLimit      = 1000
+	maxPageBytes  = 4 << 20
+	maxDetailRows = 200
 )
 
 const (
@@ -33,13 +38,18 @@ LIMIT $5`
 
 	getIntentSQL = `SELECT ` + dispatcher.IntentColumns + ` FROM effectd.intents WHERE id = $1`
 
+	// The newest $2 rows, oldest first.
 	listAttemptsSQL = `
-SELECT id, attempt, kind, started_at, finished_at, outcome, error, provider_ref
-FROM effectd.attempts WHERE intent_id = $1 ORDER BY id`
+SELECT * FROM (
+    SELECT id, attempt, kind, started_at, finished_at, outcome, error, provider_ref
+    FROM effectd.attempts WHERE intent_id = $1 ORDER BY id DESC LIMIT $2) newest
+ORDER BY id`
 
 	listAuditSQL = `
-SELECT id, at, actor, action, before, after
-FROM effectd.audit WHERE intent_id = $1 ORDER BY id`
+SELECT * FROM (
+    SELECT id, at, actor, action, before, after
+    FROM effectd.audit WHERE intent_id = $1 ORDER BY id DESC LIMIT $2) newest
+ORDER BY id`
 )
 
 // intentPage is the response of GET /v1/intents.
@@ -75,6 +85,9 @@ type intentDetail struct {
 	Intent   dispatcher.IntentRow `json:"intent"`
 	Attempts []attempt            `json:"attempts"`
 	Audit    []auditEntry         `json:"audit"`
+	// Set when older attempts or audit entries exist than those shown.
+	AttemptsTruncated bool `json:"attempts_truncated,omitempty"`
+	AuditTruncated    bool `json:"audit_truncated,omitempty"`
 }
 
 // listIntents answers GET /v1/intents, paginated by id.
@@ -104,25 +117,50 @@ func (h *handler) listIntents(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	rows, err := h.pool.Query(r.Context(), listIntentsSQL, after, status, channel, eventID, limit+1)
+	page, err := h.intentPage(r.Context(), limit, after, status, channel, eventID)
 	if err != nil {
 		h.fail(w, r, fmt.Errorf("list intents: %w", err))
 		return
-	}
-	intents, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (dispatcher.IntentRow, error) {
-		return dispatcher.ScanIntent(row)
-	})
-	if err != nil {
-		h.fail(w, r, fmt.Errorf("list intents: %w", err))
-		return
-	}
-	page := intentPage{Intents: intents}
-	if int64(len(intents)) > limit {
-		page.Intents = intents[:limit]
-		next := page.Intents[limit-1].ID
-		page.Next = &next
 	}
 	writeJSON(w, http.StatusOK, page)
+}
+
+// intentPage reads up to limit intents after the id after, fewer when they
+// reach maxPageBytes; it stops reading at the first row it will not show.
+func (h *handler) intentPage(ctx context.Context, limit, after int64, status, channel, eventID *string) (intentPage, error) {
+	page := intentPage{Intents: []dispatcher.IntentRow{}}
+	rows, err := h.pool.Query(ctx, listIntentsSQL, after, status, channel, eventID, limit+1)
+	if err != nil {
+		return page, err
+	}
+	defer rows.Close()
+	size := 0
+	for rows.Next() {
+		it, err := dispatcher.ScanIntent(rows)
+		if err != nil {
+			return page, err
+		}
+		n := rowBytes(it)
+		if int64(len(page.Intents)) == limit || (len(page.Intents) > 0 && size+n > maxPageBytes) {
+			next := page.Intents[len(page.Intents)-1].ID
+			page.Next = &next
+			break
+		}
+		page.Intents = append(page.Intents, it)
+		size += n
+	}
+	return page, rows.Err()
+}
+
+// rowBytes estimates the size of it in a response.
+func rowBytes(it dispatcher.IntentRow) int {
+	n := 512 + len(it.Payload) + len(it.EventID) + len(it.IdempotencyKey)
+	for _, s := range []*string{it.ProviderRef, it.LastError, it.OrderingKey} {
+		if s != nil {
+			n += len(*s)
+		}
+	}
+	return n
 }
 
 func stateList() string {
@@ -167,13 +205,20 @@ func (h *handler) intentDetail(ctx context.Context, id int64) (d intentDetail, e
 	if err != nil {
 		return d, err
 	}
-	rows, _ := tx.Query(ctx, listAttemptsSQL, id)
+	rows, _ := tx.Query(ctx, listAttemptsSQL, id, maxDetailRows+1)
 	if d.Attempts, err = pgx.CollectRows(rows, pgx.RowToStructByPos[attempt]); err != nil {
 		return d, err
 	}
-	rows, _ = tx.Query(ctx, listAuditSQL, id)
+	rows, _ = tx.Query(ctx, listAuditSQL, id, maxDetailRows+1)
 	if d.Audit, err = pgx.CollectRows(rows, pgx.RowToStructByPos[auditEntry]); err != nil {
 		return d, err
+	}
+	// One row past the bound was read to know that older ones exist.
+	if len(d.Attempts) > maxDetailRows {
+		d.Attempts, d.AttemptsTruncated = d.Attempts[1:], true
+	}
+	if len(d.Audit) > maxDetailRows {
+		d.Audit, d.AuditTruncated = d.Audit[1:], true
 	}
 	return d, nil
 }

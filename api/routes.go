@@ -1,11 +1,15 @@
 package api
 
 import (
+	"cmp"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 )
+
+// methods are the methods a 405's Allow header may name.
+var methods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
 
 // routes lists every route of the admin API. openapi.yaml documents the same
 // set, and a test keeps the two equal.
@@ -13,7 +17,16 @@ func (h *handler) routes() chi.Router {
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer, h.logRequests)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { h.fail(w, r, errNoRoute) })
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) { h.fail(w, r, errMethod) })
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		// RFC 9110: a 405 lists the methods the resource has.
+		path := cmp.Or(req.URL.RawPath, req.URL.Path) // as chi routes it
+		for _, m := range methods {
+			if r.Match(chi.NewRouteContext(), m, path) {
+				w.Header().Add("Allow", m)
+			}
+		}
+		h.fail(w, req, errMethod)
+	})
 
 	r.Get("/healthz", h.healthz)
 	r.Get("/readyz", h.readyz)

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -167,6 +169,13 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, aft
 	}
 	if op.Actor == "" {
 		return before, after, fmt.Errorf("%w: actor is required", ErrInvalid)
+	}
+	// PostgreSQL's text and jsonb refuse these; refused here they are the
+	// caller's mistake, not a failed statement.
+	for _, f := range [...]struct{ name, value string }{{"actor", op.Actor}, {"provider_ref", op.ProviderRef}, {"reason", op.Reason}} {
+		if !utf8.ValidString(f.value) || strings.IndexByte(f.value, 0) >= 0 {
+			return before, after, fmt.Errorf("%w: %s: must be UTF-8 text without NUL bytes", ErrInvalid, f.name)
+		}
 	}
 
 	tx, err := pool.Begin(ctx)

@@ -3,6 +3,7 @@ package dispatcher_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 
@@ -94,6 +95,29 @@ func TestOperateNotFound(t *testing.T) {
 	_, _, err := dispatcher.Operate(context.Background(), pool, dispatcher.Operation{IntentID: 42, Event: statemachine.Cancel, Actor: "a"})
 	if !errors.Is(err, dispatcher.ErrNotFound) {
 		t.Fatalf("err = %v, want ErrNotFound", err)
+	}
+}
+
+// TestOperateRefusesUnstorableText: text PostgreSQL cannot hold is ErrInvalid
+// naming the field, not a failed statement, and changes nothing.
+func TestOperateRefusesUnstorableText(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.New(t)
+	id := seedIntent(t, pool, "odd", statemachine.InDoubt, false)
+	for _, op := range []dispatcher.Operation{
+		{IntentID: id, Event: statemachine.ResolveSent, Actor: "a", ProviderRef: "re_\x00"},
+		{IntentID: id, Event: statemachine.ResolveSkip, Actor: "a", Reason: "why\x00"},
+		{IntentID: id, Event: statemachine.ResolveSkip, Actor: "a\xff", Reason: "why"},
+	} {
+		_, _, err := dispatcher.Operate(context.Background(), pool, op)
+		if !errors.Is(err, dispatcher.ErrInvalid) || !strings.Contains(err.Error(), "without NUL") {
+			t.Errorf("%+v: err = %v, want ErrInvalid", op, err)
+		}
+	}
+	var status string
+	pool.QueryRow(context.Background(), `SELECT status FROM effectd.intents WHERE id = $1`, id).Scan(&status)
+	if status != "IN_DOUBT" {
+		t.Errorf("status %s after refused operations", status)
 	}
 }
 

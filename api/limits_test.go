@@ -1,0 +1,162 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/effectd/effectd/statemachine"
+)
+
+// TestOddStringsInBodies: a JSON body whose strings PostgreSQL could not store
+// (a \u0000 escape, an unpaired surrogate, bytes that are not UTF-8) is a
+// client's mistake: 400 naming the field, and nothing changes. A surrogate
+// pair is one ordinary character and is stored.
+func TestOddStringsInBodies(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	doubt := e.insertIntent(t, "refund", "odd-doubt", statemachine.InDoubt)
+	failed := e.insertIntent(t, "sms", "odd-failed", statemachine.Failed)
+	path := func(id int64, action string) string { return fmt.Sprintf("/v1/intents/%d/%s", id, action) }
+	cases := []struct {
+		path, body, mention string
+	}{
+		{path(doubt, "resolve"), `{"as":"sent","provider_ref":"re_\u0000"}`, `field "provider_ref" holds a \u0000 (NUL) escape`},
+		{path(doubt, "resolve"), `{"as":"skip","reason":"a\u0000b"}`, `field "reason" holds a \u0000`},
+		{path(failed, "retry"), `{"reason": "x\u0000"}`, `field "reason"`},
+		{path(failed, "retry"), `{"reason":"\ud800"}`, `unpaired surrogate \ud800`},
+		{path(failed, "retry"), `{"reason":"\udc00\ud800x"}`, `unpaired surrogate \udc00`},
+		{path(failed, "retry"), `{"reason":"\ud83d"}`, `unpaired surrogate`},
+		{path(failed, "retry"), "{\"reason\":\"\xff\xfe\"}", "not UTF-8"},
+		{path(failed, "cancel"), `{"re\u0000ason":"x"}`, `\u0000`},
+		{"/v1/channels/sms/policy", `{"in_doubt":"manual\u0000"}`, `field "in_doubt"`},
+	}
+	for _, c := range cases {
+		method := "POST"
+		if strings.HasSuffix(c.path, "/policy") {
+			method = "PATCH"
+		}
+		status, body := e.do(t, method, c.path, adminToken, c.body)
+		var eb errorBody
+		json.Unmarshal([]byte(body), &eb)
+		if status != http.StatusBadRequest || !strings.Contains(eb.Error.Message, c.mention) {
+			t.Errorf("%s %s: %d %s; want 400 naming %q", c.path, c.body, status, body, c.mention)
+		}
+	}
+	var audits int
+	e.pool.QueryRow(context.Background(), `SELECT count(*) FROM effectd.audit`).Scan(&audits)
+	if audits != 0 {
+		t.Errorf("refused bodies wrote %d audit entries", audits)
+	}
+	// A surrogate pair and an escaped backslash before "u0000" are ordinary text.
+	status, body := e.do(t, "POST", path(doubt, "resolve"), adminToken, `{"as":"sent","provider_ref":"re_\ud83d\ude00","reason":"\\u0000 is fine"}`)
+	want(t, status, body, http.StatusOK, `"provider_ref": "re_😀"`)
+	var reason string
+	e.pool.QueryRow(context.Background(), `SELECT after->>'reason' FROM effectd.audit WHERE intent_id = $1`, doubt).Scan(&reason)
+	if reason != `\u0000 is fine` {
+		t.Errorf("stored reason %q", reason)
+	}
+}
+
+// TestMethodNotAllowedSaysAllow: a 405 carries the Allow header (RFC 9110).
+func TestMethodNotAllowedSaysAllow(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	for _, c := range []struct{ method, path, allow string }{
+		{"DELETE", "/v1/intents/1", "GET"},
+		{"GET", "/v1/intents/1/retry", "POST"},
+		{"PUT", "/v1/channels/sms/policy", "PATCH"},
+		{"POST", "/healthz", "GET"},
+	} {
+		req, _ := http.NewRequest(c.method, c.path, nil)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		rec := newRecorder(e, req)
+		if rec.Code != http.StatusMethodNotAllowed || strings.Join(rec.Header().Values("Allow"), ", ") != c.allow {
+			t.Errorf("%s %s: %d, Allow %q; want 405, Allow %q", c.method, c.path, rec.Code, rec.Header().Values("Allow"), c.allow)
+		}
+	}
+}
+
+// TestResponsesBounded: a deeply nested payload is answered compact (not
+// indented to many MB), a page of large payloads ends early with next set, and
+// one intent shows its newest attempts and audit entries only.
+func TestResponsesBounded(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	insert := func(eventID, payload string) int64 {
+		t.Helper()
+		var id int64
+		err := e.pool.QueryRow(ctx, `
+INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key)
+VALUES ($1, 'hook', $2::jsonb, effectd.idempotency_key('hook', $1)) RETURNING id`, eventID, payload).Scan(&id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+
+	deep := `{"a":` + strings.Repeat("[", 3000) + strings.Repeat("]", 3000) + `}`
+	id := insert("deep", deep)
+	status, body := e.do(t, "GET", fmt.Sprintf("/v1/intents/%d", id), readToken, "")
+	want(t, status, body, http.StatusOK)
+	if len(body) > 4*len(deep) {
+		t.Errorf("a %d-byte payload answered in %d bytes", len(deep), len(body))
+	}
+
+	big := `{"blob":"` + strings.Repeat("x", 600<<10) + `"}`
+	for i := range 10 {
+		insert(fmt.Sprintf("big-%d", i), big)
+	}
+	seen, pages := 0, 0
+	for after := int64(0); ; {
+		pages++
+		status, body := e.do(t, "GET", fmt.Sprintf("/v1/intents?channel=hook&limit=1000&after=%d", after), readToken, "")
+		want(t, status, body, http.StatusOK)
+		if len(body) > maxPageBytes+64<<10 {
+			t.Errorf("a page of %d bytes", len(body))
+		}
+		var page intentPage
+		if err := json.Unmarshal([]byte(body), &page); err != nil {
+			t.Fatal(err)
+		}
+		seen += len(page.Intents)
+		if page.Next == nil {
+			break
+		}
+		after = *page.Next
+	}
+	if seen != 11 || pages < 2 {
+		t.Errorf("%d intents in %d pages; want 11 in more than one", seen, pages)
+	}
+
+	if _, err := e.pool.Exec(ctx, `
+INSERT INTO effectd.attempts (intent_id, attempt, started_at, outcome)
+SELECT $1, n, now(), 'retry' FROM generate_series(1, $2::int) n`, id, maxDetailRows+50); err != nil {
+		t.Fatal(err)
+	}
+	status, body = e.do(t, "GET", fmt.Sprintf("/v1/intents/%d", id), readToken, "")
+	want(t, status, body, http.StatusOK)
+	var d struct {
+		Attempts          []attempt `json:"attempts"`
+		AttemptsTruncated bool      `json:"attempts_truncated"`
+		AuditTruncated    bool      `json:"audit_truncated"`
+	}
+	if err := json.Unmarshal([]byte(body), &d); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Attempts) != maxDetailRows || !d.AttemptsTruncated || d.Attempts[len(d.Attempts)-1].Attempt != maxDetailRows+50 || d.AuditTruncated {
+		t.Errorf("%d attempts shown (truncated %v), last %d; want the newest %d", len(d.Attempts), d.AttemptsTruncated,
+			d.Attempts[len(d.Attempts)-1].Attempt, maxDetailRows)
+	}
+}
+
+func newRecorder(e env, req *http.Request) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	e.h.ServeHTTP(rec, req)
+	return rec
+}
