@@ -104,7 +104,7 @@ func TestBulkBadInput(t *testing.T) {
 		{`{"action":"cancel","as":"skip","reason":"r"}`, 422, "as"},
 		{`{"action":"cancel","filter":{"status":"FAILED"},"reason":"r"}`, 422, "filter.status"},
 		{`{"action":"retry","filter":{"state":"FAILED"},"reason":"r"}`, 400, "state"},
-		{`{"action":"retry","filter":{"channel":"a\u0000"},"reason":"r"}`, 422, "filter.channel"},
+		{`{"action":"retry","filter":{"channel":"a\u0000"},"reason":"r"}`, 400, "filter.channel"},
 		{`[]`, 400, "JSON object"},
 	}
 	for _, tc := range tests {

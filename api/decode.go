@@ -64,14 +64,24 @@ func decodeObject(body []byte, dst any) error {
 // escape (text and jsonb cannot hold NUL), or an unpaired UTF-16 surrogate
 // escape. Go's decoder would turn the first and last silently into U+FFFD and
 // the second into a NUL byte that fails later as a 500. The message names the
-// last object key read before the string.
+// field by its path, such as filter.channel.
 func checkStrings(body []byte) error {
 	if !utf8.Valid(body) {
 		return fmt.Errorf("%w: the body is not UTF-8", errMalformed)
 	}
-	key := ""
+	var path []string // the key being read at each open object or array ("" in arrays)
 	for i := 0; i < len(body); i++ {
-		if body[i] != '"' {
+		switch body[i] {
+		case '{', '[':
+			path = append(path, "")
+			continue
+		case '}', ']':
+			if len(path) > 0 {
+				path = path[:len(path)-1]
+			}
+			continue
+		case '"':
+		default:
 			continue
 		}
 		start, bad := i+1, ""
@@ -96,11 +106,7 @@ func checkStrings(body []byte) error {
 			}
 		}
 		if bad != "" {
-			where := "a string"
-			if key != "" {
-				where = fmt.Sprintf("field %q", key)
-			}
-			return fmt.Errorf("%w: %s holds %s, which effectd cannot store", errMalformed, where, bad)
+			return fmt.Errorf("%w: %s holds %s, which effectd cannot store", errMalformed, fieldAt(path), bad)
 		}
 		if i >= len(body) {
 			return nil // unterminated: the decoder reports it
@@ -109,11 +115,25 @@ func checkStrings(body []byte) error {
 		for j < len(body) && (body[j] == ' ' || body[j] == '\t' || body[j] == '\n' || body[j] == '\r') {
 			j++
 		}
-		if j < len(body) && body[j] == ':' {
-			key = truncate(string(body[start:i]), 40)
+		if j < len(body) && body[j] == ':' && len(path) > 0 {
+			path[len(path)-1] = truncate(string(body[start:i]), 40)
 		}
 	}
 	return nil
+}
+
+// fieldAt names the field that path leads to, for an error message.
+func fieldAt(path []string) string {
+	var keys []string
+	for _, k := range path {
+		if k != "" {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return "a string"
+	}
+	return fmt.Sprintf("field %q", strings.Join(keys, "."))
 }
 
 // hex4 returns the value of the four hex digits at b[i:], or -1.

@@ -33,6 +33,8 @@ func TestOddStringsInBodies(t *testing.T) {
 		{path(failed, "retry"), `{"reason":"\ud83d"}`, `unpaired surrogate`},
 		{path(failed, "retry"), "{\"reason\":\"\xff\xfe\"}", "not UTF-8"},
 		{path(failed, "cancel"), `{"re\u0000ason":"x"}`, `\u0000`},
+		{"/v1/intents/bulk", `{"action":"retry","filter":{"channel":"a\u0000"},"reason":"r"}`, `field "filter.channel" holds a \u0000`},
+		{"/v1/intents/bulk", `{"action":"retry","filter":{"channel":["x", {"y": "\ud800"}]},"reason":"r"}`, `field "filter.channel.y" holds an unpaired`},
 		{"/v1/channels/sms/policy", `{"in_doubt":"manual\u0000"}`, `field "in_doubt"`},
 	}
 	for _, c := range cases {
