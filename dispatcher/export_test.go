@@ -1,6 +1,10 @@
 package dispatcher
 
-import dto "github.com/prometheus/client_model/go"
+import (
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+)
 
 // SetBeforeCall makes every worker run f between taking a claimed intent and
 // calling its provider. Call it before Start.
@@ -21,4 +25,9 @@ func Orphans(d *Dispatcher, channel string) float64 {
 	var m dto.Metric
 	d.m.orphans.WithLabelValues(channel).Write(&m)
 	return m.GetCounter().GetValue()
+}
+
+// NextDelay is the delay before the next attempt after attempt failed.
+func NextDelay(p Policy, attempt int, retryAfter time.Duration) time.Duration {
+	return jitteredBackoff(p, attempt, retryAfter)
 }

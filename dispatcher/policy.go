@@ -15,7 +15,8 @@ const (
 	InDoubtManual = "manual" // IN_DOUBT: hand to an operator
 )
 
-// Backoff is the exponential retry delay with full jitter, from Base up to Max.
+// Backoff is the exponential retry delay, from Base doubling up to Max, with
+// equal jitter: a delay d is drawn from [d/2, d].
 type Backoff struct {
 	Base Duration `json:"base" yaml:"base"`
 	Max  Duration `json:"max" yaml:"max"`
