@@ -240,16 +240,21 @@ func (d *Dispatcher) call(ch *channel, c *claimed) completion {
 		d.slowDown(ch, class.retryAfter)
 	}
 	last := int(c.attempts) >= p.MaxAttempts
+	next := out.finished
+	if class.retryable {
+		next = out.finished.Add(d.backoff(*p, int(c.attempts), class.retryAfter))
+	}
 	switch {
-	case class.maybeSent && !ch.keyed:
-		// No key to repeat the call safely: settle it by lookup or policy now.
+	case class.maybeSent && (!ch.keyed || pastKeyWindow(ch.Kind, c.createdAt, next)):
+		// No key to repeat the call safely (none, or the provider will have
+		// forgotten it by the next attempt): settle it by lookup or policy now.
 		out.stayInDoubt, out.outcome = true, "maybe_sent"
 		d.poke(d.settle)
 	case class.maybeSent && last:
 		out.event, out.outcome = statemachine.Doubt, "in_doubt"
 	case class.retryable && !last:
 		out.event, out.outcome = statemachine.Retry, "retry"
-		out.next = out.finished.Add(d.backoff(*p, int(c.attempts), class.retryAfter))
+		out.next = next
 	default:
 		out.event, out.outcome = statemachine.Fail, "failed"
 	}

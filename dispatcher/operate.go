@@ -64,6 +64,9 @@ type Operation struct {
 	// this state with this many attempts (as a bulk snapshot froze it);
 	// otherwise Operate returns a *ChangedError.
 	Expect *Expected
+	// Force sends again an intent that may have been applied although its
+	// provider's key window has passed (see KeyWindow). It needs a Reason.
+	Force bool
 }
 
 // Expected is the state an intent must still be in for an Operation to apply.
@@ -130,6 +133,13 @@ RETURNING ` + IntentColumns
 INSERT INTO effectd.attempts (intent_id, attempt, kind, started_at, finished_at, outcome, error, provider_ref)
 VALUES ($1, $2, 'operator', now(), now(), $3, NULL, $4)`
 
+	// maybeAppliedSQL reads what the key-window rule needs: the channel's
+	// provider, the database's clock, and whether a call was ever made (a
+	// SKIPPED row may have been applied if it was called before it was skipped).
+	maybeAppliedSQL = `
+SELECT coalesce((SELECT provider FROM effectd.channels WHERE name = $2), ''), now(),
+       EXISTS (SELECT 1 FROM effectd.attempts WHERE intent_id = $1 AND kind IN ('send', 'lookup'))`
+
 	insertAudit = `
 INSERT INTO effectd.audit (actor, action, intent_id, channel, before, after, reason, bulk_snapshot)
 VALUES ($1, $2, $3, $4, $5, $6, nullif($7, ''), nullif($8, '')::uuid)`
@@ -144,6 +154,7 @@ type auditState struct {
 	NextAttemptAt time.Time          `json:"next_attempt_at"`
 	Reason        string             `json:"reason,omitempty"`
 	Snapshot      string             `json:"snapshot,omitempty"`
+	Force         bool               `json:"force,omitempty"` // sent again past the key window on the operator's word
 }
 
 // Operate applies an operator event to an intent in one transaction: the state
@@ -177,6 +188,9 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, aft
 			return before, after, fmt.Errorf("%w: %s: must be UTF-8 text without NUL bytes", ErrInvalid, f.name)
 		}
 	}
+	if op.Force && op.Reason == "" {
+		return before, after, fmt.Errorf("%w: reason: required with force", ErrInvalid)
+	}
 
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -193,6 +207,11 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, aft
 	to, err := statemachine.Next(before.Status, op.Event)
 	if err != nil {
 		return before, after, err
+	}
+	if to == statemachine.Pending && !op.Force {
+		if err := checkKeyWindow(ctx, tx, before); err != nil {
+			return before, after, err
+		}
 	}
 	after, err = ScanIntent(tx.QueryRow(ctx, operateIntent, op.IntentID, before.Status, before.Attempts, to, ref))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -241,5 +260,27 @@ func readIntent(ctx context.Context, tx pgx.Tx, id int64) (IntentRow, error) {
 // snapshot is what the audit records of r; op's reason and bulk snapshot go with the state after.
 func snapshot(r IntentRow, op Operation) auditState {
 	return auditState{Status: r.Status, Attempts: r.Attempts, ProviderRef: r.ProviderRef, NextAttemptAt: r.NextAttemptAt,
-		Reason: op.Reason, Snapshot: op.Snapshot}
+		Reason: op.Reason, Snapshot: op.Snapshot, Force: op.Force}
+}
+
+// checkKeyWindow refuses to send r again when it may have been applied (it is
+// IN_DOUBT, stuck SENDING, or SKIPPED after a call) and its provider
+// has forgotten its idempotency key. Ages are measured on the database's clock.
+func checkKeyWindow(ctx context.Context, tx pgx.Tx, r IntentRow) error {
+	if r.Status != statemachine.InDoubt && r.Status != statemachine.Sending && r.Status != statemachine.Skipped {
+		return nil
+	}
+	var kind string
+	var now time.Time
+	var called bool
+	if err := tx.QueryRow(ctx, maybeAppliedSQL, r.ID, r.Channel).Scan(&kind, &now, &called); err != nil {
+		return err
+	}
+	if r.Status == statemachine.Skipped && !called {
+		return nil // skipped before any call (max_age): nothing can have been applied
+	}
+	if !pastKeyWindow(kind, r.CreatedAt, now) {
+		return nil
+	}
+	return &KeyWindowError{IntentID: r.ID, Status: r.Status, Age: now.Sub(r.CreatedAt), Window: KeyWindow(kind)}
 }

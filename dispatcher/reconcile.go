@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -122,6 +123,13 @@ func (d *Dispatcher) decide(ctx context.Context, r inDoubt, withPolicy bool) Set
 	}
 	switch mode {
 	case InDoubtResend:
+		if pastKeyWindow(ch.Kind, r.createdAt, time.Now()) {
+			// The provider has forgotten the key: sending again could apply
+			// the effect twice. Only a lookup that proves it absent may.
+			s.To = mustNext(r.status, statemachine.Doubt)
+			s.Error = strings.TrimPrefix(s.Error+"; ", "; ") + "past the provider's idempotency-key window: not sent again without a lookup that proves it absent"
+			return s
+		}
 		s.To = mustNext(r.status, statemachine.Absent)
 	case InDoubtSkip:
 		s.To = mustNext(r.status, statemachine.Abandon)
