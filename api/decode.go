@@ -153,6 +153,7 @@ type resolveRequest struct {
 	As          string `json:"as"`           // sent | resend | skip
 	ProviderRef string `json:"provider_ref"` // required with sent
 	Reason      string `json:"reason"`       // optional, kept in the audit
+	Force       bool   `json:"force"`        // with resend: past the provider's key window (needs a reason)
 }
 
 // maxRef and maxReason bound the free-text fields an operator sends.
@@ -175,6 +176,9 @@ func parseResolve(body []byte) (statemachine.Event, resolveRequest, error) {
 	}
 	switch req.As {
 	case "sent":
+		if req.Force {
+			return "", req, fmt.Errorf("%w: force: only allowed when as is \"resend\"", dispatcher.ErrInvalid)
+		}
 		if strings.TrimSpace(req.ProviderRef) == "" {
 			return "", req, fmt.Errorf("%w: provider_ref: required when as is \"sent\"", dispatcher.ErrInvalid)
 		}
@@ -182,6 +186,9 @@ func parseResolve(body []byte) (statemachine.Event, resolveRequest, error) {
 	case "resend", "skip":
 		if req.ProviderRef != "" {
 			return "", req, fmt.Errorf("%w: provider_ref: only allowed when as is \"sent\"", dispatcher.ErrInvalid)
+		}
+		if req.Force && req.As != "resend" {
+			return "", req, fmt.Errorf("%w: force: only allowed when as is \"resend\"", dispatcher.ErrInvalid)
 		}
 		if req.As == "resend" {
 			return statemachine.ResolveSend, req, nil
@@ -209,6 +216,27 @@ func parseReason(body []byte) (string, error) {
 		return "", fmt.Errorf("%w: reason: longer than %d bytes", dispatcher.ErrInvalid, maxReason)
 	}
 	return req.Reason, nil
+}
+
+// retryRequest is the optional body of retry.
+type retryRequest struct {
+	Reason string `json:"reason"`
+	Force  bool   `json:"force"` // send again past the provider's key window (needs a reason)
+}
+
+// parseRetry decodes an optional {"reason": "...", "force": true} body; empty is fine.
+func parseRetry(body []byte) (retryRequest, error) {
+	var req retryRequest
+	if len(bytes.TrimSpace(body)) == 0 {
+		return req, nil
+	}
+	if err := decodeObject(body, &req); err != nil {
+		return req, err
+	}
+	if len(req.Reason) > maxReason {
+		return req, fmt.Errorf("%w: reason: longer than %d bytes", dispatcher.ErrInvalid, maxReason)
+	}
+	return req, nil
 }
 
 // policyFields are the top-level keys of a policy in JSON.

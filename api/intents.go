@@ -226,8 +226,8 @@ func (h *handler) intentDetail(ctx context.Context, id int64) (d intentDetail, e
 // retryIntent answers POST /v1/intents/{id}/retry: FAILED, SKIPPED or IN_DOUBT back to PENDING.
 func (h *handler) retryIntent(w http.ResponseWriter, r *http.Request) {
 	h.operate(w, r, func(body []byte) (dispatcher.Operation, error) {
-		reason, err := parseReason(body)
-		return dispatcher.Operation{Event: statemachine.Requeue, Reason: reason}, err
+		req, err := parseRetry(body)
+		return dispatcher.Operation{Event: statemachine.Requeue, Reason: req.Reason, Force: req.Force}, err
 	})
 }
 
@@ -243,7 +243,7 @@ func (h *handler) cancelIntent(w http.ResponseWriter, r *http.Request) {
 func (h *handler) resolveIntent(w http.ResponseWriter, r *http.Request) {
 	h.operate(w, r, func(body []byte) (dispatcher.Operation, error) {
 		ev, req, err := parseResolve(body)
-		return dispatcher.Operation{Event: ev, ProviderRef: req.ProviderRef, Reason: req.Reason}, err
+		return dispatcher.Operation{Event: ev, ProviderRef: req.ProviderRef, Reason: req.Reason, Force: req.Force}, err
 	})
 }
 
