@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"strconv"
@@ -22,6 +23,7 @@ type claimed struct {
 	createdAt  time.Time
 	occurredAt time.Time
 	deadline   time.Time // local clock: the call must end by then, well inside the lease
+	problem    string    // why the row cannot be sent as stored: it is quarantined, not called
 }
 
 // Idle waits: after an empty claim the loop polls again after 1, 2, 4 and 8 ms,
@@ -132,14 +134,19 @@ func (d *Dispatcher) claim(ctx context.Context, ch *channel, n int) ([]claimed, 
 	out := make([]claimed, 0, n)
 	avail := 0.0
 	for rows.Next() {
+		// Every row claimed here is SENDING now: a scan that failed would strand
+		// the batch, so times are read loosely and a row that cannot be sent as
+		// stored is quarantined by its worker instead.
 		var c claimed
-		if err := rows.Scan(&avail, &c.id, &c.eventID, &c.payload, &c.attempts, &c.key, &c.createdAt, &c.occurredAt); err != nil {
+		created, occurred := looseTime{Field: "created_at"}, looseTime{Field: "occurred_at"}
+		if err := rows.Scan(&avail, &c.id, &c.eventID, &c.payload, &c.attempts, &c.key, &created, &occurred); err != nil {
 			return out, 0, err
 		}
 		if c.id == 0 {
 			continue // nothing claimed: the row only reports the bucket
 		}
-		c.deadline = deadline
+		c.createdAt, c.occurredAt, c.deadline = created.Time, occurred.Time, deadline
+		c.problem = cmp.Or(occurred.Problem, created.Problem, headerProblem("idempotency_key", c.key))
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
@@ -203,6 +210,13 @@ func (d *Dispatcher) worker(j job) {
 func (d *Dispatcher) call(ch *channel, c *claimed) completion {
 	p := ch.policy.Load()
 	out := completion{id: c.id, attempts: c.attempts, channel: ch.Name, started: time.Now(), called: true}
+	if c.problem != "" {
+		out.called = false
+		out.finished = out.started
+		out.event, out.outcome = statemachine.Fail, "quarantined"
+		out.err = "quarantined, not sent: " + c.problem + "; effectd.enqueue refuses such a value now"
+		return out
+	}
 	if p.MaxAge > 0 && out.started.Sub(c.occurredAt) > p.MaxAge.D() {
 		out.called = false
 		out.finished = out.started

@@ -20,7 +20,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "effectd_intents_total", Help: "Dispatcher outcomes by channel: sent, retry, failed, skipped, in_doubt, maybe_sent.",
+			Name: "effectd_intents_total", Help: "Dispatcher outcomes by channel: sent, retry, failed, skipped, in_doubt, maybe_sent, quarantined (a row that cannot be sent as stored: FAILED without a call).",
 		}, []string{"channel", "outcome"}),
 		calls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "effectd_provider_call_seconds", Help: "Provider call latency by channel.",

@@ -36,6 +36,9 @@ type IntentRow struct {
 	Delivery       *string            `json:"delivery"`        // accepted | delivered | undelivered; null until known
 	DeliveryDetail *string            `json:"delivery_detail"` // the provider's own status and error code
 	DeliveryAt     *time.Time         `json:"delivery_at"`
+	// Problems names each time in the row that Go and JSON cannot carry
+	// (infinity, a year past 9999), shown clamped into range instead.
+	Problems []string `json:"problems,omitempty"`
 }
 
 // IntentColumns is the select list that ScanIntent reads, in its order.
@@ -43,12 +46,19 @@ const IntentColumns = `id, event_id, channel, payload, status, attempts, next_at
 	claimed_at, idempotency_key, provider_ref, last_error, ordering_key, occurred_at, created_at, updated_at,
 	delivery, delivery_detail, delivery_at`
 
-// ScanIntent reads one row selected with IntentColumns.
+// ScanIntent reads one row selected with IntentColumns. A time that Go and
+// JSON cannot carry does not fail the read: it is clamped and named in Problems.
 func ScanIntent(row pgx.Row) (IntentRow, error) {
 	var r IntentRow
-	err := row.Scan(&r.ID, &r.EventID, &r.Channel, &r.Payload, &r.Status, &r.Attempts, &r.NextAttemptAt,
-		&r.LeaseExpiresAt, &r.ClaimedAt, &r.IdempotencyKey, &r.ProviderRef, &r.LastError, &r.OrderingKey,
-		&r.OccurredAt, &r.CreatedAt, &r.UpdatedAt, &r.Delivery, &r.DeliveryDetail, &r.DeliveryAt)
+	next, lease, claimed := looseTime{Field: "next_attempt_at"}, looseTime{Field: "lease_expires_at"}, looseTime{Field: "claimed_at"}
+	occurred, created, updated := looseTime{Field: "occurred_at"}, looseTime{Field: "created_at"}, looseTime{Field: "updated_at"}
+	delivery := looseTime{Field: "delivery_at"}
+	err := row.Scan(&r.ID, &r.EventID, &r.Channel, &r.Payload, &r.Status, &r.Attempts, &next,
+		&lease, &claimed, &r.IdempotencyKey, &r.ProviderRef, &r.LastError, &r.OrderingKey,
+		&occurred, &created, &updated, &r.Delivery, &r.DeliveryDetail, &delivery)
+	r.NextAttemptAt, r.LeaseExpiresAt, r.ClaimedAt = next.Time, lease.ptr(), claimed.ptr()
+	r.OccurredAt, r.CreatedAt, r.UpdatedAt, r.DeliveryAt = occurred.ptr(), created.Time, updated.Time, delivery.ptr()
+	r.Problems = problems(&next, &lease, &claimed, &occurred, &created, &updated, &delivery)
 	return r, err
 }
 

@@ -77,7 +77,9 @@ func (d *Dispatcher) reconcileBatch(ctx context.Context, n int) (int, error) {
 
 func scanInDoubt(row pgx.CollectableRow) (inDoubt, error) {
 	var r inDoubt
-	err := row.Scan(&r.id, &r.eventID, &r.channel, &r.payload, &r.attempts, &r.key, &r.createdAt, &r.claimedAt, &r.status)
+	created, claimed := looseTime{Field: "created_at"}, looseTime{Field: "claimed_at"}
+	err := row.Scan(&r.id, &r.eventID, &r.channel, &r.payload, &r.attempts, &r.key, &created, &claimed, &r.status)
+	r.createdAt, r.claimedAt = created.Time, claimed.Time
 	return r, err
 }
 
@@ -181,12 +183,14 @@ func (d *Dispatcher) apply(ctx context.Context, r inDoubt, s *Settlement, actor 
 func (d *Dispatcher) Reconcile(ctx context.Context, id int64, dryRun bool, actor string) (Settlement, error) {
 	var r inDoubt
 	var leaseUntil *time.Time // set while a SENDING row's lease is live
+	created, claimed := looseTime{Field: "created_at"}, looseTime{Field: "claimed_at"}
 	err := d.pool.QueryRow(ctx, `
 		SELECT id, event_id, channel, payload, attempts, idempotency_key, created_at,
 		       coalesce(claimed_at, created_at), status,
 		       CASE WHEN lease_expires_at > now() THEN lease_expires_at END
 		FROM effectd.intents WHERE id = $1`, id).
-		Scan(&r.id, &r.eventID, &r.channel, &r.payload, &r.attempts, &r.key, &r.createdAt, &r.claimedAt, &r.status, &leaseUntil)
+		Scan(&r.id, &r.eventID, &r.channel, &r.payload, &r.attempts, &r.key, &created, &claimed, &r.status, &leaseUntil)
+	r.createdAt, r.claimedAt = created.Time, claimed.Time
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Settlement{}, fmt.Errorf("dispatcher.Reconcile(%d): %w", id, ErrNotFound)
 	}
