@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,6 +35,10 @@ WHERE id > $1
   AND ($2::text IS NULL OR status = $2)
   AND ($3::text IS NULL OR channel = $3)
   AND ($4::text IS NULL OR event_id = $4)
+  AND ($6::text IS NULL OR delivery = $6)
+  AND ($7::text IS NULL OR event_id = $7 OR idempotency_key = $7 OR provider_ref = $7)
+  AND ($8::timestamptz IS NULL OR created_at >= $8)
+  AND ($9::timestamptz IS NULL OR created_at < $9)
 ORDER BY id
 LIMIT $5`
 
@@ -107,6 +113,11 @@ func (h *handler) listIntents(w http.ResponseWriter, r *http.Request) {
 	if s := q.Get("event_id"); s != "" {
 		eventID = &s
 	}
+	f, err := parseListFilter(q)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	limit, err := queryInt(r, "limit", defaultLimit, 1, maxLimit)
 	if err != nil {
 		h.fail(w, r, err)
@@ -117,7 +128,7 @@ func (h *handler) listIntents(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	page, err := h.intentPage(r.Context(), limit, after, status, channel, eventID)
+	page, err := h.intentPage(r.Context(), limit, after, status, channel, eventID, f)
 	if err != nil {
 		h.fail(w, r, fmt.Errorf("list intents: %w", err))
 		return
@@ -127,9 +138,9 @@ func (h *handler) listIntents(w http.ResponseWriter, r *http.Request) {
 
 // intentPage reads up to limit intents after the id after, fewer when they
 // reach maxPageBytes; it stops reading at the first row it will not show.
-func (h *handler) intentPage(ctx context.Context, limit, after int64, status, channel, eventID *string) (intentPage, error) {
+func (h *handler) intentPage(ctx context.Context, limit, after int64, status, channel, eventID *string, f listFilter) (intentPage, error) {
 	page := intentPage{Intents: []dispatcher.IntentRow{}}
-	rows, err := h.pool.Query(ctx, listIntentsSQL, after, status, channel, eventID, limit+1)
+	rows, err := h.pool.Query(ctx, listIntentsSQL, after, status, channel, eventID, limit+1, f.delivery, f.q, f.since, f.until)
 	if err != nil {
 		return page, err
 	}
@@ -161,6 +172,39 @@ func rowBytes(it dispatcher.IntentRow) int {
 		}
 	}
 	return n
+}
+
+// listFilter is the rest of GET /v1/intents' filters: delivery, a search
+// that matches an event id, idempotency key or provider reference exactly,
+// and a range of created_at [since, until).
+type listFilter struct {
+	delivery, q  *string
+	since, until *time.Time
+}
+
+// deliveries are the values of effectd.intents.delivery.
+var deliveries = []string{"accepted", "delivered", "undelivered"}
+
+func parseListFilter(q url.Values) (f listFilter, err error) {
+	if s := q.Get("delivery"); s != "" {
+		if !slices.Contains(deliveries, s) {
+			return f, fmt.Errorf("%w: delivery: must be one of %s, got %q", dispatcher.ErrInvalid, strings.Join(deliveries, ", "), truncate(s, 40))
+		}
+		f.delivery = &s
+	}
+	if s := strings.TrimSpace(q.Get("q")); s != "" {
+		f.q = &s
+	}
+	for name, dst := range map[string]**time.Time{"since": &f.since, "until": &f.until} {
+		if s := q.Get(name); s != "" {
+			t, err := time.Parse(time.RFC3339, s)
+			if err != nil || t.Year() < 1 || t.Year() > 9999 {
+				return f, fmt.Errorf("%w: %s: must be an RFC 3339 time such as 2026-11-30T12:00:00Z, got %q", dispatcher.ErrInvalid, name, truncate(s, 40))
+			}
+			*dst = &t
+		}
+	}
+	return f, nil
 }
 
 func stateList() string {

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/effectd/effectd/statemachine"
 )
@@ -49,6 +50,10 @@ func TestListIntents(t *testing.T) {
 		}
 		ids = append(ids, e.insertIntent(t, ch, fmt.Sprintf("ev-%d", i), s))
 	}
+	if _, err := e.pool.Exec(t.Context(), `UPDATE effectd.intents SET provider_ref = 're_abc', delivery = 'undelivered' WHERE id = $1`, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	future := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	list := func(query string) ([]int64, *int64) {
 		t.Helper()
 		status, body := e.do(t, "GET", "/v1/intents"+query, readToken, "")
@@ -73,6 +78,13 @@ func TestListIntents(t *testing.T) {
 		{"?status=PENDING&channel=refund", []int64{ids[3]}},
 		{"?event_id=ev-2", []int64{ids[2]}},
 		{"?channel=nope", nil},
+		{"?q=re_abc", []int64{ids[1]}},
+		{"?q=sms:ev-0", []int64{ids[0]}},
+		{"?q=ev-4", []int64{ids[4]}},
+		{"?q=ev-4&channel=refund", nil},
+		{"?delivery=undelivered", []int64{ids[1]}},
+		{"?until=" + future, ids},
+		{"?since=" + future, nil},
 		{fmt.Sprintf("?after=%d", ids[2]), ids[3:]},
 	}
 	for _, tt := range tests {
@@ -99,6 +111,7 @@ func TestListIntents(t *testing.T) {
 	for query, param := range map[string]string{
 		"?status=pending": "status", "?status=DONE": "status", "?limit=0": "limit", "?limit=1001": "limit",
 		"?limit=x": "limit", "?after=-1": "after", "?after=1e3": "after",
+		"?delivery=lost": "delivery", "?since=yesterday": "since", "?until=2026-13-01T00:00:00Z": "until",
 	} {
 		status, body := e.do(t, "GET", "/v1/intents"+query, readToken, "")
 		want(t, status, body, http.StatusUnprocessableEntity, param)
