@@ -60,6 +60,7 @@ type channel struct {
 	Provider       string                       `json:"provider"`
 	Paused         bool                         `json:"paused"`
 	Policy         dispatcher.Policy            `json:"policy"`          // effective: defaults ← YAML ← override
+	PolicyYAML     json.RawMessage              `json:"policy_yaml"`     // what the YAML set
 	PolicyOverride json.RawMessage              `json:"policy_override"` // what the API changed
 	Counts         map[statemachine.State]int64 `json:"counts"`          // live intents by status
 	UpdatedAt      time.Time                    `json:"updated_at"`
@@ -75,7 +76,7 @@ func (c channelRow) view(counts map[statemachine.State]int64) (channel, error) {
 		counts = zeroCounts()
 	}
 	return channel{Name: c.Name, Provider: c.Provider, Paused: c.Paused, Policy: p,
-		PolicyOverride: c.Override, Counts: counts, UpdatedAt: c.UpdatedAt}, nil
+		PolicyYAML: c.Policy, PolicyOverride: c.Override, Counts: counts, UpdatedAt: c.UpdatedAt}, nil
 }
 
 // zeroCounts has every state, so a response always lists all of them.

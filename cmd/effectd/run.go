@@ -25,6 +25,8 @@ Usage:
   effectd dev      [--data .data]              throwaway PostgreSQL + sandbox + serve (what make run starts)
   effectd bench    [--scenarios ...]           measure drain, live latency, slow provider, producer cost, memory
   effectd chaos    [--events N] [--faults F]   prove effectively-once under faults (real processes, checker)
+  effectd intents  list|show|resolve|retry|cancel|reconcile   operate on intents through the admin API
+  effectd channels list|show|pause|resume                      channels through the admin API
   effectd version                              print the version
 
 Run 'effectd COMMAND --help' for a command's flags.
@@ -50,6 +52,10 @@ func run(ctx context.Context, args []string, getenv env, stdout, stderr io.Write
 		return runBench(ctx, rest, getenv, stdout, stderr)
 	case "chaos":
 		return runChaos(ctx, rest, getenv, stdout, stderr)
+	case "intents":
+		return runIntents(ctx, rest, getenv, stdout, stderr)
+	case "channels":
+		return runChannels(ctx, rest, getenv, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "effectd", buildVersion())
 		return nil

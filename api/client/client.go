@@ -1,0 +1,323 @@
+package client
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/statemachine"
+)
+
+// Client calls the admin API at BaseURL.
+type Client struct {
+	BaseURL string       // e.g. http://127.0.0.1:8080
+	Token   string       // bearer token; empty sends none
+	HTTP    *http.Client // nil: a client with a 30 s timeout
+}
+
+// Error is an error answered by the API.
+type Error struct {
+	Status  int    // HTTP status
+	Code    string // e.g. not_found, conflict, invalid
+	Message string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+
+var defaultHTTP = &http.Client{Timeout: 30 * time.Second}
+
+// do sends a request with body (nil for none) encoded as JSON and decodes
+// the answer into out (nil to discard it).
+func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := cmp.Or(c.HTTP, defaultHTTP).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
+	}
+	if resp.StatusCode >= 300 {
+		var e struct {
+			Error Error `json:"error"`
+		}
+		if json.Unmarshal(b, &e) != nil || e.Error.Code == "" {
+			return &Error{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: strings.TrimSpace(string(b))}
+		}
+		e.Error.Status = resp.StatusCode
+		return &e.Error
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("%s %s: decoding the answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// Intent is one intent as the API shows it.
+type Intent = dispatcher.IntentRow
+
+// Attempt is one provider call, lookup, callback or operator action on an intent.
+type Attempt struct {
+	ID          int64      `json:"id"`
+	Attempt     int        `json:"attempt"`
+	Kind        string     `json:"kind"`
+	StartedAt   time.Time  `json:"started_at"`
+	FinishedAt  *time.Time `json:"finished_at"`
+	Outcome     string     `json:"outcome"`
+	Error       *string    `json:"error"`
+	ProviderRef *string    `json:"provider_ref"`
+}
+
+// AuditEntry is one change made through the API.
+type AuditEntry struct {
+	ID     int64           `json:"id"`
+	At     time.Time       `json:"at"`
+	Actor  string          `json:"actor"`
+	Action string          `json:"action"`
+	Reason *string         `json:"reason"`
+	Before json.RawMessage `json:"before"`
+	After  json.RawMessage `json:"after"`
+}
+
+// ProviderEvent is an event a provider sent about an intent (a status callback, a webhook).
+type ProviderEvent struct {
+	ID         int64           `json:"id"`
+	Provider   string          `json:"provider"`
+	EventID    string          `json:"event_id"`
+	Type       string          `json:"type"`
+	ReceivedAt time.Time       `json:"received_at"`
+	Status     string          `json:"status"`
+	Payload    json.RawMessage `json:"payload"`
+}
+
+// IntentDetail is one intent with its history.
+type IntentDetail struct {
+	Intent         Intent          `json:"intent"`
+	Attempts       []Attempt       `json:"attempts"`
+	Audit          []AuditEntry    `json:"audit"`
+	ProviderEvents []ProviderEvent `json:"provider_events"`
+}
+
+// IntentPage is one page of a list.
+type IntentPage struct {
+	Intents []Intent `json:"intents"`
+	Next    *int64   `json:"next"`
+}
+
+// Filter selects intents in a list. Empty fields select everything.
+type Filter struct {
+	Status   string
+	Channel  string
+	EventID  string
+	Delivery string
+	Q        string    // an event id, idempotency key or provider reference
+	Since    time.Time // created at or after
+	Until    time.Time // created before
+	Limit    int
+	After    int64 // the Next of the previous page
+}
+
+// Query returns f as URL query parameters.
+func (f Filter) Query() url.Values {
+	v := url.Values{}
+	set := func(k, s string) {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	set("status", f.Status)
+	set("channel", f.Channel)
+	set("event_id", f.EventID)
+	set("delivery", f.Delivery)
+	set("q", f.Q)
+	if !f.Since.IsZero() {
+		v.Set("since", f.Since.UTC().Format(time.RFC3339))
+	}
+	if !f.Until.IsZero() {
+		v.Set("until", f.Until.UTC().Format(time.RFC3339))
+	}
+	if f.Limit > 0 {
+		v.Set("limit", strconv.Itoa(f.Limit))
+	}
+	if f.After > 0 {
+		v.Set("after", strconv.FormatInt(f.After, 10))
+	}
+	return v
+}
+
+// ListIntents returns one page of intents matching f.
+func (c *Client) ListIntents(ctx context.Context, f Filter) (p IntentPage, err error) {
+	path := "/v1/intents"
+	if q := f.Query().Encode(); q != "" {
+		path += "?" + q
+	}
+	return p, c.do(ctx, "GET", path, nil, &p)
+}
+
+// Intent returns one intent with its attempts, audit and provider events.
+func (c *Client) Intent(ctx context.Context, id int64) (d IntentDetail, err error) {
+	return d, c.do(ctx, "GET", fmt.Sprintf("/v1/intents/%d", id), nil, &d)
+}
+
+type reasonBody struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// Retry moves a FAILED, SKIPPED or IN_DOUBT intent back to PENDING.
+func (c *Client) Retry(ctx context.Context, id int64, reason string) (in Intent, err error) {
+	return in, c.do(ctx, "POST", fmt.Sprintf("/v1/intents/%d/retry", id), reasonBody{reason}, &in)
+}
+
+// Cancel moves a PENDING intent to CANCELLED.
+func (c *Client) Cancel(ctx context.Context, id int64, reason string) (in Intent, err error) {
+	return in, c.do(ctx, "POST", fmt.Sprintf("/v1/intents/%d/cancel", id), reasonBody{reason}, &in)
+}
+
+// Resolve settles an IN_DOUBT (or stuck SENDING) intent: as is sent (with
+// the provider's reference), resend or skip.
+func (c *Client) Resolve(ctx context.Context, id int64, as, providerRef, reason string) (in Intent, err error) {
+	body := struct {
+		As          string `json:"as"`
+		ProviderRef string `json:"provider_ref,omitempty"`
+		Reason      string `json:"reason,omitempty"`
+	}{as, providerRef, reason}
+	return in, c.do(ctx, "POST", fmt.Sprintf("/v1/intents/%d/resolve", id), body, &in)
+}
+
+// Settlement is what a reconcile found and did.
+type Settlement = dispatcher.Settlement
+
+// Reconcile asks the provider about an intent now; dryRun reports without changing anything.
+func (c *Client) Reconcile(ctx context.Context, id int64, dryRun bool) (s Settlement, err error) {
+	return s, c.do(ctx, "POST", fmt.Sprintf("/v1/intents/%d/reconcile?dry_run=%t", id, dryRun), nil, &s)
+}
+
+// Channel is a channel with its effective policy and live counts.
+type Channel struct {
+	Name           string                       `json:"name"`
+	Provider       string                       `json:"provider"`
+	Paused         bool                         `json:"paused"`
+	Policy         dispatcher.Policy            `json:"policy"`
+	PolicyYAML     json.RawMessage              `json:"policy_yaml"`
+	PolicyOverride json.RawMessage              `json:"policy_override"`
+	Counts         map[statemachine.State]int64 `json:"counts"`
+	UpdatedAt      time.Time                    `json:"updated_at"`
+}
+
+// Channels returns every channel the token may see.
+func (c *Client) Channels(ctx context.Context) ([]Channel, error) {
+	var out struct {
+		Channels []Channel `json:"channels"`
+	}
+	return out.Channels, c.do(ctx, "GET", "/v1/channels", nil, &out)
+}
+
+// Channel returns one channel.
+func (c *Client) Channel(ctx context.Context, name string) (ch Channel, err error) {
+	return ch, c.do(ctx, "GET", "/v1/channels/"+url.PathEscape(name), nil, &ch)
+}
+
+// Pause stops every instance from claiming the channel's intents.
+func (c *Client) Pause(ctx context.Context, name string) (ch Channel, err error) {
+	return ch, c.do(ctx, "POST", "/v1/channels/"+url.PathEscape(name)+"/pause", nil, &ch)
+}
+
+// Resume restarts claiming the channel's intents.
+func (c *Client) Resume(ctx context.Context, name string) (ch Channel, err error) {
+	return ch, c.do(ctx, "POST", "/v1/channels/"+url.PathEscape(name)+"/resume", nil, &ch)
+}
+
+// PatchPolicy changes policy fields of a channel (a field set to null drops its override).
+func (c *Client) PatchPolicy(ctx context.Context, name string, patch json.RawMessage) (ch Channel, err error) {
+	return ch, c.do(ctx, "PATCH", "/v1/channels/"+url.PathEscape(name)+"/policy", patch, &ch)
+}
+
+// ChannelStats is one channel's gauges in Stats.
+type ChannelStats struct {
+	Counts           map[statemachine.State]int64 `json:"counts"`
+	OldestPendingAge float64                      `json:"oldest_pending_age_seconds"`
+	SendingPastLease int64                        `json:"sending_past_lease"`
+	InDoubt          int64                        `json:"in_doubt"`
+}
+
+// Stats is the answer of GET /v1/stats.
+type Stats struct {
+	Channels map[string]ChannelStats `json:"channels"`
+	Totals   ChannelStats            `json:"totals"`
+}
+
+// Stats returns counts by channel and status and the gauges operators watch.
+func (c *Client) Stats(ctx context.Context) (s Stats, err error) {
+	return s, c.do(ctx, "GET", "/v1/stats", nil, &s)
+}
+
+// BulkRequest asks for a bulk action's snapshot.
+type BulkRequest struct {
+	Action string     `json:"action"` // retry | cancel | resolve
+	Filter BulkFilter `json:"filter"`
+	As     string     `json:"as,omitempty"` // with resolve: resend | skip
+	Reason string     `json:"reason"`
+}
+
+// BulkFilter selects the intents of a bulk action.
+type BulkFilter struct {
+	Status        string `json:"status,omitempty"`
+	Channel       string `json:"channel,omitempty"`
+	EventIDPrefix string `json:"event_id_prefix,omitempty"`
+}
+
+// BulkSnapshot is a frozen selection, not yet applied.
+type BulkSnapshot struct {
+	Snapshot  string    `json:"snapshot"`
+	Matched   int       `json:"matched"`
+	More      bool      `json:"more"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Sample    []Intent  `json:"sample"`
+}
+
+// BulkResult is what applying a snapshot did.
+type BulkResult struct {
+	Applied int `json:"applied"`
+	Skipped int `json:"skipped"`
+}
+
+// Bulk freezes the intents a bulk action would change, changing nothing.
+func (c *Client) Bulk(ctx context.Context, req BulkRequest) (s BulkSnapshot, err error) {
+	return s, c.do(ctx, "POST", "/v1/intents/bulk", req, &s)
+}
+
+// ApplyBulk applies a snapshot.
+func (c *Client) ApplyBulk(ctx context.Context, snapshot string) (r BulkResult, err error) {
+	return r, c.do(ctx, "POST", "/v1/intents/bulk/"+url.PathEscape(snapshot)+"/apply", nil, &r)
+}

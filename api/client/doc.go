@@ -1,0 +1,4 @@
+// Package client calls effectd's admin API: the command line uses it over
+// the network, and the console in process. Errors the API answers are
+// *Error, with the API's code and message.
+package client

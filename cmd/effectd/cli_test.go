@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/effectd/effectd/migrations/pgtest"
+)
+
+// cliRun runs the effectd binary with env and args and returns its exit
+// code, stdout and stderr.
+func cliRun(t *testing.T, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("effectd %v: %v", args, err)
+	}
+	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
+}
+
+// insertInDoubt records an intent that a crashed call left IN_DOUBT, with
+// the send attempt and the lookup that could not tell.
+func (s *stack) insertInDoubt(t *testing.T, channel, event string) int64 {
+	t.Helper()
+	var id int64
+	err := s.pool.QueryRow(context.Background(), `
+WITH i AS (
+    INSERT INTO effectd.intents (event_id, channel, payload, status, attempts, idempotency_key, last_error)
+    VALUES ($1, $2, '{"to":"+15005550006","body":"Your code is 123456"}', 'IN_DOUBT', 1, effectd.idempotency_key($2, $1),
+            'lease expired mid-call; lookup ambiguous')
+    RETURNING id),
+a AS (
+    INSERT INTO effectd.attempts (intent_id, attempt, kind, started_at, finished_at, outcome, error)
+    SELECT id, 1, 'send', now() - interval '2 minutes', NULL, 'maybe_sent', 'worker lost its lease mid-call' FROM i
+    UNION ALL
+    SELECT id, 1, 'lookup', now() - interval '1 minute', now() - interval '1 minute', 'ambiguous', 'two messages match the body' FROM i)
+SELECT id FROM i`, event, channel).Scan(&id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// TestCLIThroughBinary: the command line lists and resolves through the
+// admin API, prints tables or --json, and exits 0, 1 (API error, with its code
+// and message) or 2 (bad usage).
+func TestCLIThroughBinary(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, pgtest.URL(t))
+	_, url := s.serve(t)
+	id := s.insertInDoubt(t, "hook", "refund-evt-7")
+	admin := []string{"EFFECTD_URL=" + url, "EFFECTD_TOKEN=" + adminToken}
+	read := []string{"EFFECTD_URL=" + url, "EFFECTD_TOKEN=" + readToken}
+	ids := fmt.Sprint(id)
+
+	code, out, errOut := cliRun(t, admin, "intents", "list", "--status", "IN_DOUBT")
+	if code != 0 || !strings.Contains(out, "STATUS") || !strings.Contains(out, "refund-evt-7") || !strings.Contains(out, "IN_DOUBT") {
+		t.Fatalf("intents list: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, _ = cliRun(t, admin, "intents", "list", "--status", "IN_DOUBT", "--json")
+	var page struct {
+		Intents []struct {
+			ID     int64  `json:"id"`
+			Status string `json:"status"`
+		} `json:"intents"`
+	}
+	if err := json.Unmarshal([]byte(out), &page); code != 0 || err != nil || len(page.Intents) != 1 || page.Intents[0].ID != id {
+		t.Fatalf("intents list --json: exit %d, %v: %s", code, err, out)
+	}
+	code, out, _ = cliRun(t, admin, "intents", "show", ids)
+	for _, want := range []string{"IN_DOUBT", "lookup", "ambiguous", "hook:refund-evt-7"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("intents show: exit %d, missing %q:\n%s", code, want, out)
+		}
+	}
+
+	tests := []struct {
+		env    []string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{admin, []string{"intents", "resolve", ids, "--as", "skip"}, 2, "--reason is required"},
+		{admin, []string{"intents", "resolve", ids, "--as", "sent", "--reason", "x"}, 2, "--ref"},
+		{admin, []string{"intents", "resolve", "--as", "skip", "--reason", "x"}, 2, "missing ID"},
+		{admin, []string{"intents", "resolve", "x1", "--as", "skip", "--reason", "x"}, 2, "positive integer"},
+		{admin, []string{"intents", "frob"}, 2, "unknown subcommand"},
+		{admin, []string{"intents", "list", "--bogus"}, 2, "flag provided but not defined"},
+		{admin, []string{"intents", "list", "--status", "DONE"}, 1, "invalid: invalid value: status"},
+		{read, []string{"intents", "resolve", ids, "--as", "skip", "--reason", "x"}, 1, "forbidden:"},
+		{[]string{"EFFECTD_URL=" + url, "EFFECTD_TOKEN=wrong"}, []string{"intents", "list"}, 1, "unauthorized:"},
+		{admin, []string{"intents", "show", "999999"}, 1, "not_found:"},
+	}
+	for _, tc := range tests {
+		code, out, errOut := cliRun(t, tc.env, tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.stderr) || strings.Count(strings.TrimSpace(errOut), "\n") > 0 && tc.code == 1 {
+			t.Errorf("effectd %v: exit %d, stderr %q, stdout %q; want exit %d and %q on one line", tc.args, code, errOut, out, tc.code, tc.stderr)
+		}
+	}
+	if st := s.status(t, "refund-evt-7", "hook"); st != "IN_DOUBT" {
+		t.Fatalf("refused commands changed the intent: %s", st)
+	}
+
+	// The flags may follow the ID; the reason reaches the audit.
+	code, out, errOut = cliRun(t, admin, "intents", "resolve", ids, "--as", "sent", "--ref", "msg_42", "--reason", "found it in the provider's log")
+	if code != 0 || !strings.Contains(out, "SENT") || !strings.Contains(out, "msg_42") {
+		t.Fatalf("intents resolve: exit %d\n%s%s", code, out, errOut)
+	}
+	var reason string
+	s.pool.QueryRow(context.Background(), `SELECT after->>'reason' FROM effectd.audit WHERE intent_id = $1`, id).Scan(&reason)
+	if reason != "found it in the provider's log" {
+		t.Errorf("audit reason %q", reason)
+	}
+	code, _, errOut = cliRun(t, admin, "intents", "resolve", ids, "--as", "skip", "--reason", "again")
+	if code != 1 || !strings.HasPrefix(errOut, "effectd: conflict: ") {
+		t.Errorf("second resolve: exit %d, stderr %q; want 1 and the conflict", code, errOut)
+	}
+
+	code, out, _ = cliRun(t, admin, "channels", "pause", "other")
+	if code != 0 || !strings.Contains(out, "other") || !strings.Contains(out, "true") {
+		t.Errorf("channels pause: exit %d\n%s", code, out)
+	}
+	code, out, _ = cliRun(t, admin, "channels", "list", "--json")
+	var chans struct {
+		Channels []struct {
+			Name   string `json:"name"`
+			Paused bool   `json:"paused"`
+		} `json:"channels"`
+	}
+	if err := json.Unmarshal([]byte(out), &chans); code != 0 || err != nil || len(chans.Channels) != 2 || !chans.Channels[1].Paused {
+		t.Errorf("channels list --json: exit %d, %v: %s", code, err, out)
+	}
+	if code, _, errOut := cliRun(t, admin, "channels", "show", "nope"); code != 1 || !strings.Contains(errOut, "not_found") {
+		t.Errorf("channels show nope: exit %d, %q", code, errOut)
+	}
+}
