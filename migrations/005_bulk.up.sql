@@ -30,3 +30,12 @@ CREATE TABLE effectd.bulk_rows (
     attempts  int NOT NULL,
     PRIMARY KEY (snapshot, intent_id)
 );
+
+-- The console's sessions (alexedwards/scs), shared by every instance behind a
+-- load balancer. token is a random 43-character session id.
+CREATE TABLE effectd.console_sessions (
+    token  text PRIMARY KEY,
+    data   bytea NOT NULL,
+    expiry timestamptz NOT NULL
+);
+CREATE INDEX console_sessions_expiry ON effectd.console_sessions (expiry);

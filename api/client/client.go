@@ -194,9 +194,14 @@ type reasonBody struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// Retry moves a FAILED, SKIPPED or IN_DOUBT intent back to PENDING.
-func (c *Client) Retry(ctx context.Context, id int64, reason string) (in Intent, err error) {
-	return in, c.do(ctx, "POST", fmt.Sprintf("/v1/intents/%d/retry", id), reasonBody{reason}, &in)
+// Retry moves a FAILED, SKIPPED or IN_DOUBT intent back to PENDING; force
+// (with a reason) sends again past the provider's idempotency-key window.
+func (c *Client) Retry(ctx context.Context, id int64, reason string, force bool) (in Intent, err error) {
+	body := struct {
+		Reason string `json:"reason,omitempty"`
+		Force  bool   `json:"force,omitempty"`
+	}{reason, force}
+	return in, c.do(ctx, "POST", fmt.Sprintf("/v1/intents/%d/retry", id), body, &in)
 }
 
 // Cancel moves a PENDING intent to CANCELLED.
@@ -204,15 +209,17 @@ func (c *Client) Cancel(ctx context.Context, id int64, reason string) (in Intent
 	return in, c.do(ctx, "POST", fmt.Sprintf("/v1/intents/%d/cancel", id), reasonBody{reason}, &in)
 }
 
-// Resolve settles an IN_DOUBT (or stuck SENDING) intent: as is sent (with
-// the provider's reference), resend or skip.
-func (c *Client) Resolve(ctx context.Context, id int64, as, providerRef, reason string) (in Intent, err error) {
-	body := struct {
-		As          string `json:"as"`
-		ProviderRef string `json:"provider_ref,omitempty"`
-		Reason      string `json:"reason,omitempty"`
-	}{as, providerRef, reason}
-	return in, c.do(ctx, "POST", fmt.Sprintf("/v1/intents/%d/resolve", id), body, &in)
+// Resolution settles an IN_DOUBT (or stuck SENDING) intent.
+type Resolution struct {
+	As          string `json:"as"`                     // sent | resend | skip
+	ProviderRef string `json:"provider_ref,omitempty"` // with sent: the provider's reference
+	Reason      string `json:"reason,omitempty"`       // why, for the audit
+	Force       bool   `json:"force,omitempty"`        // with resend: past the provider's key window
+}
+
+// Resolve settles an IN_DOUBT (or stuck SENDING) intent.
+func (c *Client) Resolve(ctx context.Context, id int64, r Resolution) (in Intent, err error) {
+	return in, c.do(ctx, "POST", fmt.Sprintf("/v1/intents/%d/resolve", id), r, &in)
 }
 
 // Settlement is what a reconcile found and did.

@@ -19,8 +19,8 @@ import (
 const intentsUsage = `Usage:
   effectd intents list [--status S] [--channel C] [--delivery D] [--q TEXT] [--limit N] [--after ID] [--json]
   effectd intents show ID [--json]
-  effectd intents resolve ID --as sent|resend|skip [--ref R] --reason TEXT [--json]
-  effectd intents retry ID [--reason TEXT] [--json]
+  effectd intents resolve ID --as sent|resend|skip [--ref R] --reason TEXT [--force] [--json]
+  effectd intents retry ID [--reason TEXT] [--force] [--json]
   effectd intents cancel ID [--reason TEXT] [--json]
   effectd intents reconcile ID [--dry-run] [--json]
 
@@ -142,6 +142,7 @@ func runIntents(ctx context.Context, args []string, getenv env, stdout, stderr i
 		as := fs.String("as", "", "sent (with --ref), resend or skip")
 		ref := fs.String("ref", "", "the provider's reference of the effect, with --as sent")
 		reason := fs.String("reason", "", "why, for the audit (required)")
+		force := fs.Bool("force", false, "with --as resend: send again past the provider's idempotency-key window")
 		pos, err := parseArgs(fs, rest, stdout, "ID")
 		if err != nil {
 			return err
@@ -158,13 +159,17 @@ func runIntents(ctx context.Context, args []string, getenv env, stdout, stderr i
 		case strings.TrimSpace(*reason) == "":
 			return usagef("%s: --reason is required: say why, for the audit", fs.Name())
 		}
-		in, err := c.api.Resolve(ctx, id, *as, *ref, *reason)
+		in, err := c.api.Resolve(ctx, id, client.Resolution{As: *as, ProviderRef: *ref, Reason: *reason, Force: *force})
 		if err != nil {
 			return err
 		}
 		return c.print(in, func(w io.Writer) { printIntents(w, []client.Intent{in}) })
 	case "retry", "cancel":
 		reason := fs.String("reason", "", "why, for the audit")
+		force := false
+		if sub == "retry" {
+			fs.BoolVar(&force, "force", false, "send again past the provider's idempotency-key window (needs --reason)")
+		}
 		pos, err := parseArgs(fs, rest, stdout, "ID")
 		if err != nil {
 			return err
@@ -173,11 +178,12 @@ func runIntents(ctx context.Context, args []string, getenv env, stdout, stderr i
 		if err != nil {
 			return err
 		}
-		op := c.api.Retry
-		if sub == "cancel" {
-			op = c.api.Cancel
+		var in client.Intent
+		if sub == "retry" {
+			in, err = c.api.Retry(ctx, id, *reason, force)
+		} else {
+			in, err = c.api.Cancel(ctx, id, *reason)
 		}
-		in, err := op(ctx, id, *reason)
 		if err != nil {
 			return err
 		}

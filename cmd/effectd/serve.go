@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/effectd/effectd/api"
+	"github.com/effectd/effectd/api/console"
 	"github.com/effectd/effectd/cmd/effectd/internal/config"
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/migrations"
@@ -113,11 +114,18 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	h, err := api.NewHandler(api.Config{Pool: pool, Tokens: o.tokens, InsecureNoAuth: o.insecure,
+	apiHandler, err := api.NewHandler(api.Config{Pool: pool, Tokens: o.tokens, InsecureNoAuth: o.insecure,
 		Reconciler: d, Registry: reg, Logger: o.log})
 	if err != nil {
 		return err
 	}
+	ui, err := console.New(console.Config{Pool: pool, API: apiHandler, Tokens: o.tokens, InsecureNoAuth: o.insecure, Logger: o.log})
+	if err != nil {
+		return err
+	}
+	h := http.NewServeMux()
+	h.Handle("/ui/", ui)
+	h.Handle("/", apiHandler)
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return fmt.Errorf("serve: admin API: %w", err)

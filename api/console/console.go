@@ -1,0 +1,225 @@
+package console
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/gob"
+	"errors"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/alexedwards/scs/v2"
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectd/effectd/api"
+	"github.com/effectd/effectd/api/client"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Session lifetimes.
+const (
+	DefaultIdleTimeout = 30 * time.Minute // a session unused this long ends
+	DefaultLifetime    = 12 * time.Hour   // a session ends this long after login, used or not
+)
+
+// Config is what New needs.
+type Config struct {
+	Pool           *pgxpool.Pool // sessions are kept in effectd.console_sessions
+	API            http.Handler  // the admin API's handler (api.NewHandler), called in process
+	Tokens         api.Tokens    // the tokens a person may log in with
+	InsecureNoAuth bool          // the API serves without tokens: any login is "anonymous", an admin
+	SecureCookie   bool          // mark the session cookie Secure (the listener serves TLS)
+	IdleTimeout    time.Duration // 0: DefaultIdleTimeout
+	Lifetime       time.Duration // 0: DefaultLifetime
+	Logger         *slog.Logger  // nil: slog.Default()
+}
+
+// console holds what the page handlers share.
+type console struct {
+	api      http.Handler
+	tokens   api.Tokens
+	noAuth   bool
+	sessions *scs.SessionManager
+	pages    map[string]*template.Template
+	log      *slog.Logger
+}
+
+// session is what a session remembers of the person who logged in.
+type session struct {
+	Principal api.Principal
+	TokenHash [sha256.Size]byte // to drop the session when its token is removed
+}
+
+func init() { gob.Register(session{}) }
+
+// New returns the console's handler, to be served at /ui/.
+func New(cfg Config) (http.Handler, error) {
+	if cfg.Pool == nil || cfg.API == nil {
+		return nil, errors.New("console.New: Config.Pool and Config.API are required")
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	sm := scs.New()
+	sm.Store = store{cfg.Pool}
+	sm.IdleTimeout = cmp.Or(cfg.IdleTimeout, DefaultIdleTimeout)
+	sm.Lifetime = cmp.Or(cfg.Lifetime, DefaultLifetime)
+	sm.Cookie.Name = "effectd_session"
+	sm.Cookie.Path = "/ui"
+	sm.Cookie.HttpOnly = true
+	sm.Cookie.SameSite = http.SameSiteStrictMode
+	sm.Cookie.Secure = cfg.SecureCookie
+	sm.Cookie.Persist = false
+	c := &console{api: cfg.API, tokens: cfg.Tokens, noAuth: cfg.InsecureNoAuth, sessions: sm, pages: pages,
+		log: cmp.Or(cfg.Logger, slog.Default())}
+	sm.ErrorFunc = func(w http.ResponseWriter, r *http.Request, err error) {
+		c.log.ErrorContext(r.Context(), "console: session store", "err", err)
+		http.Error(w, "session store unavailable", http.StatusServiceUnavailable)
+	}
+	return c.routes(), nil
+}
+
+// routes lists every page of the console.
+func (c *console) routes() http.Handler {
+	r := chi.NewRouter()
+	r.Use(middleware.Recoverer, securityHeaders, c.sessions.LoadAndSave, c.checkCSRF)
+	static, _ := fs.Sub(staticFS, "static")
+	r.Handle("/ui/static/*", http.StripPrefix("/ui/static/", http.FileServerFS(static)))
+	r.Get("/ui/login", c.loginPage)
+	r.Post("/ui/login", c.login)
+	r.Group(func(r chi.Router) {
+		r.Use(c.requireSession)
+		r.Post("/ui/logout", c.logout)
+		r.Get("/ui/", c.overview)
+		r.Get("/ui/intents", c.intents)
+		r.Get("/ui/intents/{id}", c.intent)
+		r.Post("/ui/intents/{id}/{action:resolve|retry|cancel|reconcile}", c.intentAction)
+		r.Get("/ui/channels/{name}", c.channel)
+		r.Post("/ui/channels/{name}/{action:pause|resume|policy}", c.channelAction)
+		r.Post("/ui/bulk", c.bulkPreview)
+		r.Post("/ui/bulk/{snapshot}/apply", c.bulkApply)
+	})
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := c.who(r); !ok {
+			http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+			return
+		}
+		c.renderError(w, r, http.StatusNotFound, "No such page.")
+	})
+	return r
+}
+
+// securityHeaders keeps pages to their own origin: no script, style, frame
+// or form target from elsewhere, no framing, no sniffing, no caching.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'; object-src 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		h.Set("Cache-Control", "no-store")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// who returns the person logged in on r's session, if the token they logged
+// in with is still accepted.
+func (c *console) who(r *http.Request) (api.Principal, bool) {
+	s, ok := c.sessions.Get(r.Context(), "who").(session)
+	if !ok {
+		return api.Principal{}, false
+	}
+	if c.noAuth {
+		return s.Principal, true
+	}
+	for _, t := range c.tokens {
+		if subtle.ConstantTimeCompare(t.SHA256[:], s.TokenHash[:]) == 1 {
+			return t.Principal, true
+		}
+	}
+	return api.Principal{}, false
+}
+
+// requireSession sends a request without a live session to the login page,
+// showing no data.
+func (c *console) requireSession(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := c.who(r); !ok {
+			http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// csrfToken returns the session's CSRF token, creating it on first use.
+func (c *console) csrfToken(r *http.Request) string {
+	if t := c.sessions.GetString(r.Context(), "csrf"); t != "" {
+		return t
+	}
+	t := rand.Text()
+	c.sessions.Put(r.Context(), "csrf", t)
+	return t
+}
+
+// checkCSRF refuses, with 403 and no change, a POST whose form does not carry
+// the session's CSRF token.
+func (c *console) checkCSRF(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+			want := c.sessions.GetString(r.Context(), "csrf")
+			got := r.PostFormValue("csrf")
+			if want == "" || subtle.ConstantTimeCompare([]byte(want), []byte(got)) != 1 {
+				c.log.WarnContext(r.Context(), "console: POST without a valid CSRF token refused", "path", r.URL.Path)
+				c.renderError(w, r, http.StatusForbidden,
+					"This form's security token is missing or out of date, so nothing was changed. Reload the page and try again.")
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// client returns an API client that acts as the person logged in on r.
+func (c *console) client(r *http.Request) *client.Client {
+	p, _ := c.who(r)
+	return &client.Client{BaseURL: "http://effectd.in-process", HTTP: &http.Client{Transport: inProcess{h: principalHandler{c.api, p}}}}
+}
+
+// principalHandler serves each request to h as p.
+type principalHandler struct {
+	h http.Handler
+	p api.Principal
+}
+
+func (ph principalHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The request carries the console request's context: drop its chi routing
+	// state, so the API's router routes the request afresh.
+	ctx := context.WithValue(r.Context(), chi.RouteCtxKey, (*chi.Context)(nil))
+	ph.h.ServeHTTP(w, r.WithContext(api.InProcess(ctx, ph.p)))
+}
+
+// flash keeps a message for the next page this session shows.
+func (c *console) flash(r *http.Request, kind, msg string) {
+	c.sessions.Put(r.Context(), "flash", kind+"\x00"+msg)
+}
+
+func sha256Sum(s string) [sha256.Size]byte { return sha256.Sum256([]byte(s)) }

@@ -1,0 +1,7 @@
+// Package console is effectd's operator console at /ui/ on the admin
+// listener: pages rendered on the server from embedded templates, working
+// without JavaScript. It calls the admin API in process as the person who
+// logged in, so the API's roles, scopes and redaction apply to every page.
+// Sessions live in PostgreSQL (alexedwards/scs), so every instance accepts
+// them; every form carries a session-bound CSRF token.
+package console
