@@ -40,7 +40,9 @@ func (s store) DeleteCtx(ctx context.Context, token string) error {
 }
 
 // Find, Commit and Delete satisfy scs.Store; scs calls the Ctx forms.
-func (s store) Find(token string) ([]byte, bool, error) { return s.FindCtx(context.Background(), token) }
+func (s store) Find(token string) ([]byte, bool, error) {
+	return s.FindCtx(context.Background(), token)
+}
 func (s store) Commit(token string, b []byte, expiry time.Time) error {
 	return s.CommitCtx(context.Background(), token, b, expiry)
 }
