@@ -1,0 +1,160 @@
+package migrations
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Producer is a PostgreSQL role that producers connect as, and the channels
+// (shell-style globs) it may enqueue into.
+type Producer struct {
+	Role     string
+	Channels []string
+}
+
+// SetProducers makes producers the only roles, besides those with rights on
+// effectd's tables, that may call effectd.enqueue, each only into its channels.
+// In one transaction it records them in effectd.producers, takes from PUBLIC
+// the right to execute effectd's functions, and for each role revokes every
+// right on effectd's tables, sequences and functions, then grants USAGE on the
+// schema and EXECUTE on effectd.enqueue. It refuses a role that does not exist
+// or that holds the rights of effectd's owner (it could not be restricted).
+// With no producers it only empties effectd.producers and grants nothing.
+// It returns the statements it ran that change privileges.
+func SetProducers(ctx context.Context, pool *pgxpool.Pool, producers []Producer) (grants []string, err error) {
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("access.producers: %w", err)
+		}
+	}()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	// Serialise with migrations and other instances writing the same grants.
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockKey); err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM effectd.producers`); err != nil {
+		return nil, err
+	}
+	if len(producers) == 0 {
+		return nil, tx.Commit(ctx)
+	}
+	var owner string
+	if err := tx.QueryRow(ctx, `SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = 'effectd.intents'::regclass`).Scan(&owner); err != nil {
+		return nil, err
+	}
+	grants = []string{`REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA effectd FROM PUBLIC`}
+	for _, p := range producers {
+		patterns := make([]string, len(p.Channels))
+		for i, g := range p.Channels {
+			if patterns[i], err = GlobRegexp(g); err != nil {
+				return nil, fmt.Errorf("%s[%d]: %w", p.Role, i, err)
+			}
+		}
+		var exists, super, ownerRights bool
+		err := tx.QueryRow(ctx, `
+SELECT true, r.rolsuper, pg_has_role(r.oid, $2::name, 'USAGE')
+FROM pg_roles r WHERE r.rolname = $1`, p.Role, owner).Scan(&exists, &super, &ownerRights)
+		if err == pgx.ErrNoRows {
+			return nil, fmt.Errorf("%s: no such role; effectd does not create roles: CREATE ROLE %s LOGIN (or NOLOGIN, granted to a login role) first",
+				p.Role, pgx.Identifier{p.Role}.Sanitize())
+		}
+		if err != nil {
+			return nil, err
+		}
+		if super || ownerRights {
+			return nil, fmt.Errorf("%s: the role is a superuser or has the rights of effectd's owner %q, so it cannot be limited to channels", p.Role, owner)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO effectd.producers (role, channels, patterns) VALUES ($1, $2, $3)`,
+			p.Role, p.Channels, patterns); err != nil {
+			return nil, err
+		}
+		r := pgx.Identifier{p.Role}.Sanitize()
+		grants = append(grants,
+			`REVOKE ALL ON ALL TABLES IN SCHEMA effectd FROM `+r,
+			`REVOKE ALL ON ALL SEQUENCES IN SCHEMA effectd FROM `+r,
+			`REVOKE ALL ON ALL FUNCTIONS IN SCHEMA effectd FROM `+r,
+			`GRANT USAGE ON SCHEMA effectd TO `+r)
+		rows, _ := tx.Query(ctx, `SELECT oid::regprocedure::text FROM pg_proc WHERE pronamespace = 'effectd'::regnamespace AND proname = 'enqueue' ORDER BY 1`)
+		fns, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range fns {
+			grants = append(grants, `GRANT EXECUTE ON FUNCTION `+f+` TO `+r)
+		}
+	}
+	for _, g := range grants {
+		if _, err := tx.Exec(ctx, g); err != nil {
+			return nil, fmt.Errorf("%s: %w", g, err)
+		}
+	}
+	return grants, tx.Commit(ctx)
+}
+
+// GlobRegexp returns an anchored regular expression, in a syntax that both Go
+// and PostgreSQL read alike, that matches what path.Match(glob, name) matches
+// for a channel name (which never holds a '/').
+func GlobRegexp(glob string) (string, error) {
+	if glob == "" {
+		return "", fmt.Errorf("empty pattern")
+	}
+	if _, err := path.Match(glob, ""); err != nil {
+		return "", fmt.Errorf("%q: %w", glob, err)
+	}
+	var b strings.Builder
+	b.WriteString("^")
+	for i := 0; i < len(glob); i++ {
+		switch c := glob[i]; c {
+		case '*':
+			b.WriteString("[^/]*")
+		case '?':
+			b.WriteString("[^/]")
+		case '\\':
+			i++
+			b.WriteString(quoteChar(glob[i]))
+		case '[':
+			j := i + 1
+			b.WriteString("[")
+			if glob[j] == '^' {
+				b.WriteString("^/")
+				j++
+			}
+			for ; glob[j] != ']'; j++ {
+				switch {
+				case glob[j] == '\\':
+					j++
+					b.WriteString(quoteChar(glob[j]))
+				case glob[j] == '-':
+					b.WriteString("-")
+				default:
+					b.WriteString(quoteChar(glob[j]))
+				}
+			}
+			b.WriteString("]")
+			i = j
+		default:
+			b.WriteString(quoteChar(c))
+		}
+	}
+	b.WriteString("$")
+	return b.String(), nil
+}
+
+// quoteChar writes one byte of a glob as a literal: letters, digits and bytes
+// at or above 0x80 as they are, everything else escaped with a backslash.
+func quoteChar(c byte) string {
+	if c >= 0x80 || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9') || slices.Contains([]byte{'_', ' '}, c) {
+		return string(c)
+	}
+	return `\` + string(c)
+}
