@@ -170,7 +170,7 @@ func TestAuth(t *testing.T) {
 	// The read token reads; the admin token writes.
 	status, body := e.do(t, "GET", "/v1/intents/1", readToken, "")
 	want(t, status, body, http.StatusOK)
-	status, body = e.do(t, "POST", "/v1/intents/1/resolve", adminToken, `{"as":"skip"}`)
+	status, body = e.do(t, "POST", "/v1/intents/1/resolve", adminToken, `{"as":"skip","reason":"never sent"}`)
 	want(t, status, body, http.StatusOK, `"status": "SKIPPED"`)
 }
 

@@ -145,12 +145,12 @@ func bearer(header string) string {
 	return secret
 }
 
-// require refuses a principal whose role does not allow a, with 403.
+// require refuses, with 403, a principal whose role does not allow a.
 func (h *handler) require(a Action) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !principalOf(r).Can(a) {
-				h.fail(w, r, fmt.Errorf("%w: role %q may not %s", errForbidden, principalOf(r).Role, a))
+			if p := principalOf(r); !p.Can(a) {
+				h.fail(w, r, fmt.Errorf("%w: role %s may not %s", errForbidden, p.Role, a))
 				return
 			}
 			next.ServeHTTP(w, r)

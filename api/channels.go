@@ -128,10 +128,14 @@ func (h *handler) listChannels(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, fmt.Errorf("list channels: counts: %w", err))
 		return
 	}
+	p := principalOf(r)
 	out := struct {
 		Channels []channel `json:"channels"`
 	}{Channels: make([]channel, 0, len(chans))}
 	for _, c := range chans {
+		if !p.CanSee(c.Name) {
+			continue
+		}
 		v, err := c.view(counts[c.Name])
 		if err != nil {
 			h.fail(w, r, err)
@@ -145,6 +149,10 @@ func (h *handler) listChannels(w http.ResponseWriter, r *http.Request) {
 // getChannel answers GET /v1/channels/{name}.
 func (h *handler) getChannel(w http.ResponseWriter, r *http.Request) {
 	ctx, name := r.Context(), chi.URLParam(r, "name")
+	if err := h.authorizeChannel(ctx, principalOf(r), name, ActionRead); err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	c, err := scanChannel(h.pool.QueryRow(ctx, getChannelSQL, name))
 	if errors.Is(err, pgx.ErrNoRows) {
 		h.fail(w, r, fmt.Errorf("channel %q: %w", truncate(name, 64), dispatcher.ErrNotFound))
@@ -170,6 +178,10 @@ func (h *handler) getChannel(w http.ResponseWriter, r *http.Request) {
 // patchPolicy answers PATCH /v1/channels/{name}/policy: validates the partial
 // policy and stores it as the channel's run-time override, audited.
 func (h *handler) patchPolicy(w http.ResponseWriter, r *http.Request) {
+	if err := h.authorizeChannel(r.Context(), principalOf(r), chi.URLParam(r, "name"), ActionPolicy); err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	body, err := readBody(w, r)
 	if err != nil {
 		h.fail(w, r, err)
@@ -186,11 +198,19 @@ func (h *handler) patchPolicy(w http.ResponseWriter, r *http.Request) {
 
 // pauseChannel answers POST /v1/channels/{name}/pause: no instance claims its intents until resumed.
 func (h *handler) pauseChannel(w http.ResponseWriter, r *http.Request) {
+	if err := h.authorizeChannel(r.Context(), principalOf(r), chi.URLParam(r, "name"), ActionOperate); err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	h.changeChannel(w, r, "channel.pause", func(channelRow) (string, any, error) { return setPausedSQL, true, nil })
 }
 
 // resumeChannel answers POST /v1/channels/{name}/resume.
 func (h *handler) resumeChannel(w http.ResponseWriter, r *http.Request) {
+	if err := h.authorizeChannel(r.Context(), principalOf(r), chi.URLParam(r, "name"), ActionOperate); err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	h.changeChannel(w, r, "channel.resume", func(channelRow) (string, any, error) { return setPausedSQL, false, nil })
 }
 

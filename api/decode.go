@@ -152,7 +152,7 @@ func hex4(b []byte, i int) int {
 type resolveRequest struct {
 	As          string `json:"as"`           // sent | resend | skip
 	ProviderRef string `json:"provider_ref"` // required with sent
-	Reason      string `json:"reason"`       // optional, kept in the audit
+	Reason      string `json:"reason"`       // required: why, kept in the audit
 	Force       bool   `json:"force"`        // with resend: past the provider's key window (needs a reason)
 }
 
@@ -168,8 +168,8 @@ func parseResolve(body []byte) (statemachine.Event, resolveRequest, error) {
 	if err := decodeObject(body, &req); err != nil {
 		return "", req, err
 	}
-	if len(req.Reason) > maxReason {
-		return "", req, fmt.Errorf("%w: reason: longer than %d bytes", dispatcher.ErrInvalid, maxReason)
+	if err := checkReason(req.Reason, true); err != nil {
+		return "", req, err
 	}
 	if len(req.ProviderRef) > maxRef {
 		return "", req, fmt.Errorf("%w: provider_ref: longer than %d bytes", dispatcher.ErrInvalid, maxRef)
@@ -212,10 +212,7 @@ func parseReason(body []byte) (string, error) {
 	if err := decodeObject(body, &req); err != nil {
 		return "", err
 	}
-	if len(req.Reason) > maxReason {
-		return "", fmt.Errorf("%w: reason: longer than %d bytes", dispatcher.ErrInvalid, maxReason)
-	}
-	return req.Reason, nil
+	return req.Reason, checkReason(req.Reason, false)
 }
 
 // retryRequest is the optional body of retry.

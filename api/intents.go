@@ -39,6 +39,7 @@ WHERE id > $1
   AND ($7::text IS NULL OR event_id = $7 OR idempotency_key = $7 OR provider_ref = $7)
   AND ($8::timestamptz IS NULL OR created_at >= $8)
   AND ($9::timestamptz IS NULL OR created_at < $9)
+  AND ($10::text[] IS NULL OR channel = ANY ($10))
 ORDER BY id
 LIMIT $5`
 
@@ -53,7 +54,7 @@ ORDER BY id`
 
 	listAuditSQL = `
 SELECT * FROM (
-    SELECT id, at, actor, action, before, after
+    SELECT id, at, actor, action, reason, before, after
     FROM effectd.audit WHERE intent_id = $1 ORDER BY id DESC LIMIT $2) newest
 ORDER BY id`
 )
@@ -82,6 +83,7 @@ type auditEntry struct {
 	At     time.Time       `json:"at"`
 	Actor  string          `json:"actor"`
 	Action string          `json:"action"`
+	Reason *string         `json:"reason"` // why, as the operator gave it
 	Before json.RawMessage `json:"before"`
 	After  json.RawMessage `json:"after"`
 }
@@ -128,7 +130,12 @@ func (h *handler) listIntents(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	page, err := h.intentPage(r.Context(), limit, after, status, channel, eventID, f)
+	sc, err := h.scopeOf(r.Context(), principalOf(r))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	page, err := h.intentPage(r.Context(), sc, limit, after, status, channel, eventID, f)
 	if err != nil {
 		h.fail(w, r, fmt.Errorf("list intents: %w", err))
 		return
@@ -136,11 +143,12 @@ func (h *handler) listIntents(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, page)
 }
 
-// intentPage reads up to limit intents after the id after, fewer when they
-// reach maxPageBytes; it stops reading at the first row it will not show.
-func (h *handler) intentPage(ctx context.Context, limit, after int64, status, channel, eventID *string, f listFilter) (intentPage, error) {
+// intentPage reads up to limit intents after the id after, of the channels
+// sc sees and as sc may see them, fewer when they reach maxPageBytes; it stops
+// reading at the first row it will not show.
+func (h *handler) intentPage(ctx context.Context, sc scope, limit, after int64, status, channel, eventID *string, f listFilter) (intentPage, error) {
 	page := intentPage{Intents: []dispatcher.IntentRow{}}
-	rows, err := h.pool.Query(ctx, listIntentsSQL, after, status, channel, eventID, limit+1, f.delivery, f.q, f.since, f.until)
+	rows, err := h.pool.Query(ctx, listIntentsSQL, after, status, channel, eventID, limit+1, f.delivery, f.q, f.since, f.until, sc.visible)
 	if err != nil {
 		return page, err
 	}
@@ -157,7 +165,7 @@ func (h *handler) intentPage(ctx context.Context, limit, after int64, status, ch
 			page.Next = &next
 			break
 		}
-		page.Intents = append(page.Intents, it)
+		page.Intents = append(page.Intents, sc.intent(it))
 		size += n
 	}
 	return page, rows.Err()
@@ -222,12 +230,21 @@ func (h *handler) getIntent(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	p := principalOf(r)
 	d, err := h.intentDetail(r.Context(), id)
+	if err == nil && !p.CanSee(d.Intent.Channel) {
+		err = fmt.Errorf("get intent %d: %w", id, dispatcher.ErrNotFound)
+	}
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, d)
+	sc, err := h.scopeOf(r.Context(), p)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sc.detail(d))
 }
 
 func (h *handler) intentDetail(ctx context.Context, id int64) (d intentDetail, err error) {
@@ -299,6 +316,11 @@ func (h *handler) operate(w http.ResponseWriter, r *http.Request, parse func(bod
 		h.fail(w, r, err)
 		return
 	}
+	p := principalOf(r)
+	if err := h.authorizeIntent(r.Context(), p, id, ActionOperate); err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	body, err := readBody(w, r)
 	if err != nil {
 		h.fail(w, r, err)
@@ -309,7 +331,7 @@ func (h *handler) operate(w http.ResponseWriter, r *http.Request, parse func(bod
 		h.fail(w, r, err)
 		return
 	}
-	op.IntentID, op.Actor = id, principalOf(r).Name
+	op.IntentID, op.Actor = id, p.Name
 	before, after, err := dispatcher.Operate(r.Context(), h.pool, op)
 	if err != nil {
 		h.fail(w, r, err)
@@ -317,7 +339,12 @@ func (h *handler) operate(w http.ResponseWriter, r *http.Request, parse func(bod
 	}
 	h.log.DebugContext(r.Context(), "intent state change", "intent_id", id, "channel", after.Channel,
 		"event", op.Event, "from", before.Status, "to", after.Status, "actor", op.Actor)
-	writeJSON(w, http.StatusOK, after)
+	sc, err := h.scopeOf(r.Context(), p)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sc.intent(after))
 }
 
 // reconcileIntent answers POST /v1/intents/{id}/reconcile: asks the provider now;
@@ -325,6 +352,10 @@ func (h *handler) operate(w http.ResponseWriter, r *http.Request, parse func(bod
 func (h *handler) reconcileIntent(w http.ResponseWriter, r *http.Request) {
 	id, err := pathID(r)
 	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if err := h.authorizeIntent(r.Context(), principalOf(r), id, ActionOperate); err != nil {
 		h.fail(w, r, err)
 		return
 	}

@@ -140,9 +140,9 @@ func TestResolveInDoubt(t *testing.T) {
 	want(t, status, body, http.StatusOK, `"action": "intent.resolve_sent"`, `"actor": "admin"`)
 	golden(t, "resolved_intent.json", body)
 
-	status, body = e.do(t, "POST", path, adminToken, `{"as":"sent","provider_ref":"re_123"}`)
+	status, body = e.do(t, "POST", path, adminToken, `{"as":"sent","provider_ref":"re_123","reason":"again"}`)
 	want(t, status, body, http.StatusConflict, "SENT")
-	status, body = e.do(t, "POST", path, adminToken, `{"as":"resend"}`)
+	status, body = e.do(t, "POST", path, adminToken, `{"as":"resend","reason":"again"}`)
 	want(t, status, body, http.StatusConflict, "SENT")
 }
 
@@ -164,10 +164,13 @@ func TestTransitions(t *testing.T) {
 		{fmt.Sprintf("/v1/intents/%d/cancel", pending), `{"reason":"customer asked"}`, http.StatusOK, []string{`"CANCELLED"`}},
 		{fmt.Sprintf("/v1/intents/%d/retry", failed), "", http.StatusOK, []string{`"PENDING"`}},
 		{fmt.Sprintf("/v1/intents/%d/retry", sent), "", http.StatusConflict, []string{"SENT"}},
-		{fmt.Sprintf("/v1/intents/%d/resolve", stuck), `{"as":"resend"}`, http.StatusOK, []string{`"PENDING"`}},
-		{fmt.Sprintf("/v1/intents/%d/resolve", doubt), `{"as":"sent"}`, http.StatusUnprocessableEntity, []string{"provider_ref"}},
-		{fmt.Sprintf("/v1/intents/%d/resolve", doubt), `{"as":"skip","provider_ref":"x"}`, http.StatusUnprocessableEntity, []string{"provider_ref"}},
-		{fmt.Sprintf("/v1/intents/%d/resolve", doubt), `{"as":"maybe"}`, http.StatusUnprocessableEntity, []string{"as"}},
+		{fmt.Sprintf("/v1/intents/%d/resolve", stuck), `{"as":"resend","reason":"lease long gone"}`, http.StatusOK, []string{`"PENDING"`}},
+		{fmt.Sprintf("/v1/intents/%d/resolve", doubt), `{"as":"sent","reason":"r"}`, http.StatusUnprocessableEntity, []string{"provider_ref"}},
+		{fmt.Sprintf("/v1/intents/%d/resolve", doubt), `{"as":"skip","provider_ref":"x","reason":"r"}`, http.StatusUnprocessableEntity, []string{"provider_ref"}},
+		{fmt.Sprintf("/v1/intents/%d/resolve", doubt), `{"as":"maybe","reason":"r"}`, http.StatusUnprocessableEntity, []string{"as"}},
+		{fmt.Sprintf("/v1/intents/%d/resolve", doubt), `{"as":"skip"}`, http.StatusUnprocessableEntity, []string{"reason", "required"}},
+		{fmt.Sprintf("/v1/intents/%d/resolve", doubt), `{"as":"skip","reason":" "}`, http.StatusUnprocessableEntity, []string{"reason"}},
+		{fmt.Sprintf("/v1/intents/%d/resolve", doubt), `{"as":"skip","reason":"` + strings.Repeat("x", 1001) + `"}`, http.StatusUnprocessableEntity, []string{"reason", "1000"}},
 		{fmt.Sprintf("/v1/intents/%d/resolve", doubt), `{"as":"skip","bogus":1}`, http.StatusBadRequest, []string{"bogus"}},
 		{fmt.Sprintf("/v1/intents/%d/resolve", doubt), `{"as":1}`, http.StatusBadRequest, []string{`\"as\"`}},
 		{fmt.Sprintf("/v1/intents/%d/resolve", doubt), `{"as":"skip"}{"as":"sent"}`, http.StatusBadRequest, []string{"trailing"}},

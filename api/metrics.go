@@ -55,11 +55,6 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// metrics answers GET /metrics in the Prometheus exposition format.
-func (h *handler) metrics(w http.ResponseWriter, r *http.Request) {
-	h.metricsHandler.ServeHTTP(w, r)
-}
-
 // healthz answers GET /healthz: the process is alive.
 func (h *handler) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

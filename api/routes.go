@@ -39,19 +39,18 @@ func (h *handler) routes() chi.Router {
 		r.Get("/channels", h.listChannels)
 		r.Get("/channels/{name}", h.getChannel)
 		r.Get("/stats", h.stats)
-
-		r.Group(func(r chi.Router) {
-			r.Use(h.require(ActionOperate))
-			r.Post("/intents/bulk", h.createBulk)
-			r.Post("/intents/bulk/{snapshot}/apply", h.applyBulk)
-			r.Post("/intents/{id}/retry", h.retryIntent)
-			r.Post("/intents/{id}/cancel", h.cancelIntent)
-			r.Post("/intents/{id}/resolve", h.resolveIntent)
-			r.Post("/intents/{id}/reconcile", h.reconcileIntent)
-			r.Post("/channels/{name}/pause", h.pauseChannel)
-			r.Post("/channels/{name}/resume", h.resumeChannel)
-		})
-		r.With(h.require(ActionPolicy)).Patch("/channels/{name}/policy", h.patchPolicy)
+		// Each write checks the principal's scope (404) and role (403) itself,
+		// so that a channel out of scope is never told apart from a missing one.
+		r.Post("/intents/{id}/retry", h.retryIntent)
+		r.Post("/intents/{id}/cancel", h.cancelIntent)
+		r.Post("/intents/{id}/resolve", h.resolveIntent)
+		r.Post("/intents/{id}/reconcile", h.reconcileIntent)
+		r.Post("/channels/{name}/pause", h.pauseChannel)
+		r.Post("/channels/{name}/resume", h.resumeChannel)
+		r.Patch("/channels/{name}/policy", h.patchPolicy)
+		// Bulk actions see only the principal's channels; the role is checked first.
+		r.With(h.require(ActionOperate)).Post("/intents/bulk", h.createBulk)
+		r.With(h.require(ActionOperate)).Post("/intents/bulk/{snapshot}/apply", h.applyBulk)
 	})
 	return r
 }

@@ -71,8 +71,12 @@ func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, fmt.Errorf("stats: gauges: %w", err))
 		return
 	}
+	p := principalOf(r)
 	out := statsResponse{Channels: map[string]channelStats{}, Totals: channelStats{Counts: zeroCounts()}}
 	for _, g := range gauges {
+		if !p.CanSee(g.Channel) {
+			continue
+		}
 		cs := channelStats{Counts: counts[g.Channel], channelGauges: g}
 		if cs.Counts == nil {
 			cs.Counts = zeroCounts()

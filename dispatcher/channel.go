@@ -20,9 +20,10 @@ type Channel struct {
 	Name       string
 	Kind       string // webhook | stripe | twilio
 	Provider   Provider
-	Policy     Policy  // from the configuration; the admin API's overrides apply on top
-	MaxPayload int     // bytes; 0 means 64 KiB
-	Notify     *Notify // nil: the producer is not told about outcomes
+	Policy     Policy   // from the configuration; the admin API's overrides apply on top
+	MaxPayload int      // bytes; 0 means 64 KiB
+	Redact     []string // top-level payload fields that viewers and logs see as "***"
+	Notify     *Notify  // nil: the producer is not told about outcomes
 }
 
 // Notify tells a channel's producer about its intents' outcomes: each listed
@@ -53,6 +54,9 @@ func (n *Notify) Validate() error {
 	return nil
 }
 
+// setRedact stores a channel's redacted fields, for the admin API of every instance.
+const setRedact = `UPDATE effectd.channels SET redact = $2 WHERE name = $1 AND redact IS DISTINCT FROM $2`
+
 // Register records channels in the database, so that effectd.enqueue accepts
 // them and every instance sees their policy. Overrides made through the admin
 // API are kept.
@@ -79,6 +83,9 @@ func Register(ctx context.Context, pool *pgxpool.Pool, channels []Channel) error
 			}
 		}
 		if _, err := pool.Exec(ctx, query.Register, c.Name, c.Kind, policy, max, notify); err != nil {
+			return fmt.Errorf("dispatcher.Register(%q): %w", c.Name, err)
+		}
+		if _, err := pool.Exec(ctx, setRedact, c.Name, append([]string{}, c.Redact...)); err != nil {
 			return fmt.Errorf("dispatcher.Register(%q): %w", c.Name, err)
 		}
 		if _, err := pool.Exec(ctx, `INSERT INTO effectd.rate_buckets (channel) VALUES ($1) ON CONFLICT DO NOTHING`, c.Name); err != nil {

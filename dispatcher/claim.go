@@ -249,6 +249,7 @@ func (d *Dispatcher) call(ch *channel, c *claimed) completion {
 		return out
 	}
 	out.err = truncate(err.Error(), 1000)
+	out.logErr = RedactText(out.err, c.payload, ch.Redact)
 	class := classify(err)
 	if class.retryAfter > 0 {
 		d.slowDown(ch, class.retryAfter)

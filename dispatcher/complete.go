@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"math/rand/v2"
@@ -19,6 +20,7 @@ type completion struct {
 	stayInDoubt bool               // keep SENDING with the lease ended: the reconciler settles it
 	outcome     string             // recorded on the attempt row
 	ref, err    string
+	logErr      string    // err with the channel's redacted payload values masked; empty: err quotes no payload
 	next        time.Time // next attempt, for retries
 	started     time.Time
 	finished    time.Time
@@ -138,7 +140,7 @@ func (d *Dispatcher) countCompletions(batch []completion, fenced map[int64]bool)
 			d.m.retries.WithLabelValues(c.channel).Inc()
 		}
 		if c.err != "" {
-			d.log.Warn("provider call failed", "intent", c.id, "channel", c.channel, "attempt", c.attempts, "outcome", c.outcome, "error", c.err)
+			d.log.Warn("provider call failed", "intent", c.id, "channel", c.channel, "attempt", c.attempts, "outcome", c.outcome, "error", cmp.Or(c.logErr, c.err))
 		} else if d.log.Enabled(context.Background(), slog.LevelDebug) {
 			d.log.Debug("intent sent", "intent", c.id, "channel", c.channel, "attempt", c.attempts, "ref", c.ref)
 		}
