@@ -61,7 +61,10 @@ func runDev(ctx context.Context, args []string, getenv env, stdout, stderr io.Wr
 	sb := sandbox.New(sandbox.Options{WebhookSecret: getenv("SANDBOX_WEBHOOK_SECRET")})
 	go serveHTTP(ctx, ln, sb.Handler(), time.Second)
 
-	tokens := api.TokensFromEnv(getenv)
+	tokens, err := adminTokens(*cfgPath, getenv)
+	if err != nil {
+		return err
+	}
 	insecure := len(tokens) == 0
 	if err := api.CheckBind(*addr, tokens, insecure); err != nil {
 		return usagef("dev: %v", err)

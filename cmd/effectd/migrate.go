@@ -16,7 +16,7 @@ import (
 
 func runMigrate(ctx context.Context, args []string, getenv env, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	cfgPath := fs.String("config", getenv("EFFECTD_CONFIG"), "YAML configuration; its channels are registered (env EFFECTD_CONFIG)")
+	cfgPath := fs.String("config", getenv("EFFECTD_CONFIG"), "YAML configuration; its channels are registered and its access.producers granted (env EFFECTD_CONFIG)")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -25,9 +25,13 @@ func runMigrate(ctx context.Context, args []string, getenv env, stdout, stderr i
 		return usagef("migrate: DATABASE_URL is not set")
 	}
 	var chans []dispatcher.Channel
+	var access config.Access
 	if *cfgPath != "" {
 		var err error
 		if chans, err = config.Load(*cfgPath, getenv); err != nil {
+			return err
+		}
+		if access, err = config.LoadAccess(*cfgPath); err != nil {
 			return err
 		}
 	}
@@ -43,6 +47,20 @@ func runMigrate(ctx context.Context, args []string, getenv env, stdout, stderr i
 		return err
 	}
 	fmt.Fprintf(stdout, "effectd: schema current; %d channel(s) registered\n", len(chans))
+	if *cfgPath == "" {
+		return nil
+	}
+	// The YAML is the whole truth about producer roles: none listed, none kept.
+	grants, err := migrations.SetProducers(ctx, pool, access.Producers)
+	if err != nil {
+		return err
+	}
+	for _, g := range grants {
+		fmt.Fprintf(stdout, "effectd: %s\n", g)
+	}
+	if len(access.Producers) > 0 {
+		fmt.Fprintf(stdout, "effectd: %d producer role(s) may enqueue only into their channels\n", len(access.Producers))
+	}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"runtime/debug"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,6 +31,7 @@ func runServe(ctx context.Context, args []string, getenv env, stdout, stderr io.
 	cfgPath := fs.String("config", getenv("EFFECTD_CONFIG"), "YAML configuration (env EFFECTD_CONFIG)")
 	addr := fs.String("addr", cmpEnv(getenv("EFFECTD_ADMIN_ADDR"), "127.0.0.1:8080"), "admin API address (env EFFECTD_ADMIN_ADDR)")
 	insecure := fs.Bool("insecure-no-auth", false, "serve the admin API without a token (loopback only)")
+	plaintext := fs.Bool("insecure-plaintext", false, "serve the admin API without TLS on a non-loopback address (e.g. behind a TLS-terminating proxy)")
 	migrate := fs.Bool("migrate", false, "apply migrations before starting")
 	drain := fs.Duration("drain", 30*time.Second, "on SIGTERM, how long in-flight calls may finish")
 	logLevel := fs.String("log-level", cmpEnv(getenv("EFFECTD_LOG_LEVEL"), "info"), "debug, info, warn or error (env EFFECTD_LOG_LEVEL)")
@@ -68,12 +71,22 @@ func runServe(ctx context.Context, args []string, getenv env, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	tokens := api.TokensFromEnv(getenv)
+	tokens, err := adminTokens(*cfgPath, getenv)
+	if err != nil {
+		return err
+	}
 	if err := api.CheckBind(*addr, tokens, *insecure); err != nil {
 		return usagef("serve: %v", err)
 	}
+	tlsConfig, err := adminTLS(getenv)
+	if err != nil {
+		return usagef("serve: %v", err)
+	}
+	if err := api.CheckTLS(*addr, tlsConfig != nil, *plaintext); err != nil {
+		return usagef("serve: %v", err)
+	}
 	return serve(ctx, serveOptions{dsn: dsn, chans: chans, addr: *addr, tokens: tokens, insecure: *insecure,
-		migrate: *migrate, drain: *drain, log: log, stdout: stdout})
+		tls: tlsConfig, migrate: *migrate, drain: *drain, log: log, stdout: stdout})
 }
 
 type serveOptions struct {
@@ -82,6 +95,7 @@ type serveOptions struct {
 	addr     string
 	tokens   []api.Token
 	insecure bool
+	tls      *tls.Config // nil: plain HTTP
 	migrate  bool
 	drain    time.Duration
 	log      *slog.Logger
@@ -134,8 +148,12 @@ func serve(ctx context.Context, o serveOptions) error {
 		ln.Close()
 		return err
 	}
-	o.log.Info("effectd serving", "admin", "http://"+ln.Addr().String(), "channels", len(o.chans), "version", buildVersion())
-	fmt.Fprintf(o.stdout, "effectd: admin API on http://%s\n", ln.Addr())
+	scheme := "http"
+	if o.tls != nil {
+		ln, scheme = tls.NewListener(ln, o.tls), "https"
+	}
+	o.log.Info("effectd serving", "admin", scheme+"://"+ln.Addr().String(), "channels", len(o.chans), "version", buildVersion())
+	fmt.Fprintf(o.stdout, "effectd: admin API on %s://%s\n", scheme, ln.Addr())
 	httpErr := serveHTTP(ctx, ln, h, 5*time.Second)
 	// The admin API is down (shutdown or failure): stop claiming, drain calls.
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.drain)
@@ -146,6 +164,43 @@ func serve(ctx context.Context, o serveOptions) error {
 		return fmt.Errorf("serve: admin API: %w", httpErr)
 	}
 	return nil
+}
+
+// adminTokens returns the tokens of EFFECTD_ADMIN_TOKEN and EFFECTD_READ_TOKEN
+// and those of the YAML's access.tokens, refusing a name used twice.
+func adminTokens(cfgPath string, getenv env) ([]api.Token, error) {
+	tokens := api.TokensFromEnv(getenv)
+	access, err := config.LoadAccess(cfgPath)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range access.Tokens {
+		for _, e := range tokens {
+			if e.Name == t.Name {
+				return nil, fmt.Errorf("config %s: access.tokens: name %q is taken by the token of EFFECTD_%s_TOKEN", cfgPath, t.Name, strings.ToUpper(t.Name))
+			}
+		}
+	}
+	return append(tokens, access.Tokens...), nil
+}
+
+// adminTLS loads the admin listener's certificate from EFFECTD_ADMIN_TLS_CERT
+// and EFFECTD_ADMIN_TLS_KEY (PEM files); nil when neither is set.
+func adminTLS(getenv env) (*tls.Config, error) {
+	cert, key := getenv("EFFECTD_ADMIN_TLS_CERT"), getenv("EFFECTD_ADMIN_TLS_KEY")
+	switch {
+	case cert == "" && key == "":
+		return nil, nil
+	case cert == "":
+		return nil, errors.New("EFFECTD_ADMIN_TLS_KEY is set but EFFECTD_ADMIN_TLS_CERT is not")
+	case key == "":
+		return nil, errors.New("EFFECTD_ADMIN_TLS_CERT is set but EFFECTD_ADMIN_TLS_KEY is not")
+	}
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		return nil, fmt.Errorf("EFFECTD_ADMIN_TLS_CERT/EFFECTD_ADMIN_TLS_KEY: %v", err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
 }
 
 func cmpEnv(v, def string) string {

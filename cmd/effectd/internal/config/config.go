@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -23,6 +24,7 @@ import (
 // File is the YAML document.
 type File struct {
 	Channels map[string]ChannelSpec `yaml:"channels"`
+	Access   AccessSpec             `yaml:"access"` // see LoadAccess
 }
 
 // ChannelSpec is one channel as written in the YAML.
@@ -33,6 +35,7 @@ type ChannelSpec struct {
 	Webhook    *WebhookSpec `yaml:"webhook"`
 	Policy     yaml.Node    `yaml:"policy"`
 	MaxPayload int          `yaml:"max_payload"`
+	Redact     []string     `yaml:"redact"` // top-level payload fields viewers see as "***"
 }
 
 // TwilioSpec configures a twilio channel; credentials come from
@@ -107,7 +110,12 @@ func build(name string, s ChannelSpec, getenv func(string) string) (dispatcher.C
 	if !channelName.MatchString(name) {
 		return dispatcher.Channel{}, fmt.Errorf("%s: a channel name is 1-64 letters, digits, '_', '.' or '-'", field)
 	}
-	c := dispatcher.Channel{Name: name, Kind: s.Provider, MaxPayload: s.MaxPayload}
+	c := dispatcher.Channel{Name: name, Kind: s.Provider, MaxPayload: s.MaxPayload, Redact: s.Redact}
+	for i, f := range s.Redact {
+		if f == "" || len(f) > 255 || slices.Contains(s.Redact[:i], f) {
+			return c, fmt.Errorf("%s.redact[%d]: a payload field name, 1-255 bytes, listed once; got %q", field, i, f)
+		}
+	}
 	if s.MaxPayload < 0 || s.MaxPayload > 1<<20 {
 		return c, fmt.Errorf("%s.max_payload: must be between 1 and 1048576 bytes", field)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectd/effectd/api"
 	"github.com/effectd/effectd/dispatcher"
 )
 
@@ -110,5 +111,80 @@ func unwrapAll(err error) error {
 			return err
 		}
 		err = u.Unwrap()
+	}
+}
+
+const accessChannels = `
+channels:
+  sms:
+    provider: twilio
+    twilio: {from: "+15005550006"}
+    redact: [to, body]
+  refund: {provider: stripe}
+  payout-eu: {provider: stripe}
+`
+
+func TestAccess(t *testing.T) {
+	hash := "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08" // sha256("test")
+	a, err := ParseAccess([]byte(accessChannels + `
+access:
+  tokens:
+    - {name: payments-oncall, sha256: "` + hash + `", role: operator, channels: ["refund", "payout-*"]}
+    - {name: auditor, sha256: "` + strings.Repeat("ab", 32) + `", role: viewer}
+  producers:
+    sms_app: [sms]
+    payments_app: ["refund", "payout-*"]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Tokens) != 2 || a.Tokens[0].Name != "payments-oncall" || a.Tokens[0].Role != "operator" ||
+		strings.Join(a.Tokens[0].Channels, ",") != "refund,payout-*" || a.Tokens[1].Channels != nil {
+		t.Errorf("tokens = %+v", a.Tokens)
+	}
+	if p, ok := api.Tokens(a.Tokens).Authenticate("test"); !ok || p.Name != "payments-oncall" {
+		t.Errorf("the token whose sha256 is listed does not authenticate: %+v %v", p, ok)
+	}
+	if len(a.Producers) != 2 || a.Producers[0].Role != "payments_app" || a.Producers[1].Role != "sms_app" {
+		t.Errorf("producers = %+v", a.Producers)
+	}
+	chans, err := Parse([]byte(accessChannels), getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range chans {
+		if c.Name == "sms" && strings.Join(c.Redact, ",") != "to,body" {
+			t.Errorf("sms redact = %v", c.Redact)
+		}
+	}
+	if a, err := ParseAccess([]byte(accessChannels)); err != nil || a.Tokens != nil || a.Producers != nil {
+		t.Errorf("no access section: %+v, %v", a, err)
+	}
+}
+
+func TestAccessErrors(t *testing.T) {
+	hash := strings.Repeat("ab", 32)
+	tests := []struct{ yaml, field string }{
+		{`tokens: [{sha256: "` + hash + `", role: viewer}]`, "access.tokens[0].name"},
+		{`tokens: [{name: a, sha256: "abc", role: viewer}]`, "access.tokens[0].sha256"},
+		{`tokens: [{name: a, sha256: "` + hash + `", role: root}]`, "access.tokens[0].role"},
+		{`tokens: [{name: a, sha256: "` + hash + `", role: admin, channels: [sms]}]`, "access.tokens[0].channels"},
+		{`tokens: [{name: a, sha256: "` + hash + `", role: viewer, channels: ["sms["]}]`, "access.tokens[0].channels[0]"},
+		{`tokens: [{name: a, sha256: "` + hash + `", role: viewer, channels: [smss]}]`, "access.tokens[0].channels[0]"},
+		{`tokens: [{name: a, sha256: "` + hash + `", role: viewer}, {name: a, sha256: "` + strings.Repeat("cd", 32) + `", role: viewer}]`, "access.tokens[1].name"},
+		{`tokens: [{name: a, sha256: "` + hash + `", role: viewer}, {name: b, sha256: "` + hash + `", role: viewer}]`, "access.tokens[1].sha256"},
+		{`tokens: [{name: a, secret: x, role: viewer}]`, "secret"},
+		{`producers: {app: []}`, "access.producers.app"},
+		{`producers: {app: [nope]}`, "access.producers.app[0]"},
+		{`owners: {}`, "owners"},
+	}
+	for _, tt := range tests {
+		_, err := ParseAccess([]byte(accessChannels + "access:\n  " + tt.yaml + "\n"))
+		if err == nil || !strings.Contains(err.Error(), tt.field) {
+			t.Errorf("%s: %v, want an error naming %s", tt.yaml, err, tt.field)
+		}
+	}
+	if _, err := Parse([]byte("channels:\n  sms: {provider: twilio, twilio: {from: '+15005550006'}, redact: [to, to]}\n"), getenv); err == nil || !strings.Contains(err.Error(), "channels.sms.redact[1]") {
+		t.Errorf("redact listed twice: %v", err)
 	}
 }
