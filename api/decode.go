@@ -168,12 +168,10 @@ func parseResolve(body []byte) (statemachine.Event, resolveRequest, error) {
 	if err := decodeObject(body, &req); err != nil {
 		return "", req, err
 	}
-	if err := checkReason(req.Reason, true); err != nil {
-		return "", req, err
-	}
 	if len(req.ProviderRef) > maxRef {
 		return "", req, fmt.Errorf("%w: provider_ref: longer than %d bytes", dispatcher.ErrInvalid, maxRef)
 	}
+	var ev statemachine.Event
 	switch req.As {
 	case "sent":
 		if req.Force {
@@ -182,7 +180,7 @@ func parseResolve(body []byte) (statemachine.Event, resolveRequest, error) {
 		if strings.TrimSpace(req.ProviderRef) == "" {
 			return "", req, fmt.Errorf("%w: provider_ref: required when as is \"sent\"", dispatcher.ErrInvalid)
 		}
-		return statemachine.ResolveSent, req, nil
+		ev = statemachine.ResolveSent
 	case "resend", "skip":
 		if req.ProviderRef != "" {
 			return "", req, fmt.Errorf("%w: provider_ref: only allowed when as is \"sent\"", dispatcher.ErrInvalid)
@@ -190,12 +188,14 @@ func parseResolve(body []byte) (statemachine.Event, resolveRequest, error) {
 		if req.Force && req.As != "resend" {
 			return "", req, fmt.Errorf("%w: force: only allowed when as is \"resend\"", dispatcher.ErrInvalid)
 		}
-		if req.As == "resend" {
-			return statemachine.ResolveSend, req, nil
+		ev = statemachine.ResolveSend
+		if req.As == "skip" {
+			ev = statemachine.ResolveSkip
 		}
-		return statemachine.ResolveSkip, req, nil
+	default:
+		return "", req, fmt.Errorf("%w: as: must be \"sent\", \"resend\" or \"skip\", got %q", dispatcher.ErrInvalid, req.As)
 	}
-	return "", req, fmt.Errorf("%w: as: must be \"sent\", \"resend\" or \"skip\", got %q", dispatcher.ErrInvalid, req.As)
+	return ev, req, checkReason(req.Reason, true)
 }
 
 // reasonRequest is the optional body of retry and cancel.
