@@ -24,7 +24,7 @@ func TestRetryPastKeyWindow(t *testing.T) {
 	retry := fmt.Sprintf("/v1/intents/%d/retry", doubt)
 	status, body := e.do(t, "POST", retry, adminToken, "")
 	want(t, status, body, http.StatusConflict, "idempotency-key window", "force")
-	status, body = e.do(t, "POST", fmt.Sprintf("/v1/intents/%d/resolve", stuck), adminToken, `{"as":"resend"}`)
+	status, body = e.do(t, "POST", fmt.Sprintf("/v1/intents/%d/resolve", stuck), adminToken, `{"as":"resend","reason":"lease long gone"}`)
 	want(t, status, body, http.StatusConflict, "idempotency-key window")
 	status, body = e.do(t, "POST", retry, adminToken, `{"force":true}`)
 	want(t, status, body, http.StatusUnprocessableEntity, "reason")
