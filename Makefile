@@ -28,6 +28,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseResolve$$' -fuzztime $(FUZZTIME) ./api/
 	$(GO) test -run '^$$' -fuzz '^FuzzPolicyPatch$$' -fuzztime $(FUZZTIME) ./api/
 	$(GO) test -run '^$$' -fuzz '^FuzzEnqueue$$' -fuzztime $(FUZZTIME) ./dispatcher/
+	$(GO) test -run '^$$' -fuzz '^FuzzPayloadParity$$' -fuzztime $(FUZZTIME) ./dispatcher/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./cmd/effectd/internal/config/
 
 ## stripe-mock: install the Stripe API validator used by providers/stripe tests.

@@ -1,7 +1,6 @@
 package stripe
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -9,11 +8,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptrace"
+	"regexp"
 	"strings"
 	"time"
 
 	stripeapi "github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/client"
+
+	"github.com/effectd/effectd/providers/fieldrule"
 )
 
 // Meta keys stamped on every created object; the dispatcher supplies them.
@@ -82,21 +84,21 @@ func (p *Provider) Idempotent() bool { return true }
 
 // payload is what an intent asks Stripe to do.
 type payload struct {
-	Type string `json:"type"` // refund | payment_intent | transfer
+	Type string // refund | payment_intent | transfer
 
-	Amount   *int64 `json:"amount"`
-	Currency string `json:"currency"`
+	Amount   *int64
+	Currency string // payment_intent, transfer
 
-	PaymentIntent string `json:"payment_intent"` // refund
-	Charge        string `json:"charge"`         // refund
-	Reason        string `json:"reason"`         // refund
+	PaymentIntent string // refund
+	Charge        string // refund
+	Reason        string // refund
 
-	Customer      string `json:"customer"`       // payment_intent
-	PaymentMethod string `json:"payment_method"` // payment_intent
-	Confirm       bool   `json:"confirm"`        // payment_intent
-	OffSession    bool   `json:"off_session"`    // payment_intent
+	Customer      string // payment_intent
+	PaymentMethod string // payment_intent
+	Confirm       bool   // payment_intent
+	OffSession    bool   // payment_intent
 
-	Destination string `json:"destination"` // transfer
+	Destination string // transfer
 }
 
 // Validate reports why payload cannot be sent, naming the field, or nil.
@@ -105,42 +107,77 @@ func (p *Provider) Validate(raw json.RawMessage) error {
 	return err
 }
 
-func parsePayload(raw json.RawMessage) (payload, error) {
-	var pl payload
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&pl); err != nil {
-		return pl, fmt.Errorf("payload: %w", err)
+// The shape of a payload, the same rules as effectd.validate_payload's.
+var (
+	stripeID     = regexp.MustCompile(`^[A-Za-z0-9_]{1,255}$`)
+	currencyCode = regexp.MustCompile(`^[A-Za-z]{3}$`)
+	refundReason = regexp.MustCompile(`^(duplicate|fraudulent|requested_by_customer)$`)
+	nonEmpty     = regexp.MustCompile(`(?s)^.`)
+)
+
+const (
+	stripeIDWhat = "a Stripe id (letters, digits and _)"
+	currencyWhat = "a three-letter ISO currency code"
+)
+
+// parsePayload checks raw against the payload shape of its type and decodes it.
+// JSON null counts as an absent field.
+func parsePayload(raw json.RawMessage) (pl payload, err error) {
+	o, err := fieldrule.Decode(raw)
+	if err != nil {
+		return pl, err
 	}
-	if pl.Amount != nil && *pl.Amount <= 0 {
-		return pl, fmt.Errorf("payload.amount: %d is not a positive integer", *pl.Amount)
+	if pl.Type, err = o.String("type", true, nonEmpty, "refund, payment_intent or transfer"); err != nil {
+		return pl, err
+	}
+	set := func(dst *string, field string, required bool, re *regexp.Regexp, what string) {
+		if err == nil {
+			*dst, err = o.String(field, required, re, what)
+		}
 	}
 	switch pl.Type {
 	case "refund":
-		if pl.PaymentIntent == "" && pl.Charge == "" {
+		if err = o.OnlyKeys("a refund", "type", "payment_intent", "charge", "amount", "reason"); err != nil {
+			return pl, err
+		}
+		if !o.Has("payment_intent") && !o.Has("charge") {
 			return pl, errors.New("payload.payment_intent: a refund needs payment_intent or charge")
 		}
-		switch pl.Reason {
-		case "", "duplicate", "fraudulent", "requested_by_customer":
-		default:
-			return pl, fmt.Errorf("payload.reason: %q is not duplicate, fraudulent or requested_by_customer", pl.Reason)
+		set(&pl.PaymentIntent, "payment_intent", false, stripeID, stripeIDWhat)
+		set(&pl.Charge, "charge", false, stripeID, stripeIDWhat)
+		if err == nil {
+			pl.Amount, err = o.PositiveInt("amount", false)
 		}
-	case "payment_intent", "transfer":
-		if pl.Amount == nil {
-			return pl, fmt.Errorf("payload.amount: a %s needs an amount", pl.Type)
+		set(&pl.Reason, "reason", false, refundReason, "duplicate, fraudulent or requested_by_customer")
+	case "payment_intent":
+		if err = o.OnlyKeys("a payment_intent", "type", "amount", "currency", "customer", "payment_method", "confirm", "off_session"); err != nil {
+			return pl, err
 		}
-		if len(pl.Currency) != 3 {
-			return pl, fmt.Errorf("payload.currency: a %s needs a three-letter currency, got %q", pl.Type, pl.Currency)
+		if pl.Amount, err = o.PositiveInt("amount", true); err != nil {
+			return pl, err
 		}
-		if pl.Type == "transfer" && pl.Destination == "" {
-			return pl, errors.New("payload.destination: a transfer needs a destination account")
+		set(&pl.Currency, "currency", true, currencyCode, currencyWhat)
+		set(&pl.Customer, "customer", false, stripeID, stripeIDWhat)
+		set(&pl.PaymentMethod, "payment_method", false, stripeID, stripeIDWhat)
+		if err == nil {
+			pl.Confirm, err = o.Bool("confirm")
 		}
-	case "":
-		return pl, errors.New("payload.type: missing (refund, payment_intent or transfer)")
+		if err == nil {
+			pl.OffSession, err = o.Bool("off_session")
+		}
+	case "transfer":
+		if err = o.OnlyKeys("a transfer", "type", "amount", "currency", "destination"); err != nil {
+			return pl, err
+		}
+		if pl.Amount, err = o.PositiveInt("amount", true); err != nil {
+			return pl, err
+		}
+		set(&pl.Currency, "currency", true, currencyCode, currencyWhat)
+		set(&pl.Destination, "destination", true, stripeID, stripeIDWhat)
 	default:
-		return pl, fmt.Errorf("payload.type: unknown %q (refund, payment_intent or transfer)", pl.Type)
+		return pl, fmt.Errorf("payload.type: must be refund, payment_intent or transfer, got %q", fieldrule.Truncate(pl.Type, 40))
 	}
-	return pl, nil
+	return pl, err
 }
 
 // Send creates the object the payload describes, with key as Stripe's

@@ -11,9 +11,12 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/twilio/twilio-go/client"
 	openapi "github.com/twilio/twilio-go/rest/api/v2010"
+
+	"github.com/effectd/effectd/providers/fieldrule"
 )
 
 // Lookup bounds.
@@ -99,10 +102,20 @@ func New(cfg Config) (*Provider, error) {
 
 // message is the payload of an SMS intent, with its sender resolved.
 type message struct {
-	To   string `json:"to"`
-	Body string `json:"body"`
-	From string `json:"from"`
+	To   string
+	Body string
+	From string
 }
+
+// The shape of a payload, the same rules as effectd.validate_payload's.
+var (
+	e164     = regexp.MustCompile(`^\+[1-9][0-9]{6,14}$`)
+	sender   = regexp.MustCompile(`^(\+[1-9][0-9]{6,14}|[0-9]{5,6}|[A-Za-z][A-Za-z0-9 ]{0,10})$`)
+	nonEmpty = regexp.MustCompile(`(?s)^.`)
+)
+
+// maxBody is the longest body Twilio takes, in characters.
+const maxBody = 1600
 
 // Validate reports whether payload is an SMS this provider can send, naming
 // the faulty field.
@@ -113,18 +126,28 @@ func (p *Provider) Validate(payload json.RawMessage) error {
 	return nil
 }
 
-// message decodes payload and resolves its sender: the payload's from, else the
-// channel's From; empty From means the messaging service.
-func (p *Provider) message(payload json.RawMessage) (message, error) {
-	var m message
-	if err := json.Unmarshal(payload, &m); err != nil {
-		return m, fmt.Errorf("payload: %w", err)
+// message checks payload against the SMS shape, decodes it and resolves its
+// sender: the payload's from, else the channel's From; empty From means the
+// messaging service. JSON null counts as an absent field.
+func (p *Provider) message(payload json.RawMessage) (m message, err error) {
+	o, err := fieldrule.Decode(payload)
+	if err != nil {
+		return m, err
 	}
-	switch {
-	case strings.TrimSpace(m.To) == "":
-		return m, errors.New("payload.to: required")
-	case m.Body == "":
-		return m, errors.New("payload.body: required")
+	if err := o.OnlyKeys("an SMS", "to", "body", "from"); err != nil {
+		return m, err
+	}
+	if m.To, err = o.String("to", true, e164, "a phone number in E.164 form (+ and 7 to 15 digits)"); err != nil {
+		return m, err
+	}
+	if m.Body, err = o.String("body", true, nonEmpty, "a non-empty string"); err != nil {
+		return m, err
+	}
+	if m.From, err = o.String("from", false, sender, "a phone number in E.164 form, a short code or an alphanumeric sender id"); err != nil {
+		return m, err
+	}
+	if utf8.RuneCountInString(m.Body) > maxBody {
+		return m, fmt.Errorf("payload.body: is longer than %d characters", maxBody)
 	}
 	m.From = cmp.Or(m.From, p.cfg.From)
 	return m, nil

@@ -179,7 +179,8 @@ func TestSendErrors(t *testing.T) {
 		payload json.RawMessage
 		want    want
 	}{
-		{name: "invalid number", to: "+1555", want: want{status: 400, code: 21211}},
+		{name: "invalid number", to: sandbox.TwilioInvalidNumber, want: want{status: 400, code: 21211}},
+		{name: "not E.164, refused before the call", to: "+1555"},
 		{name: "unsubscribed", to: sandbox.TwilioUnsubscribedNumber, want: want{status: 400, code: 21610}},
 		{name: "unroutable", to: sandbox.TwilioUnroutableNumber, want: want{status: 400, code: 21612}},
 		{name: "not mobile", to: sandbox.TwilioNotMobileNumber, want: want{status: 400, code: 21614}},
@@ -257,14 +258,14 @@ func TestSendTransportErrors(t *testing.T) {
 func TestErrorMasksNumbers(t *testing.T) {
 	t.Parallel()
 	p, _ := setup(t, nil)
-	const long = "+15559876543210987" // too long for E.164: Twilio quotes it back in 21211
+	const long = "+15559876543210987" // too long for E.164: refused before the call, quoted in the error
 	_, err := p.Send(context.Background(), "k", sms(long, "hi"), meta)
 	if err == nil {
 		t.Fatal("Send to an invalid number succeeded")
 	}
 	msg := err.Error()
-	if strings.Contains(msg, "98765") || !strings.Contains(msg, "0987") || !strings.Contains(msg, "21211") {
-		t.Errorf("error %q: want the number masked to its last 4 digits and the code", msg)
+	if strings.Contains(msg, "98765") || !strings.Contains(msg, "0987") || !strings.Contains(msg, "payload.to") {
+		t.Errorf("error %q: want the number masked to its last 4 digits and the field", msg)
 	}
 }
 
@@ -365,6 +366,14 @@ func TestValidate(t *testing.T) {
 		`{"body":"x"}`:                     "payload.to",
 		`{"to":"+15551234567"}`:            "payload.body",
 		`[]`:                               "payload",
+		`{"to":"hello","body":"x"}`:        "payload.to",
+		`{"to":15551234567,"body":"x"}`:    "payload.to",
+		`{"to":"+15551234567","body":"x","media_url":"u"}`:                 "payload.media_url",
+		`{"to":"+15551234567","body":5}`:                                   "payload.body",
+		`{"to":"+15551234567","body":"x","from":"+1"}`:                     "payload.from",
+		`{"to":"+15551234567","body":"x","from":"ACME Corp"}`:              "",
+		`{"to":"+15551234567","body":"x","from":null}`:                     "",
+		`{"to":"+15551234567","body":"` + strings.Repeat("é", 1601) + `"}`: "payload.body",
 	} {
 		err := p.Validate(json.RawMessage(payload))
 		if (field == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), field)) {
