@@ -1,10 +1,17 @@
 package dispatcher_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/migrations/pgtest"
 )
 
 func TestRedact(t *testing.T) {
@@ -32,4 +39,60 @@ func TestRedact(t *testing.T) {
 	if got := dispatcher.RedactText(msg, payload, nil); got != msg {
 		t.Errorf("RedactText with no fields = %q", got)
 	}
+}
+
+// quotingErr is a permanent error whose text carries the payload's values.
+type quotingErr struct{ msg string }
+
+func (e quotingErr) Error() string { return e.msg }
+func (quotingErr) Retryable() bool { return false }
+func (quotingErr) MaybeSent() bool { return false }
+
+type quotingProvider struct{}
+
+func (quotingProvider) Send(_ context.Context, _ string, payload json.RawMessage, _ map[string]string) (string, error) {
+	var p struct{ To, Body string }
+	json.Unmarshal(payload, &p)
+	return "", quotingErr{fmt.Sprintf("The 'To' number %s is not reachable; message %q not sent", p.To, p.Body)}
+}
+
+// TestFailureLogMasksRedactedFields: the log line of a failed call masks the
+// channel's redacted payload values; the stored last_error keeps them for admins.
+func TestFailureLogMasksRedactedFields(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.New(t)
+	var mu sync.Mutex
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&lockedBuffer{mu: &mu, b: &logs}, nil))
+	chans := []dispatcher.Channel{{Name: "c", Kind: "twilio", Provider: quotingProvider{}, Policy: fastPolicy("twilio"), Redact: []string{"to", "body"}}}
+	r := rig{pool: pool, d: run(t, pool, dispatcher.Config{Channels: chans, Logger: log})}
+	if ok, err := enqueue(t, pool, dispatcher.Intent{EventID: "otp", Channel: "c", Payload: `{"to":"+15558675309","body":"code 424242"}`}); err != nil || !ok {
+		t.Fatalf("enqueue: %v %v", ok, err)
+	}
+	got := r.waitStatus(t, "otp", "FAILED")
+	if !strings.Contains(got.LastError, "+15558675309") {
+		t.Errorf("last_error %q: want the provider's text as it came", got.LastError)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	line := ""
+	for l := range strings.SplitSeq(logs.String(), "\n") {
+		if strings.Contains(l, "provider call failed") {
+			line = l
+		}
+	}
+	if line == "" || strings.Contains(line, "5558675309") || strings.Contains(line, "424242") || !strings.Contains(line, "***") {
+		t.Errorf("failure log line %q: want the number and text masked", line)
+	}
+}
+
+type lockedBuffer struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
 }
