@@ -60,6 +60,7 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 			break
 		}
 	}
+	h.countRefusal(r, err)
 	if status == http.StatusInternalServerError {
 		h.log.ErrorContext(r.Context(), "admin api: internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 	} else if status >= 500 {
@@ -113,4 +114,25 @@ func depth(b []byte) int {
 		}
 	}
 	return deepest
+}
+
+// countRefusal counts a request that access control refused, and logs who was
+// refused what (a refusal for an unknown token only counts: scanners are noisy).
+func (h *handler) countRefusal(r *http.Request, err error) {
+	var hid hidden
+	reason := ""
+	switch {
+	case errors.Is(err, errUnauthorized):
+		h.refused.WithLabelValues("unauthorized").Inc()
+		return
+	case errors.Is(err, errForbidden):
+		reason = "forbidden"
+	case errors.As(err, &hid):
+		reason = "out_of_scope"
+	default:
+		return
+	}
+	h.refused.WithLabelValues(reason).Inc()
+	h.log.InfoContext(r.Context(), "admin api: refused", "reason", reason, "method", r.Method, "path", r.URL.Path,
+		"actor", principalOf(r).Name)
 }

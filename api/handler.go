@@ -46,6 +46,7 @@ type handler struct {
 
 	metricsHandler http.Handler
 	bulkRows       *prometheus.CounterVec // effectd_bulk_rows_total{event, result}
+	refused        *prometheus.CounterVec // requests refused by access control, by reason
 }
 
 // NewHandler returns the admin API's HTTP handler.
@@ -76,6 +77,15 @@ func NewHandler(cfg Config) (http.Handler, error) {
 	h.bulkRows = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "effectd_bulk_rows_total",
 		Help: "Intents a bulk action applied to, or skipped because they changed since the snapshot."}, []string{"event", "result"})
 	if err := h.registry.Register(h.bulkRows); err != nil {
+		return nil, fmt.Errorf("api.NewHandler: register metrics: %w", err)
+	}
+	h.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "effectd_admin_refused_total",
+		Help: "Admin API requests refused: unauthorized (no or unknown token), forbidden (the role may not), out_of_scope (a channel the token does not see, answered 404)."},
+		[]string{"reason"})
+	for _, reason := range []string{"unauthorized", "forbidden", "out_of_scope"} {
+		h.refused.WithLabelValues(reason)
+	}
+	if err := h.registry.Register(h.refused); err != nil {
 		return nil, fmt.Errorf("api.NewHandler: register metrics: %w", err)
 	}
 	if err := h.registry.Register(newCollector(h)); err != nil {

@@ -233,7 +233,7 @@ func (h *handler) getIntent(w http.ResponseWriter, r *http.Request) {
 	p := principalOf(r)
 	d, err := h.intentDetail(r.Context(), id)
 	if err == nil && !p.CanSee(d.Intent.Channel) {
-		err = fmt.Errorf("get intent %d: %w", id, dispatcher.ErrNotFound)
+		err = hidden{fmt.Sprintf("get intent %d", id)}
 	}
 	if err != nil {
 		h.fail(w, r, err)

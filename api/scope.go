@@ -87,6 +87,14 @@ func (s scope) detail(d intentDetail) intentDetail {
 	return d
 }
 
+// hidden refuses a resource outside the principal's scope with the very
+// answer a missing one gets (404, the same message); only the metric
+// effectd_admin_refused_total tells them apart.
+type hidden struct{ what string }
+
+func (e hidden) Error() string { return e.what + ": " + dispatcher.ErrNotFound.Error() }
+func (e hidden) Unwrap() error { return dispatcher.ErrNotFound }
+
 // authorizeIntent answers ErrNotFound for an intent that does not exist or
 // whose channel the principal cannot see, and errForbidden when its role may
 // not take action a.
@@ -96,8 +104,11 @@ func (h *handler) authorizeIntent(ctx context.Context, p Principal, id int64, a 
 	}
 	var channel string
 	err := h.pool.QueryRow(ctx, intentChannelSQL, id).Scan(&channel)
-	if errors.Is(err, pgx.ErrNoRows) || err == nil && !p.CanSee(channel) {
+	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("intent %d: %w", id, dispatcher.ErrNotFound)
+	}
+	if err == nil && !p.CanSee(channel) {
+		return hidden{fmt.Sprintf("intent %d", id)}
 	}
 	if err != nil {
 		return fmt.Errorf("intent %d: %w", id, err)
@@ -112,7 +123,7 @@ func (h *handler) authorizeIntent(ctx context.Context, p Principal, id int64, a 
 func (h *handler) authorizeChannel(ctx context.Context, p Principal, name string, a Action) error {
 	notFound := fmt.Errorf("channel %q: %w", truncate(name, 64), dispatcher.ErrNotFound)
 	if !p.CanSee(name) {
-		return notFound
+		return hidden{fmt.Sprintf("channel %q", truncate(name, 64))}
 	}
 	if p.Can(a) {
 		return nil // the action itself reports a missing channel

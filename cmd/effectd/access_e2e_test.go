@@ -295,6 +295,13 @@ RETURNING id`).Scan(&smsID); err != nil {
 	if code, b := do(t, "GET", url+sms, paymentsOperatorToken, nil); code != 404 {
 		t.Errorf("payments-oncall GET the SMS: %d %s, want 404", code, b)
 	}
+	// Operators can tell refusals apart in the metrics, though callers cannot.
+	metrics := string(mustDo(t, "GET", url+"/metrics", "", nil, 200))
+	for _, want := range []string{`effectd_admin_refused_total{reason="out_of_scope"} 7`, `effectd_admin_refused_total{reason="forbidden"} 3`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(metrics, "effectd_admin_refused_total"))
+		}
+	}
 }
 
 func grepLines(s, sub string) string {
