@@ -172,6 +172,12 @@ func TestAbuseGoAPI(t *testing.T) {
 		{"1 MB payload", dispatcher.Intent{EventID: "e", Channel: "hook", Payload: map[string]any{"blob": strings.Repeat("x", 1<<20)}}, "payload"},
 		{"unmarshalable payload", dispatcher.Intent{EventID: "e", Channel: "hook", Payload: map[string]any{"f": func() {}}}, "payload"},
 		{"occurred long ago", dispatcher.Intent{EventID: "e", Channel: "hook", Payload: map[string]any{}, OccurredAt: time.Now().Add(-400 * time.Hour)}, "occurred_at"},
+		{"occurred in year 10000", dispatcher.Intent{EventID: "e", Channel: "hook", Payload: map[string]any{}, OccurredAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}, "occurred_at"},
+		{"not before year 10000", dispatcher.Intent{EventID: "e", Channel: "hook", Payload: map[string]any{}, NotBefore: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}, "not_before"},
+		{"event id with trailing space", dispatcher.Intent{EventID: "ws-1 ", Channel: "hook", Payload: map[string]any{}}, "event_id"},
+		{"event id with CR LF", dispatcher.Intent{EventID: "ws-1\r\n", Channel: "hook", Payload: map[string]any{}}, "event_id"},
+		{"ordering key of 4 KB", dispatcher.Intent{EventID: "e", Channel: "hook", Payload: map[string]any{}, OrderingKey: strings.Repeat("k", 4096)}, "ordering_key"},
+		{"nested 40 deep", dispatcher.Intent{EventID: "e", Channel: "hook", Payload: `{"a":` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}`}, "payload"},
 	}
 	before := s.snapshot(t)
 	for _, c := range cases {
