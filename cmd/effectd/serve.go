@@ -36,6 +36,11 @@ func runServe(ctx context.Context, args []string, getenv env, stdout, stderr io.
 	drain := fs.Duration("drain", 30*time.Second, "on SIGTERM, how long in-flight calls may finish")
 	logLevel := fs.String("log-level", cmpEnv(getenv("EFFECTD_LOG_LEVEL"), "info"), "debug, info, warn or error (env EFFECTD_LOG_LEVEL)")
 	cpuProfile := fs.String("cpuprofile", "", "write a pprof CPU profile of the whole run to this file")
+	limits := adminLimits
+	fs.DurationVar(&limits.ReadTimeout, "http-read-timeout", limits.ReadTimeout, "admin API: longest time to read one request")
+	fs.DurationVar(&limits.WriteTimeout, "http-write-timeout", limits.WriteTimeout, "admin API: longest time to answer one request")
+	fs.DurationVar(&limits.IdleTimeout, "http-idle-timeout", limits.IdleTimeout, "admin API: how long an idle keep-alive connection stays open")
+	fs.IntVar(&limits.MaxConns, "http-max-conns", limits.MaxConns, "admin API: connections served at once")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -54,6 +59,9 @@ func runServe(ctx context.Context, args []string, getenv env, stdout, stderr io.
 		// The live heap is small (tens of MB) and churns fast: collect less
 		// often and spend the CPU on calls instead. GOGC in the environment wins.
 		debug.SetGCPercent(400)
+	}
+	if limits.ReadTimeout <= 0 || limits.WriteTimeout <= 0 || limits.IdleTimeout <= 0 || limits.MaxConns < 1 {
+		return usagef("serve: --http-read-timeout, --http-write-timeout, --http-idle-timeout and --http-max-conns must be positive")
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -86,7 +94,7 @@ func runServe(ctx context.Context, args []string, getenv env, stdout, stderr io.
 		return usagef("serve: %v", err)
 	}
 	return serve(ctx, serveOptions{dsn: dsn, chans: chans, addr: *addr, tokens: tokens, insecure: *insecure,
-		tls: tlsConfig, migrate: *migrate, drain: *drain, log: log, stdout: stdout})
+		tls: tlsConfig, migrate: *migrate, drain: *drain, log: log, stdout: stdout, limits: limits})
 }
 
 type serveOptions struct {
@@ -100,6 +108,7 @@ type serveOptions struct {
 	drain    time.Duration
 	log      *slog.Logger
 	stdout   io.Writer
+	limits   httpLimits // of the admin API; zero: adminLimits
 }
 
 // serve runs the dispatcher and the admin API until ctx ends, then drains.
@@ -154,7 +163,10 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	o.log.Info("effectd serving", "admin", scheme+"://"+ln.Addr().String(), "channels", len(o.chans), "version", buildVersion())
 	fmt.Fprintf(o.stdout, "effectd: admin API on %s://%s\n", scheme, ln.Addr())
-	httpErr := serveHTTP(ctx, ln, h, 5*time.Second)
+	if o.limits == (httpLimits{}) {
+		o.limits = adminLimits
+	}
+	httpErr := serveLimited(ctx, ln, h, 5*time.Second, o.limits)
 	// The admin API is down (shutdown or failure): stop claiming, drain calls.
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.drain)
 	defer cancel()
