@@ -105,6 +105,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Dispatcher, error) {
 			return nil, fmt.Errorf("dispatcher.New: channel %q configured twice", c.Name)
 		}
 		ch := newChannel(c)
+		d.m.addChannel(c.Name)
 		d.chans = append(d.chans, ch)
 		d.byName[c.Name] = ch
 		d.names = append(d.names, c.Name)

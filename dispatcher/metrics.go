@@ -1,6 +1,10 @@
 package dispatcher
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/effectd/effectd/statemachine"
+)
 
 // metrics are the dispatcher's own series; the admin API adds gauges read from
 // the database (oldest PENDING age, SENDING past lease, IN_DOUBT).
@@ -53,4 +57,24 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(m.outcomes, m.calls, m.lookups, m.retries, m.fenced, m.inflight, m.deliveries, m.deliveryTime, m.orphans)
 	}
 	return m
+}
+
+// outcomeNames are the outcomes a send records (effectd_intents_total).
+var outcomeNames = []string{"sent", "retry", "failed", "skipped", "in_doubt", "maybe_sent"}
+
+// addChannel creates every series of channel at zero, so that dashboards and
+// alerts on rates see 0 from the start, not "no data" until the first event.
+func (m *metrics) addChannel(channel string) {
+	for _, o := range outcomeNames {
+		m.outcomes.WithLabelValues(channel, o)
+	}
+	for _, o := range []string{LookupFound, LookupAbsent, LookupAmbiguous, ByPolicy} {
+		m.lookups.WithLabelValues(channel, o)
+	}
+	for _, d := range []statemachine.Delivery{statemachine.Accepted, statemachine.Delivered, statemachine.Undelivered} {
+		m.deliveries.WithLabelValues(channel, string(d))
+	}
+	for _, v := range []*prometheus.MetricVec{m.calls.MetricVec, m.retries.MetricVec, m.fenced.MetricVec, m.inflight.MetricVec, m.deliveryTime.MetricVec, m.orphans.MetricVec} {
+		v.GetMetricWithLabelValues(channel)
+	}
 }
