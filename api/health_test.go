@@ -21,6 +21,10 @@ func TestStats(t *testing.T) {
 		e.insertIntent(t, "sms", string(rune('a'+i)), s)
 	}
 	e.insertIntent(t, "refund", "r", statemachine.InDoubt)
+	// Due an hour ago; and on refund a PENDING row recorded an hour ago but not due for another hour.
+	e.pool.Exec(context.Background(), `UPDATE effectd.intents SET next_attempt_at = now() - interval '1 hour' WHERE event_id = 'a'`)
+	later := e.insertIntent(t, "refund", "later", statemachine.Pending)
+	e.pool.Exec(context.Background(), `UPDATE effectd.intents SET next_attempt_at = now() + interval '1 hour' WHERE id = $1`, later)
 
 	status, body := e.do(t, "GET", "/v1/stats", readToken, "")
 	want(t, status, body, http.StatusOK)
@@ -32,14 +36,16 @@ func TestStats(t *testing.T) {
 	if sms.Counts[statemachine.Pending] != 2 || sms.Counts[statemachine.Sent] != 1 || sms.InDoubt != 1 || sms.SendingPastLease != 1 {
 		t.Errorf("sms stats %+v", sms)
 	}
-	// insertIntent records intents an hour ago.
 	if sms.OldestPendingAge < 3600 || sms.OldestPendingAge > 3600+300 {
 		t.Errorf("sms oldest pending age %v, want about 3600", sms.OldestPendingAge)
+	}
+	if refund := got.Channels["refund"]; refund.OldestPendingAge != 0 || refund.Counts[statemachine.Pending] != 1 {
+		t.Errorf("refund stats %+v: a PENDING row that is not due yet counts as waiting", refund)
 	}
 	if hook := got.Channels["hook"]; hook.OldestPendingAge != 0 || hook.Counts[statemachine.Pending] != 0 {
 		t.Errorf("hook stats %+v, want zeros", hook)
 	}
-	if got.Totals.InDoubt != 2 || got.Totals.Counts[statemachine.InDoubt] != 2 || got.Totals.Counts[statemachine.Pending] != 2 {
+	if got.Totals.InDoubt != 2 || got.Totals.Counts[statemachine.InDoubt] != 2 || got.Totals.Counts[statemachine.Pending] != 3 {
 		t.Errorf("totals %+v", got.Totals)
 	}
 }

@@ -18,7 +18,7 @@ const scrapeTimeout = 5 * time.Second
 
 var (
 	oldestPendingDesc = prometheus.NewDesc("effectd_oldest_pending_age_seconds",
-		"Age of the oldest PENDING intent of the channel, since it was recorded.", []string{"channel"}, nil)
+		"How long the oldest due PENDING intent of the channel has waited for a worker, since it became due; 0 when none is due.", []string{"channel"}, nil)
 	sendingPastLeaseDesc = prometheus.NewDesc("effectd_sending_past_lease",
 		"SENDING intents of the channel whose lease expired: in doubt, waiting for the reconciler.", []string{"channel"}, nil)
 	inDoubtDesc = prometheus.NewDesc("effectd_in_doubt",

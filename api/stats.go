@@ -10,12 +10,14 @@ import (
 	"github.com/effectd/effectd/statemachine"
 )
 
-// gaugesSQL reads, per channel, what an operator watches: the age of the
-// oldest PENDING intent (since it was recorded), SENDING rows past their
-// lease, and IN_DOUBT rows.
+// gaugesSQL reads, per channel, what an operator watches: how long the oldest
+// due PENDING intent has waited for a worker (since its next_attempt_at: a
+// row held back by not_before or a retry's backoff is not late), SENDING rows
+// past their lease, and IN_DOUBT rows.
 const gaugesSQL = `
 SELECT c.name,
-       coalesce(extract(epoch FROM now() - min(i.created_at) FILTER (WHERE i.status = 'PENDING')), 0)::float8,
+       coalesce(extract(epoch FROM now() - min(i.next_attempt_at)
+                FILTER (WHERE i.status = 'PENDING' AND i.next_attempt_at <= now())), 0)::float8,
        count(i.id) FILTER (WHERE i.status = 'SENDING' AND i.lease_expires_at < now()),
        count(i.id) FILTER (WHERE i.status = 'IN_DOUBT')
 FROM effectd.channels c LEFT JOIN effectd.intents i ON i.channel = c.name
@@ -57,8 +59,8 @@ type statsResponse struct {
 	Totals   channelStats            `json:"totals"` // oldest age is the maximum over channels
 }
 
-// stats answers GET /v1/stats: counts by channel and status, oldest PENDING
-// age, SENDING past lease and IN_DOUBT counts.
+// stats answers GET /v1/stats: counts by channel and status, the wait of the
+// oldest due PENDING intent, SENDING past lease and IN_DOUBT counts.
 func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	counts, err := countByChannel(ctx, h.pool, "")
