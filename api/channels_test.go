@@ -62,8 +62,8 @@ func TestPatchPolicy(t *testing.T) {
 	status, body := e.do(t, "PATCH", "/v1/channels/sms/policy", adminToken, `{"max_attempts": 3, "backoff": {"base": "2s"}}`)
 	want(t, status, body, http.StatusOK, `"max_attempts": 3`, `"base": "2s"`, `"max": "10m0s"`, `"lease": "20s"`)
 	override, _, audits := e.channelState(t, "sms")
-	if override != `{"backoff": {"max": "10m0s", "base": "2s"}, "max_attempts": 3}` || audits != 1 {
-		t.Errorf("override %s with %d audit rows, want max_attempts and the whole backoff, 1 audit row", override, audits)
+	if override != `{"backoff": {"base": "2s"}, "max_attempts": 3}` || audits != 1 {
+		t.Errorf("override %s with %d audit rows, want max_attempts and backoff.base only, 1 audit row", override, audits)
 	}
 	var before, after string
 	if err := e.pool.QueryRow(context.Background(), `
@@ -97,9 +97,28 @@ WHERE channel = 'sms' AND action = 'channel.policy' AND actor = 'admin'`).Scan(&
 	// null drops an override: max_attempts is the YAML's 5 again.
 	status, body = e.do(t, "PATCH", "/v1/channels/sms/policy", adminToken, `{"max_attempts": null}`)
 	want(t, status, body, http.StatusOK, `"max_attempts": 5`)
-	if o, _, n := e.channelState(t, "sms"); o != `{"backoff": {"max": "10m0s", "base": "2s"}}` || n != 2 {
+	if o, _, n := e.channelState(t, "sms"); o != `{"backoff": {"base": "2s"}}` || n != 2 {
 		t.Errorf("after null: override %s, %d audit rows", o, n)
 	}
+
+	// backoff.max was never pinned: a new YAML max shows through the override of base.
+	if _, err := e.pool.Exec(context.Background(), `UPDATE effectd.channels SET policy = policy || '{"backoff": {"base": "1s", "max": "3m"}}' WHERE name = 'sms'`); err != nil {
+		t.Fatal(err)
+	}
+	status, body = e.do(t, "GET", "/v1/channels/sms", readToken, "")
+	want(t, status, body, http.StatusOK, `"base": "2s"`, `"max": "3m0s"`)
+	// Nested keys merge one by one, and a nested null drops only its key.
+	status, body = e.do(t, "PATCH", "/v1/channels/sms/policy", adminToken, `{"backoff": {"max": "1h"}}`)
+	want(t, status, body, http.StatusOK, `"base": "2s"`, `"max": "1h0m0s"`)
+	status, body = e.do(t, "PATCH", "/v1/channels/sms/policy", adminToken, `{"backoff": {"base": null}}`)
+	want(t, status, body, http.StatusOK, `"base": "1s"`, `"max": "1h0m0s"`)
+	if o, _, _ := e.channelState(t, "sms"); o != `{"backoff": {"max": "1h0m0s"}}` {
+		t.Errorf("after a nested null: override %s", o)
+	}
+	status, body = e.do(t, "PATCH", "/v1/channels/sms/policy", adminToken, `{"backoff": {"max": null}}`)
+	want(t, status, body, http.StatusOK, `"max": "3m0s"`, `"policy_override": {}`)
+	status, body = e.do(t, "PATCH", "/v1/channels/sms/policy", adminToken, `{"backoff": {"maximum": "1h"}}`)
+	want(t, status, body, http.StatusUnprocessableEntity, "maximum")
 
 	status, body = e.do(t, "PATCH", "/v1/channels/nope/policy", adminToken, `{"max_attempts": 2}`)
 	want(t, status, body, http.StatusNotFound, "nope")

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/go-chi/chi/v5"
 
 	"github.com/effectd/effectd/dispatcher"
@@ -258,10 +259,12 @@ func policyMap(p dispatcher.Policy) (map[string]json.RawMessage, error) {
 	return m, json.Unmarshal(b, &m)
 }
 
-// applyPolicyPatch returns the new run-time override after a PATCH body: each
-// key of the patch replaces that key of the override with its merged value
-// (the whole top-level field), and a null removes the override of that key.
-// Unknown keys are malformed; invalid values are ErrInvalid, naming the field.
+// applyPolicyPatch returns the new run-time override after a PATCH body, a
+// JSON merge patch (RFC 7396) of the stored override: a key replaces that key,
+// an object such as backoff merges key by key (so {"backoff":{"base":"2s"}}
+// leaves max to the YAML), and a null removes that key's override. Values are
+// stored as the effective policy writes them ("1m" as "1m0s"). Unknown
+// top-level keys are malformed; invalid values are ErrInvalid, naming the field.
 func applyPolicyPatch(provider string, policy, override, patch []byte) (map[string]json.RawMessage, error) {
 	var fields map[string]json.RawMessage
 	if err := decodeObject(patch, &fields); err != nil {
@@ -274,56 +277,101 @@ func applyPolicyPatch(provider string, policy, override, patch []byte) (map[stri
 		if !policyFields[k] {
 			return nil, fmt.Errorf("%w: unknown policy field %q", errMalformed, k)
 		}
-	}
-	out := map[string]json.RawMessage{}
-	if len(override) > 0 {
-		if err := json.Unmarshal(override, &out); err != nil {
-			return nil, fmt.Errorf("stored policy_override: %w", err)
+		// Decode each field alone first, so that a wrong type names its field.
+		var v any
+		if err := json.Unmarshal(fields[k], &v); err != nil {
+			return nil, fmt.Errorf("%w: policy.%s: %v", errMalformed, k, err)
 		}
-	}
-	current, err := dispatcher.EffectivePolicy(provider, policy, override)
-	if err != nil {
-		return nil, fmt.Errorf("stored policy: %w", err)
-	}
-	set := map[string]json.RawMessage{}
-	for _, k := range slices.Sorted(maps.Keys(fields)) {
-		v := fields[k]
-		if string(bytes.TrimSpace(v)) == "null" {
-			delete(out, k)
+		if v = withoutNulls(v); v == nil {
 			continue
 		}
-		// Decode each field alone first, so that a wrong type names its field.
-		one, _ := json.Marshal(map[string]json.RawMessage{k: v})
+		one, _ := json.Marshal(map[string]any{k: v})
 		var probe dispatcher.Policy
 		if err := json.Unmarshal(one, &probe); err != nil {
 			return nil, fmt.Errorf("%w: policy.%s: %s", dispatcher.ErrInvalid, k, strings.TrimPrefix(err.Error(), "json: "))
 		}
-		set[k] = v
 	}
-	setJSON, err := json.Marshal(set)
+	if len(bytes.TrimSpace(override)) == 0 {
+		override = []byte("{}")
+	}
+	merged, err := jsonpatch.MergePatch(override, patch)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("stored policy_override: %w", err)
 	}
-	merged, err := current.Merge(setJSON)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", dispatcher.ErrInvalid, err)
+	var out map[string]any
+	if err := json.Unmarshal(merged, &out); err != nil {
+		return nil, fmt.Errorf("stored policy_override: %w", err)
 	}
-	mergedMap, err := policyMap(merged)
-	if err != nil {
-		return nil, err
-	}
-	for k := range set {
-		out[k] = mergedMap[k]
-	}
-	// Removing an override can expose a YAML value that no longer fits the rest.
+	out = withoutEmpty(out)
 	outJSON, err := json.Marshal(out)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := dispatcher.EffectivePolicy(provider, policy, outJSON); err != nil {
+	// Removing an override can expose a YAML value that no longer fits the rest.
+	effective, err := dispatcher.EffectivePolicy(provider, policy, outJSON)
+	if err != nil {
 		return nil, fmt.Errorf("%w: %v", dispatcher.ErrInvalid, err)
 	}
-	return out, nil
+	b, err := json.Marshal(effective)
+	if err != nil {
+		return nil, err
+	}
+	var canonical map[string]any
+	if err := json.Unmarshal(b, &canonical); err != nil {
+		return nil, err
+	}
+	result := map[string]json.RawMessage{}
+	for k, v := range out {
+		if result[k], err = json.Marshal(canonicalize(v, canonical[k])); err != nil {
+			return nil, err
+		}
+	}
+	return result, nil
+}
+
+// withoutNulls returns v with every null member of its objects removed; nil when v is null.
+func withoutNulls(v any) any {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	out := map[string]any{}
+	for k, x := range m {
+		if x = withoutNulls(x); x != nil {
+			out[k] = x
+		}
+	}
+	return out
+}
+
+// withoutEmpty returns m without the objects that a patch emptied.
+func withoutEmpty(m map[string]any) map[string]any {
+	for k, v := range m {
+		if sub, ok := v.(map[string]any); ok {
+			if sub = withoutEmpty(sub); len(sub) == 0 {
+				delete(m, k)
+			}
+		}
+	}
+	return m
+}
+
+// canonicalize returns, for each leaf of the override value v, the value the
+// effective policy has there.
+func canonicalize(v, effective any) any {
+	m, ok := v.(map[string]any)
+	e, eok := effective.(map[string]any)
+	if !ok || !eok {
+		if effective == nil {
+			return v
+		}
+		return effective
+	}
+	out := make(map[string]any, len(m))
+	for k, x := range m {
+		out[k] = canonicalize(x, e[k])
+	}
+	return out
 }
 
 // checkText refuses a path or query value that PostgreSQL cannot take as text
