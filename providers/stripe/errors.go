@@ -116,12 +116,27 @@ func classify(op string, err error, x *exchange) *Error {
 // recorder is an http.RoundTripper that notes, for calls that carry an
 // *exchange in their context, whether the request was written and what status
 // and headers came back. stripe-go drops both for some failures.
+//
+// It also sends Idempotency-Key under a spelling that net/http does not look
+// for: with the canonical one, net/http silently resends a written POST when
+// a reused HTTP/1 connection dies before the answer, so Stripe would see a
+// call that the dispatcher never records. A lost answer is instead returned,
+// as maybe sent, and the dispatcher records it and decides. Header names are
+// case-insensitive (HTTP/2 lowercases them all), so Stripe reads the same key.
 type recorder struct{ next http.RoundTripper }
 
 type exchangeKey struct{}
 
+// idempotencyHeader is how Idempotency-Key is sent; see recorder.
+const idempotencyHeader = "idempotency-key"
+
 // RoundTrip implements http.RoundTripper.
 func (t recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	if key, ok := req.Header["Idempotency-Key"]; ok {
+		req = req.Clone(req.Context()) // a RoundTripper must not change the caller's request
+		req.Header.Del("Idempotency-Key")
+		req.Header[idempotencyHeader] = key
+	}
 	res, err := t.next.RoundTrip(req)
 	if x, ok := req.Context().Value(exchangeKey{}).(*exchange); ok && res != nil {
 		x.status, x.header = res.StatusCode, res.Header
