@@ -279,7 +279,9 @@ func applyPolicyPatch(provider string, policy, override, patch []byte) (map[stri
 		}
 		// Decode each field alone first, so that a wrong type names its field.
 		var v any
-		if err := json.Unmarshal(fields[k], &v); err != nil {
+		dec := json.NewDecoder(bytes.NewReader(fields[k]))
+		dec.UseNumber() // 1e400 is the probe's to refuse, naming the field
+		if err := dec.Decode(&v); err != nil {
 			return nil, fmt.Errorf("%w: policy.%s: %v", errMalformed, k, err)
 		}
 		if v = withoutNulls(v); v == nil {
