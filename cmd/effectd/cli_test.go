@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -144,5 +145,16 @@ func TestCLIThroughBinary(t *testing.T) {
 	}
 	if code, _, errOut := cliRun(t, admin, "channels", "show", "nope"); code != 1 || !strings.Contains(errOut, "not_found") {
 		t.Errorf("channels show nope: exit %d, %q", code, errOut)
+	}
+
+	// The console is on the same listener; without a session it sends people to log in.
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Get(url + "/ui/intents/" + ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/login" {
+		t.Errorf("GET /ui/intents/%s without a session: %d to %q, want 303 to /ui/login", ids, resp.StatusCode, resp.Header.Get("Location"))
 	}
 }

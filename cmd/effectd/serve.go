@@ -142,7 +142,8 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	ui, err := console.New(console.Config{Pool: pool, API: apiHandler, Tokens: o.tokens, InsecureNoAuth: o.insecure, Logger: o.log})
+	ui, err := console.New(console.Config{Pool: pool, API: apiHandler, Tokens: o.tokens, InsecureNoAuth: o.insecure,
+		SecureCookie: o.tls != nil, Logger: o.log})
 	if err != nil {
 		return err
 	}
