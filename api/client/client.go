@@ -110,23 +110,36 @@ type AuditEntry struct {
 	After  json.RawMessage `json:"after"`
 }
 
-// ProviderEvent is an event a provider sent about an intent (a status callback, a webhook).
+// ProviderEvent is an event a provider sent (a Twilio status callback, a Stripe event).
 type ProviderEvent struct {
 	ID         int64           `json:"id"`
 	Provider   string          `json:"provider"`
 	EventID    string          `json:"event_id"`
+	Channel    string          `json:"channel"`
+	IntentID   *int64          `json:"intent_id"` // nil: an orphan
+	ObjectRef  *string         `json:"object_ref"`
 	Type       string          `json:"type"`
-	ReceivedAt time.Time       `json:"received_at"`
-	Status     string          `json:"status"`
+	Status     *string         `json:"status"`
+	Delivery   *string         `json:"delivery"`
+	Detail     *string         `json:"detail"`
+	Outcome    string          `json:"outcome"` // what the event changed
 	Payload    json.RawMessage `json:"payload"`
+	ReceivedAt time.Time       `json:"received_at"`
 }
 
 // IntentDetail is one intent with its history.
 type IntentDetail struct {
-	Intent         Intent          `json:"intent"`
-	Attempts       []Attempt       `json:"attempts"`
-	Audit          []AuditEntry    `json:"audit"`
-	ProviderEvents []ProviderEvent `json:"provider_events"`
+	Intent   Intent       `json:"intent"`
+	Attempts []Attempt    `json:"attempts"`
+	Audit    []AuditEntry `json:"audit"`
+}
+
+// ProviderEvents returns the first page of provider events about an intent.
+func (c *Client) ProviderEvents(ctx context.Context, intentID int64) ([]ProviderEvent, error) {
+	var out struct {
+		Events []ProviderEvent `json:"events"`
+	}
+	return out.Events, c.do(ctx, "GET", fmt.Sprintf("/v1/provider-events?intent_id=%d&limit=200", intentID), nil, &out)
 }
 
 // IntentPage is one page of a list.

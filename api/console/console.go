@@ -9,6 +9,7 @@ import (
 	"embed"
 	"encoding/gob"
 	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/effectd/effectd/api"
 	"github.com/effectd/effectd/api/client"
@@ -38,14 +40,15 @@ const (
 
 // Config is what New needs.
 type Config struct {
-	Pool           *pgxpool.Pool // sessions are kept in effectd.console_sessions
-	API            http.Handler  // the admin API's handler (api.NewHandler), called in process
-	Tokens         api.Tokens    // the tokens a person may log in with
-	InsecureNoAuth bool          // the API serves without tokens: any login is "anonymous", an admin
-	SecureCookie   bool          // mark the session cookie Secure (the listener serves TLS)
-	IdleTimeout    time.Duration // 0: DefaultIdleTimeout
-	Lifetime       time.Duration // 0: DefaultLifetime
-	Logger         *slog.Logger  // nil: slog.Default()
+	Pool           *pgxpool.Pool         // sessions are kept in effectd.console_sessions
+	API            http.Handler          // the admin API's handler (api.NewHandler), called in process
+	Tokens         api.Tokens            // the tokens a person may log in with
+	InsecureNoAuth bool                  // the API serves without tokens: any login is "anonymous", an admin
+	SecureCookie   bool                  // mark the session cookie Secure (the listener serves TLS)
+	IdleTimeout    time.Duration         // 0: DefaultIdleTimeout
+	Lifetime       time.Duration         // 0: DefaultLifetime
+	Logger         *slog.Logger          // nil: slog.Default()
+	Registerer     prometheus.Registerer // the console's metrics; nil: not registered
 }
 
 // console holds what the page handlers share.
@@ -56,6 +59,9 @@ type console struct {
 	sessions *scs.SessionManager
 	pages    map[string]*template.Template
 	log      *slog.Logger
+
+	logins      *prometheus.CounterVec // effectd_console_logins_total{result}
+	csrfRefused prometheus.Counter     // effectd_console_csrf_refused_total
 }
 
 // session is what a session remembers of the person who logged in.
@@ -86,7 +92,19 @@ func New(cfg Config) (http.Handler, error) {
 	sm.Cookie.Secure = cfg.SecureCookie
 	sm.Cookie.Persist = false
 	c := &console{api: cfg.API, tokens: cfg.Tokens, noAuth: cfg.InsecureNoAuth, sessions: sm, pages: pages,
-		log: cmp.Or(cfg.Logger, slog.Default())}
+		log: cmp.Or(cfg.Logger, slog.Default()),
+		logins: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "effectd_console_logins_total",
+			Help: "Console logins, by result: ok or refused (an unknown token)."}, []string{"result"}),
+		csrfRefused: prometheus.NewCounter(prometheus.CounterOpts{Name: "effectd_console_csrf_refused_total",
+			Help: "Console POSTs refused because their CSRF token was missing or wrong."}),
+	}
+	if cfg.Registerer != nil {
+		for _, m := range []prometheus.Collector{c.logins, c.csrfRefused} {
+			if err := cfg.Registerer.Register(m); err != nil {
+				return nil, fmt.Errorf("console.New: register metrics: %w", err)
+			}
+		}
+	}
 	sm.ErrorFunc = func(w http.ResponseWriter, r *http.Request, err error) {
 		c.log.ErrorContext(r.Context(), "console: session store", "err", err)
 		http.Error(w, "session store unavailable", http.StatusServiceUnavailable)
@@ -189,6 +207,7 @@ func (c *console) checkCSRF(next http.Handler) http.Handler {
 			got := r.PostFormValue("csrf")
 			if want == "" || subtle.ConstantTimeCompare([]byte(want), []byte(got)) != 1 {
 				c.log.WarnContext(r.Context(), "console: POST without a valid CSRF token refused", "path", r.URL.Path)
+				c.csrfRefused.Inc()
 				c.renderError(w, r, http.StatusForbidden,
 					"This form's security token is missing or out of date, so nothing was changed. Reload the page and try again.")
 				return

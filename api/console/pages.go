@@ -1,7 +1,6 @@
 package console
 
 import (
-	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,6 +58,7 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	if !ok {
 		c.log.WarnContext(r.Context(), "console: login refused")
+		c.logins.WithLabelValues("refused").Inc()
 		c.render(w, r, http.StatusUnauthorized, "login", "Log in",
 			map[string]any{"Error": "That token is not accepted. Paste the whole bearer token.", "NoAuth": c.noAuth})
 		return
@@ -71,6 +71,7 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 	c.sessions.Put(r.Context(), "who", session{Principal: p, TokenHash: sha256Sum(secret)})
 	c.sessions.Put(r.Context(), "csrf", "") // a fresh CSRF token for the new session
 	c.log.InfoContext(r.Context(), "console: login", "actor", p.Name, "role", p.Role)
+	c.logins.WithLabelValues("ok").Inc()
 	http.Redirect(w, r, "/ui/", http.StatusSeeOther)
 }
 
@@ -188,7 +189,7 @@ type timelineItem struct {
 }
 
 // timeline merges attempts, lookups, provider events and audit entries, oldest first.
-func timeline(d client.IntentDetail) []timelineItem {
+func timeline(d client.IntentDetail, events []client.ProviderEvent) []timelineItem {
 	var out []timelineItem
 	for _, a := range d.Attempts {
 		it := timelineItem{At: a.StartedAt, Kind: a.Kind, Title: fmt.Sprintf("%s #%d: %s", a.Kind, a.Attempt, a.Outcome),
@@ -198,9 +199,14 @@ func timeline(d client.IntentDetail) []timelineItem {
 		}
 		out = append(out, it)
 	}
-	for _, e := range d.ProviderEvents {
-		out = append(out, timelineItem{At: e.ReceivedAt, Kind: "provider event", Title: cmp.Or(e.Type, "event") + " " + e.Status,
-			Detail: e.EventID})
+	for _, e := range events {
+		title := e.Provider + " " + e.Type
+		if e.Delivery != nil {
+			title += ": " + *e.Delivery
+		}
+		out = append(out, timelineItem{At: e.ReceivedAt, Kind: "provider event", Title: title,
+			Detail: strings.TrimSpace(deref(e.Detail) + " (" + e.Outcome + ")"), Ref: deref(e.ObjectRef),
+			Failure: e.Delivery != nil && *e.Delivery == "undelivered"})
 	}
 	for _, a := range d.Audit {
 		var before, after struct {
@@ -279,10 +285,18 @@ func (c *console) loadIntent(r *http.Request) (intentData, error) {
 	if err != nil {
 		return intentData{}, err
 	}
+	events, err := api.ProviderEvents(r.Context(), id)
+	var e *client.Error
+	if errors.As(err, &e) && e.Status == http.StatusNotFound {
+		events, err = nil, nil // an API without provider events
+	}
+	if err != nil {
+		return intentData{}, err
+	}
 	p, _ := c.who(r)
 	st := d.Intent.Status
 	can := func(ev statemachine.Event) bool { _, err := statemachine.Next(st, ev); return err == nil }
-	return intentData{D: d, Channel: ch, Timeline: timeline(d), Dashboard: dashboardLink(ch.Provider, deref(d.Intent.ProviderRef)),
+	return intentData{D: d, Channel: ch, Timeline: timeline(d, events), Dashboard: dashboardLink(ch.Provider, deref(d.Intent.ProviderRef)),
 		CanOperate: p.Can("operate"), CanResolve: can(statemachine.ResolveSkip), CanRetry: can(statemachine.Requeue),
 		CanCancel: can(statemachine.Cancel)}, nil
 }

@@ -143,7 +143,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		return err
 	}
 	ui, err := console.New(console.Config{Pool: pool, API: apiHandler, Tokens: o.tokens, InsecureNoAuth: o.insecure,
-		SecureCookie: o.tls != nil, Logger: o.log})
+		SecureCookie: o.tls != nil, Logger: o.log, Registerer: reg})
 	if err != nil {
 		return err
 	}
