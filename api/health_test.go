@@ -25,6 +25,7 @@ func TestStats(t *testing.T) {
 	e.pool.Exec(context.Background(), `UPDATE effectd.intents SET next_attempt_at = now() - interval '1 hour' WHERE event_id = 'a'`)
 	later := e.insertIntent(t, "refund", "later", statemachine.Pending)
 	e.pool.Exec(context.Background(), `UPDATE effectd.intents SET next_attempt_at = now() + interval '1 hour' WHERE id = $1`, later)
+	e.pool.Exec(context.Background(), `UPDATE effectd.intents SET delivery = 'undelivered' WHERE event_id = 'e'`)
 
 	status, body := e.do(t, "GET", "/v1/stats", readToken, "")
 	want(t, status, body, http.StatusOK)
@@ -35,6 +36,9 @@ func TestStats(t *testing.T) {
 	sms := got.Channels["sms"]
 	if sms.Counts[statemachine.Pending] != 2 || sms.Counts[statemachine.Sent] != 1 || sms.InDoubt != 1 || sms.SendingPastLease != 1 {
 		t.Errorf("sms stats %+v", sms)
+	}
+	if d := sms.Deliveries; d.Undelivered != 1 || d.Delivered != 0 || d.Accepted != 0 || got.Totals.Deliveries.Undelivered != 1 {
+		t.Errorf("sms deliveries %+v, totals %+v; want one undelivered", d, got.Totals.Deliveries)
 	}
 	if sms.OldestPendingAge < 3600 || sms.OldestPendingAge > 3600+300 {
 		t.Errorf("sms oldest pending age %v, want about 3600", sms.OldestPendingAge)

@@ -19,7 +19,10 @@ SELECT c.name,
        coalesce(extract(epoch FROM now() - min(i.next_attempt_at)
                 FILTER (WHERE i.status = 'PENDING' AND i.next_attempt_at <= now())), 0)::float8,
        count(i.id) FILTER (WHERE i.status = 'SENDING' AND i.lease_expires_at < now()),
-       count(i.id) FILTER (WHERE i.status = 'IN_DOUBT')
+       count(i.id) FILTER (WHERE i.status = 'IN_DOUBT'),
+       count(i.id) FILTER (WHERE i.delivery = 'accepted'),
+       count(i.id) FILTER (WHERE i.delivery = 'delivered'),
+       count(i.id) FILTER (WHERE i.delivery = 'undelivered')
 FROM effectd.channels c LEFT JOIN effectd.intents i ON i.channel = c.name
 GROUP BY c.name
 ORDER BY c.name`
@@ -30,6 +33,11 @@ type channelGauges struct {
 	OldestPendingAge float64 `json:"oldest_pending_age_seconds"`
 	SendingPastLease int64   `json:"sending_past_lease"`
 	InDoubt          int64   `json:"in_doubt"`
+	Deliveries       struct {
+		Accepted    int64 `json:"accepted"`
+		Delivered   int64 `json:"delivered"`
+		Undelivered int64 `json:"undelivered"`
+	} `json:"deliveries"` // SENT intents by what became of them, where known
 }
 
 // readGauges runs gaugesSQL.
@@ -40,7 +48,8 @@ func (h *handler) readGauges(ctx context.Context) ([]channelGauges, error) {
 	}
 	var out []channelGauges
 	var g channelGauges
-	_, err = pgx.ForEachRow(rows, []any{&g.Channel, &g.OldestPendingAge, &g.SendingPastLease, &g.InDoubt}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&g.Channel, &g.OldestPendingAge, &g.SendingPastLease, &g.InDoubt,
+		&g.Deliveries.Accepted, &g.Deliveries.Delivered, &g.Deliveries.Undelivered}, func() error {
 		out = append(out, g)
 		return nil
 	})
@@ -90,6 +99,9 @@ func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
 		out.Totals.OldestPendingAge = max(out.Totals.OldestPendingAge, g.OldestPendingAge)
 		out.Totals.SendingPastLease += g.SendingPastLease
 		out.Totals.InDoubt += g.InDoubt
+		out.Totals.Deliveries.Accepted += g.Deliveries.Accepted
+		out.Totals.Deliveries.Delivered += g.Deliveries.Delivered
+		out.Totals.Deliveries.Undelivered += g.Deliveries.Undelivered
 	}
 	writeJSON(w, http.StatusOK, out)
 }

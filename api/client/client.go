@@ -289,6 +289,11 @@ type ChannelStats struct {
 	OldestPendingAge float64                      `json:"oldest_pending_age_seconds"`
 	SendingPastLease int64                        `json:"sending_past_lease"`
 	InDoubt          int64                        `json:"in_doubt"`
+	Deliveries       struct {
+		Accepted    int64 `json:"accepted"`
+		Delivered   int64 `json:"delivered"`
+		Undelivered int64 `json:"undelivered"`
+	} `json:"deliveries"`
 }
 
 // Stats is the answer of GET /v1/stats.

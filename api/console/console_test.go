@@ -336,3 +336,28 @@ func TestChannelPolicyPreview(t *testing.T) {
 }
 
 func itoa(id int64) string { return strconv.FormatInt(id, 10) }
+
+// TestReconcileDryRunFirst: the reconcile form runs a dry run that shows what
+// the lookup found and changes nothing, with a form to apply it.
+func TestReconcileDryRunFirst(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	id := e.insertInDoubt(t, "evt-reconcile")
+	c := browserless(t)
+	token := login(t, c, e.srv.URL, operatorToken)
+	resp, body := post(t, c, e.srv.URL+"/ui/intents/"+itoa(id)+"/reconcile", url.Values{"csrf": {token}, "dry_run": {"true"}})
+	if resp.StatusCode != 200 || !strings.Contains(body, `id="dry-run"`) || !strings.Contains(body, "<strong>found</strong>") ||
+		!strings.Contains(body, "IN_DOUBT → SENT") || !strings.Contains(body, `name="dry_run" value="false"`) {
+		t.Fatalf("dry run: %d\n%s", resp.StatusCode, body)
+	}
+	resp, _ = post(t, c, e.srv.URL+"/ui/intents/"+itoa(id)+"/reconcile", url.Values{"csrf": {token}, "dry_run": {"false"}})
+	_, body = get(t, c, e.srv.URL+resp.Header.Get("Location"))
+	if !strings.Contains(body, "Reconciled: the lookup said found") {
+		t.Errorf("apply: the result is not shown:\n%s", body)
+	}
+	// A time filter the console cannot read is named, not a 500.
+	resp, body = get(t, c, e.srv.URL+"/ui/intents?since=yesterday")
+	if resp.StatusCode != 200 || !strings.Contains(body, "from: use YYYY-MM-DDTHH:MM (UTC)") {
+		t.Errorf("bad since: %d\n%s", resp.StatusCode, body)
+	}
+}
