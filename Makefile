@@ -3,7 +3,7 @@ GO        ?= go
 GOFLAGS   ?=
 PKGS      := ./...
 
-.PHONY: run test build vet fuzz stripe-mock clean
+.PHONY: run test build vet fuzz mutate stripe-mock clean
 
 ## run: start effectd on a throwaway local PostgreSQL under .data/ (unless
 ## DATABASE_URL is set), with the sandbox providers and the example config.
@@ -30,6 +30,11 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzEnqueue$$' -fuzztime $(FUZZTIME) ./dispatcher/
 	$(GO) test -run '^$$' -fuzz '^FuzzPayloadParity$$' -fuzztime $(FUZZTIME) ./dispatcher/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./cmd/effectd/internal/config/
+
+## mutate: break each guarantee in turn (the list in cmd/mutate) and require
+## its tests to fail; a release check (see README, Testing). MUTATE=regexp picks some.
+mutate:
+	$(GO) run ./cmd/mutate $(if $(MUTATE),-only '$(MUTATE)')
 
 ## stripe-mock: install the Stripe API validator used by providers/stripe tests.
 stripe-mock:

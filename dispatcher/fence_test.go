@@ -2,6 +2,7 @@ package dispatcher_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,13 +63,57 @@ func TestLateOutcomeWhileNewerAttemptSends(t *testing.T) {
 	if got.Status != "SENDING" || got.Attempts != 2 || got.Ref != "" || lease == nil || time.Until(*lease) < 30*time.Second {
 		t.Fatalf("attempt 1's late answer changed the row attempt 2 holds: %+v, lease until %v", got, lease)
 	}
-	if n := dispatcher.Fenced(r.d, "c"); n != 1 {
-		t.Errorf("fenced-out outcomes = %v, want 1", n)
-	}
+	// The counter follows the statement that recorded the attempt.
+	eventually(t, 5*time.Second, "the fenced-out outcome is counted", func() bool { return dispatcher.Fenced(r.d, "c") == 1 })
 
 	second <- struct{}{}
 	got = r.waitStatus(t, "e", "SENT")
 	if got.Ref != "ref-second" || got.Attempts != 2 || p.Calls("c:e") != 2 {
 		t.Fatalf("after attempt 2: %+v after %d calls", got, p.Calls("c:e"))
 	}
+}
+
+// TestLateOutcomeAfterSettlement: attempt 1 stalls past its lease and the
+// reconciler settles the row (policy skip) without a new attempt. When attempt
+// 1's answer arrives its attempt number still matches: only the status fences
+// it out, and the row stays SKIPPED.
+func TestLateOutcomeAfterSettlement(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	p := &scripted{calls: map[string]int{}, answer: func(string, int) (string, error) {
+		<-release // a stalled worker that ignores its deadline
+		return "ref-late", nil
+	}}
+	pol := fastPolicy("webhook")
+	pol.InDoubt = dispatcher.InDoubtSkip
+	r := start(t, "webhook", keyedProvider{p}, pol)
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	r.enqueue(t, "e")
+	eventually(t, 10*time.Second, "attempt 1 calls", func() bool { return p.Calls("c:e") == 1 })
+	if _, err := r.pool.Exec(context.Background(), `UPDATE effectd.intents SET lease_expires_at = now() - interval '1 second' WHERE event_id = 'e'`); err != nil {
+		t.Fatal(err)
+	}
+	r.waitStatus(t, "e", "SKIPPED")
+	close(release)
+	var got row
+	eventually(t, 10*time.Second, "the late answer is recorded", func() bool {
+		got = r.row(t, "e")
+		for _, o := range got.Outcomes {
+			if strings.HasPrefix(o, "send:sent") {
+				return true
+			}
+		}
+		return false
+	})
+	if got.Status != "SKIPPED" || got.Ref != "" || got.Attempts != 1 {
+		t.Fatalf("the late answer overwrote the settled row: %+v", got)
+	}
+	// The counter follows the statement that recorded the attempt.
+	eventually(t, 5*time.Second, "the fenced-out outcome is counted", func() bool { return dispatcher.Fenced(r.d, "c") == 1 })
 }

@@ -210,3 +210,49 @@ func TestPruneOneInstanceAtATime(t *testing.T) {
 		t.Fatalf("Prune after = %d, %v; want 1", n, err)
 	}
 }
+
+// TestReconcileRacingResolve: an operator's reconcile of an IN_DOUBT row asks
+// the provider; while the lookup runs, another operator resolves the row as
+// sent. The lookup then answers "absent", but the row it read is gone: the
+// settlement must not apply (which would send the effect a second time).
+func TestReconcileRacingResolve(t *testing.T) {
+	t.Parallel()
+	entered, answer := make(chan struct{}), make(chan struct{})
+	s := &scripted{calls: map[string]int{}, answer: func(string, int) (string, error) { return "ref-resent", nil }}
+	pol := fastPolicy("twilio")
+	pol.InDoubt = dispatcher.InDoubtManual
+	r := start(t, "twilio", looking{s, func(string) (string, bool, error) {
+		close(entered)
+		<-answer
+		return "", false, nil // absent
+	}}, pol)
+	id := seedAged(t, r.pool, "c", "twilio", "e", statemachine.InDoubt, time.Minute, true)
+	ctx := context.Background()
+	done := make(chan dispatcher.Settlement, 1)
+	go func() {
+		st, err := r.d.Reconcile(ctx, id, false, "first-operator")
+		if err != nil {
+			t.Error(err)
+		}
+		done <- st
+	}()
+	<-entered
+	if _, _, err := dispatcher.Operate(ctx, r.pool, dispatcher.Operation{IntentID: id, Event: statemachine.ResolveSent,
+		Actor: "second-operator", ProviderRef: "SM-by-hand"}); err != nil {
+		t.Fatal(err)
+	}
+	close(answer)
+	st := <-done
+	if st.Applied {
+		t.Errorf("the stale settlement applied: %+v", st)
+	}
+	// Had it applied, the row would be PENDING and sent again: prove it is not
+	// by sending another intent through the same channel.
+	if ok, err := enqueue(t, r.pool, dispatcher.Intent{EventID: "probe", Channel: "c", Payload: `{"to":"+15005550006","body":"hi"}`}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	r.waitStatus(t, "probe", "SENT")
+	if got := r.row(t, "e"); got.Status != "SENT" || got.Ref != "SM-by-hand" || s.Calls("c:e") != 0 {
+		t.Fatalf("after the race: %+v, %d calls; want SENT by hand, never called", got, s.Calls("c:e"))
+	}
+}

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// mutation is one deliberate break of a guarantee, and the tests that must
+// notice it.
+type mutation struct {
+	name string // what breaks, e.g. "complete: fence on attempts removed"
+	file string // the file to mutate, from the repository's root; a glob picks the last match holding from
+	from string // a small, stable snippet that must occur exactly once in the file
+	to   string // what replaces it
+	pkg  string // the package whose tests must fail, e.g. ./dispatcher/
+	run  string // go test -run pattern
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("mutate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	only := fs.String("only", "", "run only the mutations whose name matches this regular expression")
+	list := fs.Bool("list", false, "print the mutations and exit")
+	race := fs.Bool("race", false, "run the tests with -race (slower)")
+	verbose := fs.Bool("v", false, "print the test output of every mutation")
+	timeout := fs.Duration("timeout", 5*time.Minute, "bound on each mutation's go test")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	root, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintln(stderr, "mutate:", err)
+		return 1
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		fmt.Fprintln(stderr, "mutate: run it from the repository's root (no go.mod here)")
+		return 2
+	}
+	var pick *regexp.Regexp
+	if *only != "" {
+		if pick, err = regexp.Compile(*only); err != nil {
+			fmt.Fprintln(stderr, "mutate: -only:", err)
+			return 2
+		}
+	}
+	var todo []mutation
+	for _, m := range mutations {
+		if pick == nil || pick.MatchString(m.name) {
+			todo = append(todo, m)
+		}
+	}
+	if *list {
+		for _, m := range todo {
+			fmt.Fprintf(stdout, "%-58s %s  go test -run '%s' %s\n", m.name, m.file, m.run, m.pkg)
+		}
+		return 0
+	}
+	scratch, err := os.MkdirTemp("", "effectd-mutate-")
+	if err != nil {
+		fmt.Fprintln(stderr, "mutate:", err)
+		return 1
+	}
+	defer os.RemoveAll(scratch)
+
+	start := time.Now()
+	counts := map[string]int{}
+	var bad []string
+	for i, m := range todo {
+		t0 := time.Now()
+		verdict, detail, out := try(root, scratch, i, m, *race, *timeout)
+		counts[verdict]++
+		fmt.Fprintf(stdout, "%-9s %-58s %6.1fs  %s\n", verdict, m.name, time.Since(t0).Seconds(), detail)
+		if verdict != "killed" {
+			bad = append(bad, m.name)
+		}
+		if *verbose || verdict == "invalid" {
+			fmt.Fprintln(stdout, indent(out))
+		}
+	}
+	fmt.Fprintf(stdout, "\n%d mutations in %s: %d killed, %d survived, %d stale, %d invalid\n",
+		len(todo), time.Since(start).Round(time.Second), counts["killed"], counts["survived"], counts["stale"], counts["invalid"])
+	if len(bad) > 0 {
+		fmt.Fprintf(stdout, "not killed: %s\n", strings.Join(bad, "; "))
+		return 1
+	}
+	return 0
+}
+
+// try applies m in an overlay and runs its tests. verdict is killed,
+// survived, stale (the snippet is not in the file exactly once) or invalid
+// (the mutated tree does not build).
+func try(root, scratch string, i int, m mutation, race bool, timeout time.Duration) (verdict, detail, out string) {
+	path, src, err := locate(root, m)
+	if err != nil {
+		return "stale", err.Error(), ""
+	}
+	mutated := strings.Replace(src, m.from, m.to, 1)
+	dir := filepath.Join(scratch, fmt.Sprint(i))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "invalid", err.Error(), ""
+	}
+	copyPath := filepath.Join(dir, filepath.Base(path))
+	overlay := filepath.Join(dir, "overlay.json")
+	ov, _ := json.Marshal(map[string]map[string]string{"Replace": {path: copyPath}})
+	if err := errors.Join(os.WriteFile(copyPath, []byte(mutated), 0o644), os.WriteFile(overlay, ov, 0o644)); err != nil {
+		return "invalid", err.Error(), ""
+	}
+	args := []string{"test", "-overlay", overlay, "-count=1", "-timeout", timeout.String(), "-run", m.run}
+	if race {
+		args = append(args, "-race")
+	}
+	args = append(args, m.pkg)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = root
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	err = cmd.Run()
+	out = buf.String()
+	rel, _ := filepath.Rel(root, path)
+	switch {
+	case err == nil:
+		if strings.Contains(out, "no tests to run") {
+			return "invalid", rel + ": -run " + m.run + " matches no test", out
+		}
+		return "survived", rel + ": go test -run '" + m.run + "' " + m.pkg + " passed", out
+	case strings.Contains(out, "[build failed]") || strings.Contains(out, "[setup failed]") || strings.Contains(out, "build failed"):
+		return "invalid", rel + ": the mutated tree does not build", out
+	}
+	return "killed", rel + ": " + failed(out), out
+}
+
+// locate returns the file m mutates and its text: the file itself, or for a
+// glob the last match (in name order, so the latest migration) that holds the
+// snippet. The snippet must occur exactly once there.
+func locate(root string, m mutation) (string, string, error) {
+	matches, err := filepath.Glob(filepath.Join(root, m.file))
+	if err != nil {
+		return "", "", err
+	}
+	sort.Strings(matches)
+	for j := len(matches) - 1; j >= 0; j-- {
+		b, err := os.ReadFile(matches[j])
+		if err != nil {
+			return "", "", err
+		}
+		switch n := strings.Count(string(b), m.from); {
+		case n == 1:
+			return matches[j], string(b), nil
+		case n > 1:
+			return "", "", fmt.Errorf("%s: snippet %q occurs %d times; make it unique", m.file, m.from, n)
+		}
+	}
+	return "", "", fmt.Errorf("%s: snippet %q not found; update the mutation list", m.file, m.from)
+}
+
+var failLine = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
+
+// failed names the tests that failed, or says what else ended the run.
+func failed(out string) string {
+	var names []string
+	for _, m := range failLine.FindAllStringSubmatch(out, -1) {
+		names = append(names, m[1])
+	}
+	switch {
+	case len(names) > 0:
+		if len(names) > 4 {
+			names = append(names[:4], "…")
+		}
+		return "failed " + strings.Join(names, ", ")
+	case strings.Contains(out, "panic: test timed out"):
+		return "timed out"
+	case strings.Contains(out, "panic:"):
+		return "panicked"
+	}
+	return "failed"
+}
+
+func indent(s string) string {
+	s = strings.TrimRight(s, "\n")
+	if len(s) > 4000 {
+		s = "…" + s[len(s)-4000:]
+	}
+	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
+}
