@@ -359,13 +359,19 @@ func TestOrderingKey(t *testing.T) {
 	}}
 	r := start(t, "webhook", keyedProvider{p}, fastPolicy("webhook"))
 	ctx := context.Background()
-	tx, _ := r.pool.Begin(ctx)
+	tx, err := r.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
 	for _, id := range []string{"first", "second"} {
 		if _, err := dispatcher.Enqueue(ctx, tx, dispatcher.Intent{EventID: id, Channel: "c", Payload: `{}`, OrderingKey: "acct-1"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	tx.Commit(ctx)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
 	r.waitStatus(t, "second", "SENT")
 	mu.Lock()
 	defer mu.Unlock()

@@ -1,9 +1,16 @@
 package dispatcher_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"reflect"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -16,6 +23,9 @@ import (
 // exactly one row (or reports a duplicate of one), or is refused as bad input
 // (SQLSTATE 22023, an *InputError naming the field) and inserts nothing. Any
 // other error class — an encoding error, a cast error, a 500 in waiting — fails.
+// An accepted input must have been valid (a known channel, a JSON object, an
+// event id of 1 to 255 bytes of UTF-8 without NUL), be stored as given under
+// its derived key, and be refused as a duplicate the second time.
 //
 // Each input runs in a transaction that is rolled back, so the table starts
 // empty every time; plain go test runs the seeds in testdata/fuzz/FuzzEnqueue.
@@ -68,6 +78,8 @@ func FuzzEnqueue(f *testing.F) {
 			}
 		} else if !inserted {
 			t.Fatalf("Enqueue(%q, %q, %q) into an empty table reported a duplicate", eventID, channel, payload)
+		} else {
+			checkStored(t, sp, eventID, channel, payload)
 		}
 		var n int
 		if err := tx.QueryRow(ctx, `SELECT count(*) FROM effectd.intents`).Scan(&n); err != nil {
@@ -86,4 +98,47 @@ func sqlstate(err error) string {
 		return "SQLSTATE " + pgErr.Code
 	}
 	return "no SQLSTATE"
+}
+
+// checkStored checks an accepted input against what the contract allows and
+// against the row it left: the same event, channel and payload (as JSON
+// values), the key derived from them, PENDING; and a second enqueue of it is
+// a duplicate that changes nothing.
+func checkStored(t *testing.T, tx dispatcher.Tx, eventID, channel string, payload []byte) {
+	t.Helper()
+	ctx := context.Background()
+	var want map[string]any
+	switch {
+	case channel != "hook" && channel != "refund" && channel != "sms":
+		t.Fatalf("accepted unknown channel %q", channel)
+	case eventID == "" || len(eventID) > 255 || !utf8.ValidString(eventID) || strings.ContainsRune(eventID, 0):
+		t.Fatalf("accepted event id %q (%d bytes)", eventID, len(eventID))
+	case json.Unmarshal(payload, &want) != nil || want == nil:
+		t.Fatalf("accepted payload %q, which is not a JSON object", payload)
+	}
+	var gotEvent, gotChannel, key, status string
+	var gotPayload []byte
+	if err := tx.QueryRow(ctx, `SELECT event_id, channel, payload::text, idempotency_key, status FROM effectd.intents`).
+		Scan(&gotEvent, &gotChannel, &gotPayload, &key, &status); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(gotPayload, &got); err != nil {
+		t.Fatal(err)
+	}
+	if gotEvent != eventID || gotChannel != channel || status != "PENDING" || !reflect.DeepEqual(got, want) {
+		t.Fatalf("Enqueue(%q, %q, %q) stored (%q, %q, %s, %s)", eventID, channel, payload, gotEvent, gotChannel, gotPayload, status)
+	}
+	wantKey := channel + ":" + eventID
+	if len(wantKey) > 255 {
+		sum := sha256.Sum256([]byte(eventID))
+		wantKey = channel + ":sha256:" + hex.EncodeToString(sum[:])
+	}
+	if key != wantKey {
+		t.Fatalf("Enqueue(%q, %q): key %q, want %q", eventID, channel, key, wantKey)
+	}
+	again, err := dispatcher.Enqueue(ctx, tx, dispatcher.Intent{EventID: eventID, Channel: channel, Payload: bytes.Clone(payload)})
+	if err != nil || again {
+		t.Fatalf("Enqueue(%q, %q) again = %v, %v; want a duplicate", eventID, channel, again, err)
+	}
 }

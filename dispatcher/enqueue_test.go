@@ -91,10 +91,13 @@ func TestEnqueueRollbackLeavesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer tx.Rollback(ctx) // a failed check must not leave the transaction open
 	if ok, err := dispatcher.Enqueue(ctx, tx, dispatcher.Intent{EventID: "e", Channel: "hook", Payload: `{}`}); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	tx.Rollback(ctx)
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if n := count(t, pool); n != 0 {
 		t.Fatalf("intents after rollback = %d", n)
 	}

@@ -103,6 +103,23 @@ func (r *paymentRig) final(t *testing.T, id int64, want string) (ref string, out
 
 func stripeEffects(sb *sandbox.Server) []sandbox.Effect { return sb.Ledger.Snapshot("stripe").Effects }
 
+// keyCalls counts the calls of kind that carried key: those that applied an
+// effect, and those that did not (a replay of the key's first answer, a
+// repeated webhook delivery, a call dropped before it applied anything).
+// Effects alone cannot show a repeated call: the sandbox applies a key once.
+func keyCalls(sb *sandbox.Server, kind, key string) (applied, notApplied int) {
+	for _, c := range sb.Ledger.Snapshot(kind).Calls {
+		switch {
+		case c.Key != key:
+		case c.Applied:
+			applied++
+		default:
+			notApplied++
+		}
+	}
+	return applied, notApplied
+}
+
 // TestRefundAndSMSThroughSQL: a refund and an SMS enqueued through SQL end SENT
 // with the providers' references.
 func TestRefundAndSMSThroughSQL(t *testing.T) {
@@ -121,6 +138,9 @@ func TestRefundAndSMSThroughSQL(t *testing.T) {
 	effects := stripeEffects(r.sb)
 	if len(effects) != 1 || effects[0].Ref != ref || effects[0].Key != "refund:evt-refund-1" {
 		t.Fatalf("stripe effects = %+v", effects)
+	}
+	if a, n := keyCalls(r.sb, "stripe", "refund:evt-refund-1"); a != 1 || n != 0 {
+		t.Errorf("refund calls: %d applied, %d not; want one call", a, n)
 	}
 	var body struct {
 		Metadata map[string]string `json:"metadata"`
@@ -148,6 +168,9 @@ func TestDroppedAnswersSettleOnce(t *testing.T) {
 	}
 	if len(outcomes) != 2 || outcomes[0] != "send:retry" || outcomes[1] != "send:sent" {
 		t.Errorf("refund attempts = %v; want a maybe-sent retry, then the replayed success", outcomes)
+	}
+	if a, n := keyCalls(r.sb, "stripe", "refund:evt-refund-2"); a != 1 || n != 1 {
+		t.Errorf("refund calls: %d applied, %d not; want the dropped one applied and one replay", a, n)
 	}
 
 	r.sb.Faults.Set("twilio", sandbox.Fault{DropRate: 1, Times: 1})
@@ -189,6 +212,9 @@ func TestCrashedRefundSettlesByKeyReplay(t *testing.T) {
 	}
 	if effects := stripeEffects(r.sb); len(effects) != 1 || effects[0].Applied != 1 {
 		t.Fatalf("stripe effects = %+v", effects)
+	}
+	if a, n := keyCalls(r.sb, "stripe", "refund:evt-refund-3"); a != 1 || n != 1 {
+		t.Errorf("refund calls: %d applied, %d not; want the crashed call and one replay", a, n)
 	}
 	if len(outcomes) != 2 || outcomes[0] != "send:lease expired" || !strings.HasPrefix(outcomes[1], "lookup:found") {
 		t.Errorf("attempts = %v", outcomes)

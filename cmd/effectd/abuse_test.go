@@ -181,12 +181,15 @@ func TestAbuseGoAPI(t *testing.T) {
 	}
 	before := s.snapshot(t)
 	for _, c := range cases {
-		tx, err := s.pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = dispatcher.Enqueue(ctx, tx, c.in)
-		tx.Rollback(ctx)
+		err := func() error {
+			tx, err := s.pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx)
+			_, err = dispatcher.Enqueue(ctx, tx, c.in)
+			return err
+		}()
 		var bad *dispatcher.InputError
 		if !errors.As(err, &bad) || bad.Field != c.field || !strings.Contains(bad.Error(), c.field) {
 			t.Errorf("%s: err = %v (%T); want an *InputError on %s", c.name, err, err, c.field)

@@ -241,7 +241,9 @@ FROM effectd.audit WHERE channel = 'hook' ORDER BY id`)
 func TestMetricsSeries(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, pgtest.URL(t))
-	s.sb.Faults.Set("webhook", sandbox.Fault{ErrorRate: 0.4, ErrorStatus: 503})
+	// The first calls fail, so retries are certain and no intent can exhaust
+	// its attempts (a random error rate left a small chance of either).
+	s.sb.Faults.Set("webhook", sandbox.Fault{ErrorRate: 1, ErrorStatus: 503, Times: 6})
 	p, url := s.serve(t)
 	ctx := context.Background()
 
@@ -358,8 +360,13 @@ func TestAdminAuthThroughBinary(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, pgtest.URL(t))
 	_, url := s.serve(t)
-	s.enqueue(t, "one", "hook", 0)
+	// Not due for an hour, so it stays PENDING unless a refused write moved it
+	// (a cancel would make it CANCELLED).
 	var id int64
+	if err := s.pool.QueryRow(context.Background(), `SELECT effectd.enqueue(event_id => 'one', channel => 'hook', payload => '{}'::jsonb,
+		not_before => now() + interval '1 hour')`).Scan(new(bool)); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.pool.QueryRow(context.Background(), `SELECT id FROM effectd.intents WHERE event_id = 'one'`).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
@@ -396,9 +403,11 @@ func TestAdminAuthThroughBinary(t *testing.T) {
 	// The refused writes changed nothing.
 	var st string
 	var audits int
-	s.pool.QueryRow(context.Background(), `SELECT status, (SELECT count(*) FROM effectd.audit) FROM effectd.intents WHERE id = $1`, id).Scan(&st, &audits)
-	if audits != 0 {
-		t.Errorf("%d audit rows after refused writes, want 0", audits)
+	if err := s.pool.QueryRow(context.Background(), `SELECT status, (SELECT count(*) FROM effectd.audit) FROM effectd.intents WHERE id = $1`, id).Scan(&st, &audits); err != nil {
+		t.Fatal(err)
+	}
+	if st != "PENDING" || audits != 0 {
+		t.Errorf("after refused writes: intent %s, %d audit rows; want PENDING and none", st, audits)
 	}
 	var paused bool
 	var override string
