@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/migrations/pgtest"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -64,5 +66,49 @@ func TestOrderingBehindFailedAndInDoubt(t *testing.T) {
 		if got := r.row(t, "before-"+string(s)); got.Status != string(s) {
 			t.Errorf("the predecessor moved: %+v", got)
 		}
+	}
+}
+
+// TestEnqueueSMSBodyAndMaxPayload: an SMS body is refused past 1,600
+// characters (Twilio's limit; characters, not bytes), and a channel's
+// max_payload bounds its payloads, for webhook channels too.
+func TestEnqueueSMSBodyAndMaxPayload(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	chans := []dispatcher.Channel{
+		{Name: "sms", Kind: "twilio", Policy: dispatcher.DefaultPolicy("twilio")},
+		{Name: "small-hook", Kind: "webhook", Policy: dispatcher.DefaultPolicy("webhook"), MaxPayload: 1024},
+		{Name: "small-sms", Kind: "twilio", Policy: dispatcher.DefaultPolicy("twilio"), MaxPayload: 1024},
+	}
+	if err := dispatcher.Register(ctx, pool, chans); err != nil {
+		t.Fatal(err)
+	}
+	sms := func(body string) map[string]any { return map[string]any{"to": "+15005550006", "body": body} }
+	for _, c := range []struct {
+		name    string
+		channel string
+		payload any
+		field   string // "" when accepted
+	}{
+		{"1,600 characters", "sms", sms(strings.Repeat("a", 1600)), ""},
+		{"1,600 two-byte characters", "sms", sms(strings.Repeat("é", 1600)), ""},
+		{"1,601 characters", "sms", sms(strings.Repeat("a", 1601)), "payload.body"},
+		{"webhook under its max_payload", "small-hook", map[string]any{"x": strings.Repeat("a", 900)}, ""},
+		{"webhook over its max_payload", "small-hook", map[string]any{"x": strings.Repeat("a", 1100)}, "payload"},
+		{"SMS over its channel's max_payload", "small-sms", sms(strings.Repeat("a", 1100)), "payload"},
+	} {
+		ok, err := enqueue(t, pool, dispatcher.Intent{EventID: c.name, Channel: c.channel, Payload: c.payload})
+		var bad *dispatcher.InputError
+		switch {
+		case c.field == "" && (err != nil || !ok):
+			t.Errorf("%s: %v, %v; want accepted", c.name, ok, err)
+		case c.field != "" && (!errors.As(err, &bad) || bad.Field != c.field):
+			t.Errorf("%s: %v; want refused naming %s", c.name, err, c.field)
+		}
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM effectd.intents`).Scan(&n); err != nil || n != 3 {
+		t.Fatalf("intents = %d, %v; want the 3 accepted", n, err)
 	}
 }
