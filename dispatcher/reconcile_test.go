@@ -182,6 +182,14 @@ func TestReconcileRefusesLiveLease(t *testing.T) {
 	if !errors.As(err, &le) || !errors.Is(err, statemachine.ErrTransition) || time.Until(le.Until) < 30*time.Second {
 		t.Fatalf("Reconcile of a live lease: %v", err)
 	}
+	// The reconciler's own loop leaves it alone too: a row whose lease did
+	// expire is settled (looked up, found absent, claimed again) while "e" stays
+	// with its one call and no lookup.
+	seedAged(t, r.pool, "c", "twilio", "crashed", statemachine.Sending, time.Minute, false)
+	eventually(t, 10*time.Second, "the expired lease is settled", func() bool { return r.row(t, "crashed").Attempts == 2 })
+	if got := r.row(t, "e"); got.Status != "SENDING" || got.Attempts != 1 || len(got.Outcomes) != 0 || s.Calls("c:e") != 1 {
+		t.Fatalf("the reconciler took a live lease: %+v after %d calls", got, s.Calls("c:e"))
+	}
 }
 
 // TestPruneOneInstanceAtATime: while one instance holds the prune lock, another
