@@ -10,4 +10,5 @@
 //	go run ./cmd/mutate                 # every mutation (make mutate)
 //	go run ./cmd/mutate -only 'fence'   # those whose name matches
 //	go run ./cmd/mutate -list           # print the list
+//	go run ./cmd/mutate -check          # only check that every snippet is still there
 package main

@@ -37,6 +37,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	only := fs.String("only", "", "run only the mutations whose name matches this regular expression")
 	list := fs.Bool("list", false, "print the mutations and exit")
+	check := fs.Bool("check", false, "only check that every snippet is found exactly once (fast; no tests run)")
 	race := fs.Bool("race", false, "run the tests with -race (slower)")
 	verbose := fs.Bool("v", false, "print the test output of every mutation")
 	timeout := fs.Duration("timeout", 5*time.Minute, "bound on each mutation's go test")
@@ -68,6 +69,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *list {
 		for _, m := range todo {
 			fmt.Fprintf(stdout, "%-58s %s  go test -run '%s' %s\n", m.name, m.file, m.run, m.pkg)
+		}
+		return 0
+	}
+	if *check {
+		stale := 0
+		for _, m := range todo {
+			if _, _, err := locate(root, m); err != nil {
+				fmt.Fprintf(stdout, "stale     %-58s %v\n", m.name, err)
+				stale++
+			}
+		}
+		fmt.Fprintf(stdout, "%d mutations, %d stale\n", len(todo), stale)
+		if stale > 0 {
+			return 1
 		}
 		return 0
 	}
