@@ -39,6 +39,7 @@ func (h *handler) routes() chi.Router {
 		r.Get("/channels", h.listChannels)
 		r.Get("/channels/{name}", h.getChannel)
 		r.Get("/stats", h.stats)
+		r.Get("/provider-events", h.listEvents)
 		// Each write checks the principal's scope (404) and role (403) itself,
 		// so that a channel out of scope is never told apart from a missing one.
 		r.Post("/intents/{id}/retry", h.retryIntent)

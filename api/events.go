@@ -1,0 +1,112 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/effectd/effectd/dispatcher"
+)
+
+const listEventsSQL = `
+SELECT id, provider, event_id, channel, intent_id, object_ref, type, status, delivery, detail, outcome, payload, received_at
+FROM effectd.provider_events
+WHERE id > $1
+  AND (NOT $2 OR intent_id IS NULL)
+  AND ($3::text IS NULL OR channel = $3)
+  AND ($4::bigint IS NULL OR intent_id = $4)
+  AND ($5::text[] IS NULL OR channel = ANY ($5))
+ORDER BY id
+LIMIT $6`
+
+// providerEvent is one row of effectd.provider_events.
+type providerEvent struct {
+	ID         int64           `json:"id"`
+	Provider   string          `json:"provider"`
+	EventID    string          `json:"event_id"`
+	Channel    string          `json:"channel"`
+	IntentID   *int64          `json:"intent_id"` // null: an orphan
+	ObjectRef  *string         `json:"object_ref"`
+	Type       string          `json:"type"`
+	Status     *string         `json:"status"`
+	Delivery   *string         `json:"delivery"`
+	Detail     *string         `json:"detail"`
+	Outcome    string          `json:"outcome"`
+	Payload    json.RawMessage `json:"payload"`
+	ReceivedAt time.Time       `json:"received_at"`
+}
+
+// eventPage is the response of GET /v1/provider-events.
+type eventPage struct {
+	Events []providerEvent `json:"events"`
+	Next   *int64          `json:"next"`
+}
+
+// listEvents answers GET /v1/provider-events?orphan=&channel=&intent_id=&limit=&after=,
+// keyset-paginated by id, within the channels the caller may see.
+func (h *handler) listEvents(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	orphan := false
+	if s := q.Get("orphan"); s != "" {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			h.fail(w, r, fmt.Errorf("%w: orphan: must be true or false, got %q", dispatcher.ErrInvalid, truncate(s, 40)))
+			return
+		}
+		orphan = b
+	}
+	var channel *string
+	if s := q.Get("channel"); s != "" {
+		channel = &s
+	}
+	var intentID *int64
+	if q.Get("intent_id") != "" {
+		id, err := queryInt(r, "intent_id", 0, 1, 1<<62)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		intentID = &id
+	}
+	limit, err := queryInt(r, "limit", defaultLimit, 1, maxLimit)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	after, err := queryInt(r, "after", 0, 0, 1<<62)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	visible, err := h.visibleChannels(r.Context(), principalOf(r))
+	if err != nil {
+		h.fail(w, r, fmt.Errorf("list provider events: %w", err))
+		return
+	}
+	rows, err := h.pool.Query(r.Context(), listEventsSQL, after, orphan, channel, intentID, visible, limit+1)
+	if err != nil {
+		h.fail(w, r, fmt.Errorf("list provider events: %w", err))
+		return
+	}
+	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (providerEvent, error) {
+		var e providerEvent
+		err := row.Scan(&e.ID, &e.Provider, &e.EventID, &e.Channel, &e.IntentID, &e.ObjectRef, &e.Type, &e.Status,
+			&e.Delivery, &e.Detail, &e.Outcome, &e.Payload, &e.ReceivedAt)
+		return e, err
+	})
+	if err != nil {
+		h.fail(w, r, fmt.Errorf("list provider events: %w", err))
+		return
+	}
+	page := eventPage{Events: events}
+	if int64(len(events)) > limit {
+		page.Events = events[:limit]
+		next := page.Events[limit-1].ID
+		page.Next = &next
+	}
+	writeJSON(w, http.StatusOK, page)
+}
