@@ -21,10 +21,11 @@ import (
 // devSecrets are the sandbox's credentials, used by `effectd dev` when the
 // environment does not set its own. They open nothing but the local sandbox.
 var devSecrets = map[string]string{
-	"STRIPE_API_KEY":         "sk_test_effectd_sandbox",
-	"TWILIO_ACCOUNT_SID":     "AC00000000000000000000000000000000",
-	"TWILIO_AUTH_TOKEN":      "sandbox",
-	"SANDBOX_WEBHOOK_SECRET": "whsec_ZWZmZWN0ZC1zYW5kYm94LXNlY3JldC1rZXk=",
+	"STRIPE_API_KEY":                "sk_test_effectd_sandbox",
+	"TWILIO_ACCOUNT_SID":            "AC00000000000000000000000000000000",
+	"TWILIO_AUTH_TOKEN":             "sandbox",
+	"SANDBOX_WEBHOOK_SECRET":        "whsec_ZWZmZWN0ZC1zYW5kYm94LXNlY3JldC1rZXk=",
+	"SANDBOX_STRIPE_WEBHOOK_SECRET": "whsec_ZWZmZWN0ZC1zYW5kYm94LXN0cmlwZS1ldmVudHM=",
 }
 
 func runDev(ctx context.Context, args []string, getenv env, stdout, stderr io.Writer) error {
@@ -34,11 +35,16 @@ func runDev(ctx context.Context, args []string, getenv env, stdout, stderr io.Wr
 	cfgPath := fs.String("config", cmpEnv(getenv("EFFECTD_CONFIG"), "cmd/effectd/effectd.example.yaml"), "YAML configuration")
 	sandboxAddr := fs.String("sandbox-addr", "127.0.0.1:9090", "address of the in-process sandbox")
 	addr := fs.String("addr", cmpEnv(getenv("EFFECTD_ADMIN_ADDR"), "127.0.0.1:8080"), "admin API address")
+	ingressAddr := fs.String("ingress-addr", cmpEnv(getenv("EFFECTD_INGRESS_ADDR"), "127.0.0.1:8081"), "provider events listener address (the example config's status_callback points here)")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	getenv = withDefaults(getenv, devSecrets)
 	chans, err := config.Load(*cfgPath, getenv)
+	if err != nil {
+		return err
+	}
+	ingressChans, err := config.LoadIngress(*cfgPath, getenv)
 	if err != nil {
 		return err
 	}
@@ -59,6 +65,14 @@ func runDev(ctx context.Context, args []string, getenv env, stdout, stderr io.Wr
 		return fmt.Errorf("dev: sandbox: %w", err)
 	}
 	sb := sandbox.New(sandbox.Options{WebhookSecret: getenv("SANDBOX_WEBHOOK_SECRET")})
+	// The sandbox's Stripe sends its events to the ingress, as a Stripe
+	// endpoint registered in the dashboard would.
+	for _, c := range ingressChans {
+		if c.Provider == "stripe" {
+			sb.SetStripeWebhook("http://"+*ingressAddr+"/ingress/stripe/"+c.Name, c.StripeSecret)
+			break // one endpoint: the sandbox has one account
+		}
+	}
 	go serveHTTP(ctx, ln, sb.Handler(), time.Second)
 
 	tokens, err := adminTokens(*cfgPath, getenv)
@@ -73,11 +87,12 @@ func runDev(ctx context.Context, args []string, getenv env, stdout, stderr io.Wr
   database   %s
   sandbox    http://%s   (ledger: curl http://%s/_sandbox/ledger)
   admin API  http://%s   (auth: %s)
+  ingress    http://%s   (provider events: /ingress/twilio/{channel}, /ingress/stripe/{channel})
   try:       psql '%s' -c "SELECT effectd.enqueue(event_id => 'evt-1', channel => 'demo-hook', payload => '{\"hello\":\"world\"}')"
-`, dsn, ln.Addr(), ln.Addr(), *addr, map[bool]string{true: "none, loopback only", false: "bearer token"}[insecure], dsn)
+`, dsn, ln.Addr(), ln.Addr(), *addr, *ingressAddr, map[bool]string{true: "none, loopback only", false: "bearer token"}[insecure], dsn)
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	return serve(ctx, serveOptions{dsn: dsn, chans: chans, addr: *addr, tokens: tokens, insecure: insecure,
-		migrate: true, drain: 10 * time.Second, log: log, stdout: stdout})
+		migrate: true, drain: 10 * time.Second, log: log, stdout: stdout, ingressAddr: *ingressAddr, ingress: ingressChans})
 }
 
 func withDefaults(getenv env, defaults map[string]string) env {

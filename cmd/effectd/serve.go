@@ -21,6 +21,7 @@ import (
 
 	"github.com/effectd/effectd/api"
 	"github.com/effectd/effectd/api/console"
+	"github.com/effectd/effectd/api/ingress"
 	"github.com/effectd/effectd/cmd/effectd/internal/config"
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/migrations"
@@ -30,6 +31,7 @@ func runServe(ctx context.Context, args []string, getenv env, stdout, stderr io.
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	cfgPath := fs.String("config", getenv("EFFECTD_CONFIG"), "YAML configuration (env EFFECTD_CONFIG)")
 	addr := fs.String("addr", cmpEnv(getenv("EFFECTD_ADMIN_ADDR"), "127.0.0.1:8080"), "admin API address (env EFFECTD_ADMIN_ADDR)")
+	ingressAddr := fs.String("ingress-addr", getenv("EFFECTD_INGRESS_ADDR"), "provider events listener address; empty: none (env EFFECTD_INGRESS_ADDR)")
 	insecure := fs.Bool("insecure-no-auth", false, "serve the admin API without a token (loopback only)")
 	plaintext := fs.Bool("insecure-plaintext", false, "serve the admin API without TLS on a non-loopback address (e.g. behind a TLS-terminating proxy)")
 	migrate := fs.Bool("migrate", false, "apply migrations before starting")
@@ -79,6 +81,12 @@ func runServe(ctx context.Context, args []string, getenv env, stdout, stderr io.
 	if err != nil {
 		return err
 	}
+	var ingressChans []ingress.Channel
+	if *ingressAddr != "" {
+		if ingressChans, err = config.LoadIngress(*cfgPath, getenv); err != nil {
+			return err
+		}
+	}
 	tokens, err := adminTokens(*cfgPath, getenv)
 	if err != nil {
 		return err
@@ -94,7 +102,8 @@ func runServe(ctx context.Context, args []string, getenv env, stdout, stderr io.
 		return usagef("serve: %v", err)
 	}
 	return serve(ctx, serveOptions{dsn: dsn, chans: chans, addr: *addr, tokens: tokens, insecure: *insecure,
-		tls: tlsConfig, migrate: *migrate, drain: *drain, log: log, stdout: stdout, limits: limits})
+		tls: tlsConfig, migrate: *migrate, drain: *drain, log: log, stdout: stdout, limits: limits,
+		ingressAddr: *ingressAddr, ingress: ingressChans})
 }
 
 type serveOptions struct {
@@ -109,6 +118,9 @@ type serveOptions struct {
 	log      *slog.Logger
 	stdout   io.Writer
 	limits   httpLimits // of the admin API; zero: adminLimits
+
+	ingressAddr string            // "": no ingress listener
+	ingress     []ingress.Channel // the channels whose events it receives
 }
 
 // serve runs the dispatcher and the admin API until ctx ends, then drains.
@@ -153,6 +165,25 @@ func serve(ctx context.Context, o serveOptions) error {
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return fmt.Errorf("serve: admin API: %w", err)
+	}
+	if o.ingressAddr != "" {
+		ih, err := ingress.NewHandler(ingress.Config{Channels: o.ingress, Recorder: d, Logger: o.log, Registerer: reg})
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		iln, err := net.Listen("tcp", o.ingressAddr)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("serve: ingress: %w", err)
+		}
+		ictx, stopIngress := context.WithCancel(ctx)
+		defer stopIngress()
+		done := make(chan error, 1)
+		go func() { done <- serveHTTP(ictx, iln, ih, 5*time.Second) }()
+		defer func() { stopIngress(); <-done }() // before the pool closes
+		o.log.Info("ingress listening", "addr", "http://"+iln.Addr().String(), "channels", len(o.ingress))
+		fmt.Fprintf(o.stdout, "effectd: ingress on http://%s\n", iln.Addr())
 	}
 	if err := d.Start(ctx); err != nil {
 		ln.Close()

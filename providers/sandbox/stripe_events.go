@@ -75,6 +75,15 @@ func (e *stripeEmu) setWebhook(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"url": ep.URL, "api_version": ep.APIVersion})
 }
 
+// SetStripeWebhook registers the endpoint that receives Stripe events, as
+// PUT /_sandbox/stripe/webhook does, in the events' default API version.
+func (s *Server) SetStripeWebhook(url, secret string) {
+	e := s.stripe
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.endpoint = &stripeEndpoint{URL: url, Secret: secret, APIVersion: StripeAPIVersion}
+}
+
 // deleteWebhook handles DELETE /_sandbox/stripe/webhook.
 func (e *stripeEmu) deleteWebhook(w http.ResponseWriter, r *http.Request) {
 	e.mu.Lock()

@@ -36,6 +36,14 @@ type ChannelSpec struct {
 	Policy     yaml.Node    `yaml:"policy"`
 	MaxPayload int          `yaml:"max_payload"`
 	Redact     []string     `yaml:"redact"` // top-level payload fields viewers see as "***"
+	Notify     *NotifySpec  `yaml:"notify"`
+}
+
+// NotifySpec names the webhook channel that tells the producer about a
+// channel's outcomes, and which outcomes.
+type NotifySpec struct {
+	Channel string   `yaml:"channel"`
+	On      []string `yaml:"on"`
 }
 
 // TwilioSpec configures a twilio channel; credentials come from
@@ -48,8 +56,11 @@ type TwilioSpec struct {
 }
 
 // StripeSpec configures a stripe channel; the key comes from STRIPE_API_KEY.
+// WebhookSecretEnv names the environment variable holding the signing secret
+// of the Stripe endpoint that sends this channel's events to the ingress.
 type StripeSpec struct {
-	BaseURL string `yaml:"base_url"`
+	BaseURL          string `yaml:"base_url"`
+	WebhookSecretEnv string `yaml:"webhook_secret_env"`
 }
 
 // WebhookSpec configures a webhook channel; the signing secret comes from the
@@ -102,7 +113,31 @@ func Parse(b []byte, getenv func(string) string) ([]dispatcher.Channel, error) {
 		}
 		out = append(out, c)
 	}
+	if err := checkNotify(f.Channels); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// checkNotify refuses a notify that names no webhook channel of this file, or
+// one with a notify of its own (its notices would notify in turn).
+func checkNotify(chans map[string]ChannelSpec) error {
+	for name, s := range chans {
+		if s.Notify == nil {
+			continue
+		}
+		field := "channels." + name + ".notify.channel"
+		target, ok := chans[s.Notify.Channel]
+		switch {
+		case !ok:
+			return fmt.Errorf("%s: no channel %q in this file", field, s.Notify.Channel)
+		case target.Provider != "webhook":
+			return fmt.Errorf("%s: %q is a %s channel; notices go to a webhook channel", field, s.Notify.Channel, target.Provider)
+		case target.Notify != nil:
+			return fmt.Errorf("%s: %q has a notify of its own; a notify channel must not", field, s.Notify.Channel)
+		}
+	}
+	return nil
 }
 
 func build(name string, s ChannelSpec, getenv func(string) string) (dispatcher.Channel, error) {
@@ -165,6 +200,15 @@ func build(name string, s ChannelSpec, getenv func(string) string) (dispatcher.C
 	}
 	if err != nil {
 		return c, fmt.Errorf("%s: %w", field, err)
+	}
+	if s.Notify != nil {
+		c.Notify = &dispatcher.Notify{Channel: s.Notify.Channel, On: s.Notify.On}
+		if err := c.Notify.Validate(); err != nil {
+			return c, fmt.Errorf("%s.%w", field, err)
+		}
+	}
+	if st := deref(s.Stripe); st.WebhookSecretEnv != "" && getenv(st.WebhookSecretEnv) == "" {
+		return c, fmt.Errorf("%s.stripe.webhook_secret_env: the environment variable %s is not set", field, st.WebhookSecretEnv)
 	}
 	c.Policy = dispatcher.DefaultPolicy(s.Provider)
 	if !s.Policy.IsZero() {

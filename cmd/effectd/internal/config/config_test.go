@@ -11,11 +11,12 @@ import (
 )
 
 var secrets = map[string]string{
-	"STRIPE_API_KEY":         "sk_test_x",
-	"TWILIO_ACCOUNT_SID":     "AC00000000000000000000000000000000",
-	"TWILIO_AUTH_TOKEN":      "t",
-	"HOOK_SECRET":            "whsec_ZWZmZWN0ZC10ZXN0LXNlY3JldC1rZXktMTIzNA==",
-	"SANDBOX_WEBHOOK_SECRET": "whsec_ZWZmZWN0ZC10ZXN0LXNlY3JldC1rZXktMTIzNA==",
+	"STRIPE_API_KEY":                "sk_test_x",
+	"TWILIO_ACCOUNT_SID":            "AC00000000000000000000000000000000",
+	"TWILIO_AUTH_TOKEN":             "t",
+	"HOOK_SECRET":                   "whsec_ZWZmZWN0ZC10ZXN0LXNlY3JldC1rZXktMTIzNA==",
+	"SANDBOX_WEBHOOK_SECRET":        "whsec_ZWZmZWN0ZC10ZXN0LXNlY3JldC1rZXktMTIzNA==",
+	"SANDBOX_STRIPE_WEBHOOK_SECRET": "whsec_stripe",
 }
 
 func getenv(k string) string { return secrets[k] }
@@ -78,6 +79,13 @@ func TestInvalidConfig(t *testing.T) {
 		{"missing webhook url", "channels:\n  x:\n    provider: webhook\n    webhook: {secret_env: HOOK_SECRET}\n", "channels.x: webhook.url: is required"},
 		{"wrong block", "channels:\n  x:\n    provider: stripe\n    twilio: {from: '+1'}\n", "channels.x.twilio: this block belongs to provider twilio"},
 		{"bad name", "channels:\n  'a b':\n" + hook, "a channel name is"},
+		{"notify nowhere", "channels:\n  x:\n" + hook + "    notify: {channel: nope, on: [sent]}\n", `channels.x.notify.channel: no channel "nope"`},
+		{"notify a stripe channel", "channels:\n  r:\n    provider: stripe\n  x:\n" + hook + "    notify: {channel: r, on: [sent]}\n", `channels.x.notify.channel: "r" is a stripe channel`},
+		{"notify a notifying channel", "channels:\n  y:\n" + hook + "    notify: {channel: x, on: [sent]}\n  x:\n" + hook + "    notify: {channel: y, on: [sent]}\n", "has a notify of its own"},
+		{"notify unknown outcome", "channels:\n  y:\n" + hook + "  x:\n" + hook + "    notify: {channel: y, on: [sent, read]}\n", `channels.x.notify.on: unknown outcome "read"`},
+		{"notify nothing", "channels:\n  y:\n" + hook + "  x:\n" + hook + "    notify: {channel: y}\n", "channels.x.notify.on: list at least one"},
+		{"notify unknown key", "channels:\n  y:\n" + hook + "  x:\n" + hook + "    notify: {channel: y, on: [sent], when: always}\n", "field when not found"},
+		{"missing stripe webhook secret", "channels:\n  r:\n    provider: stripe\n    stripe: {webhook_secret_env: NOPE}\n", "channels.r.stripe.webhook_secret_env: the environment variable NOPE is not set"},
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.yaml), getenv)
@@ -94,6 +102,44 @@ func TestInvalidConfig(t *testing.T) {
 		if _, err := Parse([]byte(c.yaml), noSecrets); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: err = %v; want %q", c.yaml, err, c.want)
 		}
+	}
+}
+
+// TestNotifyAndIngress: notify reaches the channel; the ingress receives the
+// events of twilio channels with a status_callback and stripe channels with a
+// webhook secret, and no others.
+func TestNotifyAndIngress(t *testing.T) {
+	y := []byte(`channels:
+  sms:
+    provider: twilio
+    twilio: {from: "+15005550006", status_callback: "https://fx.example/ingress/twilio/sms"}
+    notify: {channel: events, on: [sent, undelivered]}
+  quiet:
+    provider: twilio
+    twilio: {from: "+15005550006"}
+  refund:
+    provider: stripe
+    stripe: {webhook_secret_env: HOOK_SECRET}
+  events:
+    provider: webhook
+    webhook: {url: "http://127.0.0.1:1/x", secret_env: HOOK_SECRET}
+`)
+	chans, err := Parse(y, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range chans {
+		if c.Name == "sms" && (c.Notify == nil || c.Notify.Channel != "events" || strings.Join(c.Notify.On, ",") != "sent,undelivered") {
+			t.Errorf("sms notify = %+v", c.Notify)
+		}
+	}
+	in, err := ParseIngress(y, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in) != 2 || in[0].Name != "refund" || in[0].StripeSecret != secrets["HOOK_SECRET"] ||
+		in[1].Name != "sms" || in[1].TwilioAuthToken != "t" || in[1].StatusCallback != "https://fx.example/ingress/twilio/sms" {
+		t.Errorf("ingress channels = %+v", in)
 	}
 }
 
