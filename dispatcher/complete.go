@@ -105,29 +105,45 @@ func (d *Dispatcher) writeCompletions(batch []completion) {
 	}
 }
 
-func (d *Dispatcher) runComplete(ctx context.Context, args ...any) (map[int64]bool, error) {
+// fence is why a completion was not applied.
+type fence int
+
+const (
+	fencedOut    fence = iota + 1 // someone else settled the row
+	settledEarly                  // a provider event settled it SENT with this call's reference
+)
+
+func (d *Dispatcher) runComplete(ctx context.Context, args ...any) (map[int64]fence, error) {
 	rows, err := d.pool.Query(ctx, query.Complete, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var fenced map[int64]bool
+	var fenced map[int64]fence
 	for rows.Next() {
 		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var early bool
+		if err := rows.Scan(&id, &early); err != nil {
 			return nil, err
 		}
 		if fenced == nil {
-			fenced = map[int64]bool{}
+			fenced = map[int64]fence{}
 		}
-		fenced[id] = true
+		fenced[id] = fencedOut
+		if early {
+			fenced[id] = settledEarly
+		}
 	}
 	return fenced, rows.Err()
 }
 
-func (d *Dispatcher) countCompletions(batch []completion, fenced map[int64]bool) {
+func (d *Dispatcher) countCompletions(batch []completion, fenced map[int64]fence) {
 	for _, c := range batch {
-		if fenced[c.id] {
+		switch fenced[c.id] {
+		case settledEarly:
+			d.log.Debug("outcome already recorded by a provider event", "intent", c.id, "channel", c.channel, "ref", c.ref)
+			continue
+		case fencedOut:
 			d.m.fenced.WithLabelValues(c.channel).Inc()
 			d.log.Warn("outcome fenced out: the row was settled by someone else", "intent", c.id, "channel", c.channel, "attempt", c.attempts, "outcome", c.outcome)
 			continue

@@ -32,4 +32,10 @@ recorded AS (
     FROM input LEFT JOIN updated ON updated.id = input.id
     WHERE input.called
 )
-SELECT input.id FROM input LEFT JOIN updated ON updated.id = input.id WHERE updated.id IS NULL
+-- the rows fenced out, and whether a provider event had already settled each
+-- SENT with the very reference this call returned (not a conflict)
+SELECT input.id, coalesce(cur.status = 'SENT' AND cur.provider_ref = nullif(input.provider_ref, ''), false)
+FROM input
+LEFT JOIN updated ON updated.id = input.id
+LEFT JOIN effectd.intents cur ON cur.id = input.id
+WHERE updated.id IS NULL
