@@ -98,7 +98,9 @@ func NewHandler(cfg Config) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /ingress/twilio/{channel}", h.twilio)
 	mux.HandleFunc("POST /ingress/stripe/{channel}", h.stripe)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { reply(w, http.StatusOK, map[string]string{"status": "ok"}) })
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusNotFound, errBody("not_found", "no such route"))
 	})
