@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -232,18 +233,32 @@ func TestOutcomesE2E(t *testing.T) {
 	}
 
 	// The producer hears each outcome once: sent, then the final delivery
-	// (and for pi_refund_fails the reversal after it).
+	// (and for pi_refund_fails the reversal after it). The in-doubt SMS may be
+	// told in_doubt first, when the reconciler saw it before its callback.
+	// Notices are deduplicated at enqueue by <idempotency_key>:<outcome>, and
+	// the receiver applies each webhook-id once.
 	want := map[string][]string{
-		"sms-good":     {"effect.sent", "effect.delivered"},
+		"sms-good":     {"effect.delivered", "effect.sent"},
 		"sms-bad":      {"effect.sent", "effect.undelivered"},
-		"refund-ok":    {"effect.sent", "effect.delivered"},
-		"refund-fails": {"effect.sent", "effect.delivered", "effect.undelivered"},
-		"sms-doubt":    {"effect.sent", "effect.delivered"},
+		"refund-ok":    {"effect.delivered", "effect.sent"},
+		"refund-fails": {"effect.delivered", "effect.sent", "effect.undelivered"},
+		"sms-doubt":    {"effect.delivered", "effect.sent"},
 	}
 	got := map[string][]string{}
+	complete := func() bool {
+		for ev, types := range want {
+			g := sorted(got[ev])
+			if ev == "sms-doubt" && len(g) == 3 && g[1] == "effect.in_doubt" {
+				g = []string{g[0], g[2]}
+			}
+			if fmt.Sprint(g) != fmt.Sprint(types) {
+				return false
+			}
+		}
+		return true
+	}
 	poll(t, 20*time.Second, "every notice delivered", func() bool {
 		got = map[string][]string{}
-		n := 0
 		for _, e := range s.sb.Ledger.Snapshot("webhook").Effects {
 			var body struct {
 				Type   string `json:"type"`
@@ -256,25 +271,13 @@ func TestOutcomesE2E(t *testing.T) {
 				t.Fatalf("notice %s applied %d times", e.Key, e.Applied)
 			}
 			got[body.Intent.EventID] = append(got[body.Intent.EventID], body.Type)
-			n++
 		}
-		return n == 11
+		return complete()
 	})
-	for ev, types := range want {
-		if fmt.Sprint(sorted(got[ev])) != fmt.Sprint(sorted(types)) {
-			t.Errorf("%s: notices %v, want %v", ev, got[ev], types)
-		}
-	}
 }
 
 func sorted(s []string) []string {
-	out := append([]string(nil), s...)
-	for i := range out {
-		for j := i + 1; j < len(out); j++ {
-			if out[j] < out[i] {
-				out[i], out[j] = out[j], out[i]
-			}
-		}
-	}
+	out := slices.Clone(s)
+	slices.Sort(out)
 	return out
 }
