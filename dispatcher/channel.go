@@ -105,6 +105,7 @@ type channel struct {
 	coolUntil atomic.Int64 // unix nanoseconds: a provider asked us to slow down
 	keyed     bool
 	looker    Looker
+	poller    Poller
 }
 
 func newChannel(c Channel) *channel {
@@ -115,6 +116,7 @@ func newChannel(c Channel) *channel {
 		ch.keyed = true
 	}
 	ch.looker, _ = c.Provider.(Looker)
+	ch.poller, _ = c.Provider.(Poller)
 	return ch
 }
 

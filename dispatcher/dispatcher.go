@@ -28,8 +28,10 @@ type Config struct {
 	ReconcileInterval time.Duration // how often expired leases are looked for [1s]
 	RefreshInterval   time.Duration // how often policies and pause flags are reread [2s]
 	PruneInterval     time.Duration // how often terminal rows past retention are deleted [1m]
-	SettleLease       time.Duration // how long a reconciler holds a row it settles [twice the longest lease + WriteTimeout]
-	WriteTimeout      time.Duration // bound on writing a final outcome during shutdown [10s]
+	// DeliveryPollInterval is how often deliveries due for a poll are looked for [1s].
+	DeliveryPollInterval time.Duration
+	SettleLease          time.Duration // how long a reconciler holds a row it settles [twice the longest lease + WriteTimeout]
+	WriteTimeout         time.Duration // bound on writing a final outcome during shutdown [10s]
 }
 
 // Dispatcher claims due intents, calls providers and records outcomes.
@@ -70,6 +72,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Dispatcher, error) {
 	cfg.ReconcileInterval = cmp.Or(cfg.ReconcileInterval, time.Second)
 	cfg.RefreshInterval = cmp.Or(cfg.RefreshInterval, 2*time.Second)
 	cfg.PruneInterval = cmp.Or(cfg.PruneInterval, time.Minute)
+	cfg.DeliveryPollInterval = cmp.Or(cfg.DeliveryPollInterval, time.Second)
 	cfg.WriteTimeout = cmp.Or(cfg.WriteTimeout, 10*time.Second)
 	if cfg.SettleLease == 0 {
 		// Long enough for a lookup (bounded by the lease) and its write; short
@@ -126,7 +129,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		d.completers.Add(1)
 		go d.completeLoop()
 	}
-	for _, loop := range []func(context.Context){d.listen, d.claimLoop, d.reconcileLoop, d.refreshLoop, d.pruneLoop} {
+	for _, loop := range []func(context.Context){d.listen, d.claimLoop, d.reconcileLoop, d.refreshLoop, d.pruneLoop, d.pollLoop} {
 		d.loops.Add(1)
 		go func() {
 			defer d.loops.Done()

@@ -55,3 +55,64 @@ func (d *Duration) parse(s string) error {
 	*d = Duration(v)
 	return nil
 }
+
+// MaxPollDelays is how many delays delivery_poll may list.
+const MaxPollDelays = 8
+
+// PollDelays are the delays after SENT at which a delivery is polled, written
+// as a list of durations (["1m", "10m"]). An array, not a slice, so that a
+// Policy stays comparable; unused entries are zero.
+type PollDelays [MaxPollDelays]Duration
+
+// List returns the delays in use.
+func (p PollDelays) List() []Duration {
+	n := 0
+	for n < len(p) && p[n] > 0 {
+		n++
+	}
+	return p[:n]
+}
+
+func (p *PollDelays) set(ds []Duration) error {
+	if len(ds) > MaxPollDelays {
+		return fmt.Errorf("at most %d delays, got %d", MaxPollDelays, len(ds))
+	}
+	*p = PollDelays{}
+	for i, d := range ds {
+		if d <= 0 {
+			return fmt.Errorf("delay %d: must be positive, got %s", i+1, d)
+		}
+		if i > 0 && d <= ds[i-1] {
+			return fmt.Errorf("delay %d: must be longer than the one before (%s), got %s", i+1, ds[i-1], d)
+		}
+		p[i] = d
+	}
+	return nil
+}
+
+// MarshalJSON writes the delays in use as a list.
+func (p PollDelays) MarshalJSON() ([]byte, error) { return json.Marshal(p.List()) }
+
+// UnmarshalJSON reads a list of increasing positive durations.
+func (p *PollDelays) UnmarshalJSON(b []byte) error {
+	var ds []Duration
+	if err := json.Unmarshal(b, &ds); err != nil {
+		return fmt.Errorf("want a list of durations such as [\"1m\", \"10m\"]: %w", err)
+	}
+	return p.set(ds)
+}
+
+// UnmarshalYAML reads a list of increasing positive durations.
+func (p *PollDelays) UnmarshalYAML(n *yaml.Node) error {
+	var ds []Duration
+	if err := n.Decode(&ds); err != nil {
+		return err
+	}
+	if err := p.set(ds); err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	return nil
+}
+
+// MarshalYAML writes the delays in use as a list.
+func (p PollDelays) MarshalYAML() (any, error) { return p.List(), nil }

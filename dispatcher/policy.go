@@ -33,6 +33,9 @@ type Policy struct {
 	RatePerSecond  float64  `json:"rate_per_second" yaml:"rate_per_second"`
 	Concurrency    int      `json:"concurrency" yaml:"concurrency"`
 	Retention      Duration `json:"retention" yaml:"retention"`
+	// DeliveryPoll lists the delays after SENT at which the provider is asked
+	// what became of the effect, until its delivery is final; empty: never.
+	DeliveryPoll PollDelays `json:"delivery_poll" yaml:"delivery_poll"`
 }
 
 // DefaultPolicy is the policy of a channel whose YAML says nothing. in_doubt

@@ -23,6 +23,11 @@ type Looker interface {
 	Lookup(ctx context.Context, key string, payload json.RawMessage, meta map[string]string, created, claimed time.Time) (ref string, found bool, err error)
 }
 
+// Poller is a Provider that can tell what became of an effect it accepted.
+type Poller interface {
+	Poll(ctx context.Context, ref string) (status, delivery, detail string, reversal bool, err error)
+}
+
 // Harness describes the provider under test.
 type Harness struct {
 	// Kind is the provider's kind in the sandbox ledger and faults: "webhook", "stripe" or "twilio".
@@ -139,7 +144,8 @@ func Classify(err error) Class {
 
 // Run runs the contract suite, one parallel subtest per case, each on its own
 // sandbox: success, repeat, server_error, rate_limited, permanent, dropped,
-// hang, lookup_found, lookup_absent, lookup_cannot_tell, then h.Cases.
+// hang, lookup_found, lookup_absent, lookup_cannot_tell, poll_delivered,
+// poll_unknown, then h.Cases.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
 	if h.Kind == "" || h.New == nil || h.Payload == nil {
@@ -168,6 +174,54 @@ func suite() []Case {
 		{"lookup_found", testLookupFound},
 		{"lookup_absent", testLookupAbsent},
 		{"lookup_cannot_tell", testLookupCannotTell},
+		{"poll_delivered", testPollDelivered},
+		{"poll_unknown", testPollUnknown},
+	}
+}
+
+// testPollDelivered: polling what Send created reports it accepted, then
+// delivered once the sandbox has delivered it, never anything else.
+func testPollDelivered(t *testing.T, e *Env) {
+	p, ok := e.Provider.(Poller)
+	if !ok {
+		t.Skip("not a Poller")
+	}
+	ref, err := e.Send(t, 1)
+	if err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		status, delivery, detail, reversal, err := p.Poll(context.Background(), ref)
+		if err != nil {
+			t.Fatalf("Poll(%s): %v", ref, err)
+		}
+		if reversal || (delivery != "accepted" && delivery != "delivered") || status == "" || detail == "" {
+			t.Fatalf("Poll(%s) = %q, %q, %q, %v; want accepted or delivered", ref, status, delivery, detail, reversal)
+		}
+		if delivery == "delivered" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Poll(%s) still %q after 10s", ref, status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// testPollUnknown: polling a reference the provider never made is an error.
+func testPollUnknown(t *testing.T, e *Env) {
+	p, ok := e.Provider.(Poller)
+	if !ok {
+		t.Skip("not a Poller")
+	}
+	ref, err := e.Send(t, 1)
+	if err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	unknown := ref[:len(ref)-4] + "0000"
+	if _, delivery, _, _, err := p.Poll(context.Background(), unknown); err == nil {
+		t.Fatalf("Poll(%s) of an unknown reference = %q, want an error", unknown, delivery)
 	}
 }
 

@@ -1,6 +1,13 @@
 package stripe
 
-import "strings"
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	stripeapi "github.com/stripe/stripe-go/v76"
+)
 
 // Deliveries an object's status maps to, as effectd stores them.
 const (
@@ -75,4 +82,50 @@ func join(parts ...string) string {
 		}
 	}
 	return strings.Join(out, " ")
+}
+
+// Poll retrieves the object ref (re_…, pi_…, tr_…) and tells what it says of
+// the effect that created it, as OutcomeOf maps it.
+func (p *Provider) Poll(ctx context.Context, ref string) (status, delivery, detail string, reversal bool, err error) {
+	var kind string
+	get := func(ctx context.Context) (any, error) { return nil, nil }
+	params := func(ctx context.Context) stripeapi.Params { return stripeapi.Params{Context: ctx} }
+	switch {
+	case strings.HasPrefix(ref, "re_"):
+		kind = "refund"
+		get = func(ctx context.Context) (any, error) {
+			return p.api.Refunds.Get(ref, &stripeapi.RefundParams{Params: params(ctx)})
+		}
+	case strings.HasPrefix(ref, "pi_"):
+		kind = "payment_intent"
+		get = func(ctx context.Context) (any, error) {
+			return p.api.PaymentIntents.Get(ref, &stripeapi.PaymentIntentParams{Params: params(ctx)})
+		}
+	case strings.HasPrefix(ref, "tr_"):
+		kind = "transfer"
+		get = func(ctx context.Context) (any, error) {
+			return p.api.Transfers.Get(ref, &stripeapi.TransferParams{Params: params(ctx)})
+		}
+	default:
+		return "", "", "", false, permanent("stripe poll", "reference %q is not a refund, payment intent or transfer", ref)
+	}
+	var obj any
+	_, err = p.call(ctx, "stripe poll "+kind, func(ctx context.Context) (string, error) {
+		var err error
+		obj, err = get(ctx)
+		return "", err
+	})
+	if err != nil {
+		return "", "", "", false, err
+	}
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return "", "", "", false, fmt.Errorf("stripe poll %s: %w", ref, err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return "", "", "", false, fmt.Errorf("stripe poll %s: %w", ref, err)
+	}
+	o := OutcomeOf(kind, m, "")
+	return o.Status, o.Delivery, o.Detail, o.Reversal, nil
 }

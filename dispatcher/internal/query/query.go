@@ -74,3 +74,14 @@ var SettleByEvent string
 //
 //go:embed set_delivery.sql
 var SetDelivery string
+
+// PollDue lists up to $3 SENT intents of channel $1 due for a delivery poll
+// by the delays $2.
+//
+//go:embed poll_due.sql
+var PollDue string
+
+// RecordPoll records a delivery poll and applies what it found.
+//
+//go:embed record_poll.sql
+var RecordPoll string

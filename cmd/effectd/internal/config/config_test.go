@@ -85,6 +85,7 @@ func TestInvalidConfig(t *testing.T) {
 		{"notify unknown outcome", "channels:\n  y:\n" + hook + "  x:\n" + hook + "    notify: {channel: y, on: [sent, read]}\n", `channels.x.notify.on: unknown outcome "read"`},
 		{"notify nothing", "channels:\n  y:\n" + hook + "  x:\n" + hook + "    notify: {channel: y}\n", "channels.x.notify.on: list at least one"},
 		{"notify unknown key", "channels:\n  y:\n" + hook + "  x:\n" + hook + "    notify: {channel: y, on: [sent], when: always}\n", "field when not found"},
+		{"delivery_poll not increasing", "channels:\n  x:\n" + hook + "    policy: {delivery_poll: [10m, 1m]}\n", "channels.x.policy: line 1: delay 2: must be longer than the one before"},
 		{"missing stripe webhook secret", "channels:\n  r:\n    provider: stripe\n    stripe: {webhook_secret_env: NOPE}\n", "channels.r.stripe.webhook_secret_env: the environment variable NOPE is not set"},
 	}
 	for _, c := range cases {

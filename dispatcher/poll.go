@@ -1,0 +1,138 @@
+package dispatcher
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/effectd/effectd/dispatcher/internal/query"
+	"github.com/effectd/effectd/statemachine"
+)
+
+// Poller is a Provider that can tell what became of an effect it accepted:
+// the object's status, the delivery it maps to (accepted, delivered,
+// undelivered; "" when it says nothing), the provider's detail, and whether
+// the effect was reversed after it had succeeded.
+type Poller interface {
+	Poll(ctx context.Context, ref string) (status, delivery, detail string, reversal bool, err error)
+}
+
+// pollLockKey lets one instance at a time poll deliveries.
+const pollLockKey = 0x65666671 // "effq"
+
+// pollBatch bounds the intents one round polls per channel.
+const pollBatch = 100
+
+func (d *Dispatcher) pollLoop(ctx context.Context) {
+	every(ctx, d.cfg.DeliveryPollInterval, nil, func() {
+		if _, err := d.PollDeliveries(ctx); err != nil {
+			d.logDB(ctx, "polling deliveries", err)
+		}
+	})
+}
+
+// PollDeliveries asks the provider, for each SENT intent whose delivery is
+// not final and whose next delay of the channel's delivery_poll has passed,
+// what became of it, and applies the answer through the delivery table. One
+// instance polls at a time; a channel with a rate polls at most that many
+// intents a second. It returns how many intents it polled.
+func (d *Dispatcher) PollDeliveries(ctx context.Context) (int, error) {
+	conn, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Release()
+	var got bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, pollLockKey).Scan(&got); err != nil || !got {
+		return 0, err
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, pollLockKey)
+	total := 0
+	for _, ch := range d.chans {
+		p := ch.policy.Load()
+		delays := p.DeliveryPoll.List()
+		if ch.poller == nil || len(delays) == 0 || ch.paused.Load() {
+			continue
+		}
+		ivs := make([]pgtype.Interval, len(delays))
+		for i, dl := range delays {
+			ivs[i] = pgtype.Interval{Microseconds: dl.D().Microseconds(), Valid: true}
+		}
+		type due struct {
+			id       int64
+			ref      string
+			delivery string
+			attempts int32
+			n        int
+			since    time.Time
+		}
+		rows, err := conn.Query(ctx, query.PollDue, ch.Name, ivs, pollBatch)
+		if err != nil {
+			return total, err
+		}
+		list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (due, error) {
+			var x due
+			return x, r.Scan(&x.id, &x.ref, &x.delivery, &x.attempts, &x.n, &x.since)
+		})
+		if err != nil {
+			return total, err
+		}
+		var pace *time.Ticker
+		if p.RatePerSecond > 0 {
+			pace = time.NewTicker(time.Duration(float64(time.Second) / p.RatePerSecond))
+		}
+		for _, x := range list {
+			if pace != nil {
+				select {
+				case <-ctx.Done():
+				case <-pace.C:
+				}
+			}
+			if ctx.Err() != nil {
+				break
+			}
+			if err := d.pollOne(ctx, conn, ch, x.id, x.attempts, x.ref, statemachine.Delivery(x.delivery), x.since); err != nil {
+				d.logDB(ctx, "recording a delivery poll", err, "intent", x.id)
+			}
+			total++
+		}
+		if pace != nil {
+			pace.Stop()
+		}
+	}
+	return total, ctx.Err()
+}
+
+// pollOne asks the provider about one intent and records the answer.
+func (d *Dispatcher) pollOne(ctx context.Context, conn interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, ch *channel, id int64, attempts int32, ref string, from statemachine.Delivery, since time.Time) error {
+	started := time.Now()
+	pctx, cancel := context.WithTimeout(ctx, ch.policy.Load().Lease.D())
+	status, delivery, detail, reversal, err := ch.poller.Poll(pctx, ref)
+	cancel()
+	to, changed := from, false
+	outcome, errText := "poll: "+status, ""
+	if err != nil {
+		outcome, errText = "poll failed", truncate(err.Error(), 1000)
+	} else {
+		to, changed = statemachine.Report(from, statemachine.Delivery(delivery), reversal)
+		outcome = "poll: " + detail + " → " + string(to)
+	}
+	target := ""
+	if changed {
+		target = string(to)
+	}
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.WriteTimeout)
+	defer wcancel()
+	var moved int
+	if err := conn.QueryRow(wctx, query.RecordPoll, id, attempts, string(from), target, detail, started, outcome, errText, ref).Scan(&moved); err != nil {
+		return err
+	}
+	if moved == 1 {
+		d.countDelivery(ch.Name, EventResult{From: from, To: to}, since)
+	}
+	return nil
+}
