@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -284,5 +286,78 @@ func TestSentDelivery(t *testing.T) {
 		if delivery != want || at == nil {
 			t.Errorf("%s: delivery %q at %v, want %q with a time", kind, delivery, at, want)
 		}
+	}
+}
+
+// TestRecordEventRaces: many intents each get their statuses several times
+// over, concurrently and in random order. Each event is stored once, and every
+// intent ends at the delivery its most advanced status says, whatever the order.
+func TestRecordEventRaces(t *testing.T) {
+	t.Parallel()
+	r := newEventRig(t, &dispatcher.Notify{Channel: "hook", On: []string{"sent", "delivered", "undelivered"}})
+	const intents = 20
+	type report struct {
+		id     int64
+		status string
+		d      statemachine.Delivery
+		code   string
+	}
+	var reports []report
+	ids := make([]int64, intents)
+	for i := range ids {
+		status := "SENT"
+		if i%3 == 0 {
+			status = "SENDING" // the callback arrives before the worker's completion
+		}
+		ids[i] = r.insert(t, fmt.Sprint("e", i), status, "", "")
+		if status == "SENT" { // sent by the worker, which stored the message's SID
+			if _, err := r.pool.Exec(context.Background(), `UPDATE effectd.intents SET provider_ref = 'SM' || id, delivery = 'accepted' WHERE id = $1`, ids[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		final, d, code := "delivered", statemachine.Delivered, ""
+		if i%2 == 1 {
+			final, d, code = "undelivered", statemachine.Undelivered, "30003"
+		}
+		for copies := 0; copies < 3; copies++ {
+			reports = append(reports, report{ids[i], "queued", statemachine.Accepted, ""}, report{ids[i], "sent", statemachine.Accepted, ""},
+				report{ids[i], final, d, code})
+		}
+	}
+	rand.Shuffle(len(reports), func(i, j int) { reports[i], reports[j] = reports[j], reports[i] })
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for _, rep := range reports {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			sid := fmt.Sprint("SM", rep.id)
+			if _, err := r.d.RecordEvent(context.Background(), twilioEvent(rep.id, sid, rep.status, rep.d, rep.code)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	ctx := context.Background()
+	for i, id := range ids {
+		s := r.state(t, id)
+		want := map[bool]string{false: "delivered", true: "undelivered"}[i%2 == 1]
+		if s.Status != "SENT" || s.Delivery != want || s.Ref != fmt.Sprint("SM", id) {
+			t.Errorf("intent %d: %+v, want SENT %s", id, s, want)
+		}
+		var stored int
+		r.pool.QueryRow(ctx, `SELECT count(*) FROM effectd.provider_events WHERE intent_id = $1`, id).Scan(&stored)
+		if stored != 3 {
+			t.Errorf("intent %d: %d events stored, want 3 (each status once)", id, stored)
+		}
+	}
+	// The producer is told each final delivery once, and sent once for the
+	// intents the events settled.
+	var notices, finals int
+	r.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE payload->>'type' IN ('effect.delivered', 'effect.undelivered'))
+		FROM effectd.intents WHERE channel = 'hook'`).Scan(&notices, &finals)
+	if settled := (intents + 2) / 3; finals != intents || notices != intents+settled {
+		t.Errorf("notices = %d (%d final), want %d (%d final)", notices, finals, intents+settled, intents)
 	}
 }
