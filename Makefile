@@ -29,6 +29,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzPolicyPatch$$' -fuzztime $(FUZZTIME) ./api/
 	$(GO) test -run '^$$' -fuzz '^FuzzEnqueue$$' -fuzztime $(FUZZTIME) ./dispatcher/
 	$(GO) test -run '^$$' -fuzz '^FuzzPayloadParity$$' -fuzztime $(FUZZTIME) ./dispatcher/
+	$(GO) test -run '^$$' -fuzz '^FuzzPayloadFieldsParity$$' -fuzztime $(FUZZTIME) ./dispatcher/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./cmd/effectd/internal/config/
 
 ## mutate: break each guarantee in turn (the list in cmd/mutate) and require
