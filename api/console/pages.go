@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -420,7 +421,7 @@ func (c *console) channelAction(w http.ResponseWriter, r *http.Request) {
 			preview, perr := previewPolicy(api, r, name, patch)
 			if perr != nil {
 				c.flash(r, "error", "Nothing changed: "+perr.Error())
-				http.Redirect(w, r, "/ui/channels/"+name, http.StatusSeeOther)
+				http.Redirect(w, r, "/ui/channels/"+url.PathEscape(name), http.StatusSeeOther)
 				return
 			}
 			c.showChannel(w, r, patch, preview)
@@ -433,7 +434,7 @@ func (c *console) channelAction(w http.ResponseWriter, r *http.Request) {
 	} else {
 		c.flash(r, "ok", "Done: "+action+" applied on every instance within 2 s.")
 	}
-	http.Redirect(w, r, "/ui/channels/"+name, http.StatusSeeOther)
+	http.Redirect(w, r, "/ui/channels/"+url.PathEscape(name), http.StatusSeeOther)
 }
 
 // previewPolicy returns the policy table as it would be after patch: each
