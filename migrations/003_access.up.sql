@@ -7,6 +7,8 @@ ALTER TABLE effectd.channels ADD COLUMN redact text[] NOT NULL DEFAULT '{}';
 
 -- Producer roles and the channels each may enqueue into, written by
 -- `effectd migrate --config` from access.producers. Empty: no producer roles.
+-- With producer roles, migrate also makes effectd.enqueue SECURITY DEFINER with
+-- a fixed search_path (migrations.SetProducers); without, it stays as it was.
 CREATE TABLE effectd.producers (
     role     name PRIMARY KEY,
     channels text[] NOT NULL, -- shell-style globs, as written in the YAML
@@ -19,8 +21,7 @@ CREATE TABLE effectd.producers (
 -- caller is read from the session.
 -- +goose StatementBegin
 CREATE FUNCTION effectd.caller() RETURNS name
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE sql STABLE AS $$
     SELECT CASE WHEN current_setting('role') = 'none' THEN session_user ELSE current_setting('role')::name END
 $$;
 -- +goose StatementEnd
@@ -33,8 +34,7 @@ $$;
 -- inheriting member of: the rule PostgreSQL applies to the EXECUTE grant).
 -- +goose StatementBegin
 CREATE FUNCTION effectd.check_producer(channel text) RETURNS void
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql STABLE AS $$
 DECLARE who name := effectd.caller();
 BEGIN
     IF has_table_privilege(who, 'effectd.intents', 'INSERT') THEN
@@ -53,8 +53,7 @@ $$;
 
 -- +goose StatementBegin
 CREATE FUNCTION effectd.intents_check_producer() RETURNS trigger
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM effectd.check_producer(NEW.channel);
     RETURN NEW;
@@ -62,21 +61,10 @@ END
 $$;
 -- +goose StatementEnd
 
--- Every new intent, whichever way it comes in, passes the producer check.
+-- Every new intent, whichever way it comes in, passes the producer check. The
+-- check functions name everything by schema and run either inside
+-- effectd.enqueue, whose search_path is fixed when it runs as its owner, or for a
+-- role that may insert into the table itself; they carry no SET clause, which
+-- would cost every enqueue a configuration change.
 CREATE TRIGGER intents_check_producer BEFORE INSERT ON effectd.intents
     FOR EACH ROW EXECUTE FUNCTION effectd.intents_check_producer();
-
--- enqueue runs with its owner's rights, so that a producer role needs only
--- EXECUTE on it, never rights on the tables; its search_path is fixed so that
--- the caller's cannot redirect what it calls.
--- +goose StatementBegin
-DO $$
-DECLARE f regprocedure;
-BEGIN
-    FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
-             WHERE p.pronamespace = 'effectd'::regnamespace AND p.proname = 'enqueue' LOOP
-        EXECUTE format('ALTER FUNCTION %s SECURITY DEFINER SET search_path = effectd, pg_temp', f);
-    END LOOP;
-END
-$$;
--- +goose StatementEnd

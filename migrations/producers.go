@@ -20,13 +20,16 @@ type Producer struct {
 
 // SetProducers makes producers the only roles, besides those with rights on
 // effectd's tables, that may call effectd.enqueue, each only into its channels.
-// In one transaction it records them in effectd.producers, takes from PUBLIC
-// the right to execute effectd's functions, and for each role revokes every
-// right on effectd's tables, sequences and functions, then grants USAGE on the
-// schema and EXECUTE on effectd.enqueue. It refuses a role that does not exist
-// or that holds the rights of effectd's owner (it could not be restricted).
-// With no producers it only empties effectd.producers and grants nothing.
-// It returns the statements it ran that change privileges.
+// In one transaction it records them in effectd.producers, makes enqueue run
+// with its owner's rights (SECURITY DEFINER, search_path fixed to effectd,
+// pg_temp), takes from PUBLIC the right to execute effectd's functions, and for
+// each role revokes every right on effectd's tables, sequences and functions,
+// then grants USAGE on the schema and EXECUTE on effectd.enqueue. It refuses a
+// role that does not exist or that holds the rights of effectd's owner (it
+// could not be restricted). With no producers it empties effectd.producers and
+// makes enqueue run with its caller's rights again (as before producer roles:
+// the caller needs rights on the tables), granting nothing. It returns the
+// statements it ran that change privileges.
 func SetProducers(ctx context.Context, pool *pgxpool.Pool, producers []Producer) (grants []string, err error) {
 	defer func() {
 		if err != nil {
@@ -45,14 +48,27 @@ func SetProducers(ctx context.Context, pool *pgxpool.Pool, producers []Producer)
 	if _, err := tx.Exec(ctx, `DELETE FROM effectd.producers`); err != nil {
 		return nil, err
 	}
+	rows, _ := tx.Query(ctx, `SELECT oid::regprocedure::text FROM pg_proc WHERE pronamespace = 'effectd'::regnamespace AND proname = 'enqueue' ORDER BY 1`)
+	enqueues, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
 	if len(producers) == 0 {
+		for _, f := range enqueues {
+			if _, err := tx.Exec(ctx, `ALTER FUNCTION `+f+` SECURITY INVOKER RESET search_path`); err != nil {
+				return nil, err
+			}
+		}
 		return nil, tx.Commit(ctx)
 	}
 	var owner string
 	if err := tx.QueryRow(ctx, `SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = 'effectd.intents'::regclass`).Scan(&owner); err != nil {
 		return nil, err
 	}
-	grants = []string{`REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA effectd FROM PUBLIC`}
+	for _, f := range enqueues {
+		grants = append(grants, `ALTER FUNCTION `+f+` SECURITY DEFINER SET search_path = effectd, pg_temp`)
+	}
+	grants = append(grants, `REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA effectd FROM PUBLIC`)
 	for _, p := range producers {
 		patterns := make([]string, len(p.Channels))
 		for i, g := range p.Channels {
@@ -84,12 +100,7 @@ FROM pg_roles r WHERE r.rolname = $1`, p.Role, owner).Scan(&exists, &super, &own
 			`REVOKE ALL ON ALL SEQUENCES IN SCHEMA effectd FROM `+r,
 			`REVOKE ALL ON ALL FUNCTIONS IN SCHEMA effectd FROM `+r,
 			`GRANT USAGE ON SCHEMA effectd TO `+r)
-		rows, _ := tx.Query(ctx, `SELECT oid::regprocedure::text FROM pg_proc WHERE pronamespace = 'effectd'::regnamespace AND proname = 'enqueue' ORDER BY 1`)
-		fns, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return nil, err
-		}
-		for _, f := range fns {
+		for _, f := range enqueues {
 			grants = append(grants, `GRANT EXECUTE ON FUNCTION `+f+` TO `+r)
 		}
 	}

@@ -242,25 +242,42 @@ func TestSetProducersRefuses(t *testing.T) {
 	}
 }
 
-// TestEnqueueRunsAsOwner guards the function's attributes against a later
-// migration that replaces it without them.
+// enqueueAttributes returns, per overload of effectd.enqueue, whether it runs
+// as its owner and its fixed settings.
+func enqueueAttributes(t *testing.T, pool *pgxpool.Pool) []string {
+	t.Helper()
+	rows, _ := pool.Query(context.Background(), `
+SELECT p.prosecdef::text || ' ' || coalesce(array_to_string(p.proconfig, ','), '')
+FROM pg_proc p WHERE p.pronamespace = 'effectd'::regnamespace AND p.proname = 'enqueue'`)
+	attrs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(attrs) == 0 {
+		t.Fatalf("enqueue functions: %v, %v", attrs, err)
+	}
+	return attrs
+}
+
+// TestEnqueueRunsAsOwner: with producers, enqueue runs as its owner with a
+// fixed search_path; without, as its caller (no cost on every enqueue).
 func TestEnqueueRunsAsOwner(t *testing.T) {
 	pool := pgtest.New(t)
-	rows, _ := pool.Query(context.Background(), `
-SELECT p.oid::regprocedure::text, p.prosecdef, coalesce(array_to_string(p.proconfig, ','), '')
-FROM pg_proc p WHERE p.pronamespace = 'effectd'::regnamespace AND p.proname = 'enqueue'`)
-	n := 0
-	var fn, config string
-	var definer bool
-	_, err := pgx.ForEachRow(rows, []any{&fn, &definer, &config}, func() error {
-		n++
-		if !definer || config != "search_path=effectd, pg_temp" {
-			t.Errorf("%s: SECURITY DEFINER %v, config %q; want definer with search_path=effectd, pg_temp", fn, definer, config)
+	ctx := context.Background()
+	if got := enqueueAttributes(t, pool); got[0] != "false " {
+		t.Errorf("enqueue without producers: %v, want SECURITY INVOKER without settings", got)
+	}
+	role := newRole(t, pool, "app", "LOGIN")
+	if _, err := migrations.SetProducers(ctx, pool, []migrations.Producer{{Role: role, Channels: []string{"sms"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range enqueueAttributes(t, pool) {
+		if a != "true search_path=effectd, pg_temp" {
+			t.Errorf("enqueue with producers: %q, want SECURITY DEFINER with search_path=effectd, pg_temp", a)
 		}
-		return nil
-	})
-	if err != nil || n == 0 {
-		t.Fatalf("enqueue functions: %d, %v", n, err)
+	}
+	if _, err := migrations.SetProducers(ctx, pool, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := enqueueAttributes(t, pool); got[0] != "false " {
+		t.Errorf("enqueue after producers are removed: %v, want SECURITY INVOKER again", got)
 	}
 }
 

@@ -140,6 +140,7 @@ func TestProducerRolesThroughBinary(t *testing.T) {
 	s := newAccessStack(t)
 	ctx := context.Background()
 	for _, g := range []string{
+		`ALTER FUNCTION effectd.enqueue(text,text,jsonb,timestamp with time zone,timestamp with time zone,text) SECURITY DEFINER SET search_path = effectd, pg_temp`,
 		`REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA effectd FROM PUBLIC`,
 		`REVOKE ALL ON ALL TABLES IN SCHEMA effectd FROM "` + s.payments + `"`,
 		`GRANT USAGE ON SCHEMA effectd TO "` + s.payments + `"`,

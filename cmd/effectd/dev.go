@@ -75,7 +75,7 @@ func runDev(ctx context.Context, args []string, getenv env, stdout, stderr io.Wr
 	}
 	go serveHTTP(ctx, ln, sb.Handler(), time.Second)
 
-	tokens, err := adminTokens(*cfgPath, getenv)
+	tokens, producers, err := loadAccess(*cfgPath, getenv)
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func runDev(ctx context.Context, args []string, getenv env, stdout, stderr io.Wr
 `, dsn, ln.Addr(), ln.Addr(), *addr, *ingressAddr, map[bool]string{true: "none, loopback only", false: "bearer token"}[insecure], dsn)
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	return serve(ctx, serveOptions{dsn: dsn, chans: chans, addr: *addr, tokens: tokens, insecure: insecure,
-		migrate: true, drain: 10 * time.Second, log: log, stdout: stdout, ingressAddr: *ingressAddr, ingress: ingressChans})
+		migrate: true, producers: producers, drain: 10 * time.Second, log: log, stdout: stdout, ingressAddr: *ingressAddr, ingress: ingressChans})
 }
 
 func withDefaults(getenv env, defaults map[string]string) env {

@@ -87,7 +87,7 @@ func runServe(ctx context.Context, args []string, getenv env, stdout, stderr io.
 			return err
 		}
 	}
-	tokens, err := adminTokens(*cfgPath, getenv)
+	tokens, producers, err := loadAccess(*cfgPath, getenv)
 	if err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func runServe(ctx context.Context, args []string, getenv env, stdout, stderr io.
 		return usagef("serve: %v", err)
 	}
 	return serve(ctx, serveOptions{dsn: dsn, chans: chans, addr: *addr, tokens: tokens, insecure: *insecure,
-		tls: tlsConfig, migrate: *migrate, drain: *drain, log: log, stdout: stdout, limits: limits,
+		tls: tlsConfig, migrate: *migrate, producers: producers, drain: *drain, log: log, stdout: stdout, limits: limits,
 		ingressAddr: *ingressAddr, ingress: ingressChans})
 }
 
@@ -114,10 +114,12 @@ type serveOptions struct {
 	insecure bool
 	tls      *tls.Config // nil: plain HTTP
 	migrate  bool
-	drain    time.Duration
-	log      *slog.Logger
-	stdout   io.Writer
-	limits   httpLimits // of the admin API; zero: adminLimits
+	// producers are granted after migrating (see migrations.SetProducers).
+	producers []migrations.Producer
+	drain     time.Duration
+	log       *slog.Logger
+	stdout    io.Writer
+	limits    httpLimits // of the admin API; zero: adminLimits
 
 	ingressAddr string            // "": no ingress listener
 	ingress     []ingress.Channel // the channels whose events it receives
@@ -133,6 +135,13 @@ func serve(ctx context.Context, o serveOptions) error {
 	if o.migrate {
 		if err := migrations.Up(ctx, pool); err != nil {
 			return err
+		}
+		grants, err := migrations.SetProducers(ctx, pool, o.producers)
+		if err != nil {
+			return err
+		}
+		for _, g := range grants {
+			o.log.Info("producer roles", "statement", g)
 		}
 	}
 	if current, err := migrations.Current(ctx, pool); err != nil {
@@ -210,22 +219,23 @@ func serve(ctx context.Context, o serveOptions) error {
 	return nil
 }
 
-// adminTokens returns the tokens of EFFECTD_ADMIN_TOKEN and EFFECTD_READ_TOKEN
-// and those of the YAML's access.tokens, refusing a name used twice.
-func adminTokens(cfgPath string, getenv env) ([]api.Token, error) {
+// loadAccess returns the admin API's tokens — EFFECTD_ADMIN_TOKEN's,
+// EFFECTD_READ_TOKEN's and the YAML's access.tokens, refusing a name used
+// twice — and the YAML's producer roles.
+func loadAccess(cfgPath string, getenv env) ([]api.Token, []migrations.Producer, error) {
 	tokens := api.TokensFromEnv(getenv)
 	access, err := config.LoadAccess(cfgPath)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, t := range access.Tokens {
 		for _, e := range tokens {
 			if e.Name == t.Name {
-				return nil, fmt.Errorf("config %s: access.tokens: name %q is taken by the token of EFFECTD_%s_TOKEN", cfgPath, t.Name, strings.ToUpper(t.Name))
+				return nil, nil, fmt.Errorf("config %s: access.tokens: name %q is taken by the token of EFFECTD_%s_TOKEN", cfgPath, t.Name, strings.ToUpper(t.Name))
 			}
 		}
 	}
-	return append(tokens, access.Tokens...), nil
+	return append(tokens, access.Tokens...), access.Producers, nil
 }
 
 // adminTLS loads the admin listener's certificate from EFFECTD_ADMIN_TLS_CERT
