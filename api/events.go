@@ -82,12 +82,12 @@ func (h *handler) listEvents(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	visible, err := h.visibleChannels(r.Context(), principalOf(r))
+	sc, err := h.scopeOf(r.Context(), principalOf(r))
 	if err != nil {
 		h.fail(w, r, fmt.Errorf("list provider events: %w", err))
 		return
 	}
-	rows, err := h.pool.Query(r.Context(), listEventsSQL, after, orphan, channel, intentID, visible, limit+1)
+	rows, err := h.pool.Query(r.Context(), listEventsSQL, after, orphan, channel, intentID, sc.visible, limit+1)
 	if err != nil {
 		h.fail(w, r, fmt.Errorf("list provider events: %w", err))
 		return
@@ -96,6 +96,10 @@ func (h *handler) listEvents(w http.ResponseWriter, r *http.Request) {
 		var e providerEvent
 		err := row.Scan(&e.ID, &e.Provider, &e.EventID, &e.Channel, &e.IntentID, &e.ObjectRef, &e.Type, &e.Status,
 			&e.Delivery, &e.Detail, &e.Outcome, &e.Payload, &e.ReceivedAt)
+		if len(sc.redact[e.Channel]) > 0 {
+			// The provider's own names (To, Body) differ from the payload's: mask it whole.
+			e.Payload = json.RawMessage(`"` + dispatcher.Masked + `"`)
+		}
 		return e, err
 	})
 	if err != nil {

@@ -75,4 +75,26 @@ INSERT INTO effectd.provider_events (provider, event_id, channel, intent_id, obj
 	if _, evs := list(h, smsToken, "?channel=refund"); len(evs) != 0 {
 		t.Fatalf("scoped token sees refund: %v", ids(evs))
 	}
+
+	// A channel that redacts fields: viewers see its events' payloads masked whole
+	// (a Twilio callback names the number To), operators and admins as stored.
+	if _, err := e.pool.Exec(ctx, `UPDATE effectd.channels SET redact = '{to,body}' WHERE name = 'sms';
+UPDATE effectd.provider_events SET payload = '{"To":"+15558675309","MessageStatus":"delivered"}' WHERE channel = 'sms'`); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		h      http.Handler
+		token  string
+		masked bool
+	}{{h, smsToken, true}, {e.h, readToken, true}, {e.h, adminToken, false}} {
+		_, evs := list(tc.h, tc.token, "?channel=sms")
+		for _, ev := range evs {
+			if masked := string(ev.Payload) == `"***"`; masked != tc.masked {
+				t.Errorf("token %s: event %s payload %s, want masked %v", tc.token, ev.EventID, ev.Payload, tc.masked)
+			}
+		}
+		if len(evs) != 2 {
+			t.Errorf("token %s: %d sms events, want 2", tc.token, len(evs))
+		}
+	}
 }
