@@ -24,7 +24,7 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("want a duration string such as \"30s\", got %s", b)
+		return fmt.Errorf("want a duration string such as \"30s\", got %s", quoteShort(string(b)))
 	}
 	return d.parse(s)
 }
@@ -50,7 +50,7 @@ func (d *Duration) parse(s string) error {
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("want a duration such as \"30s\", got %q", s)
+		return fmt.Errorf("want a duration such as \"30s\", got %s", quoteShort(s))
 	}
 	*d = Duration(v)
 	return nil

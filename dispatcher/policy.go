@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 )
 
@@ -57,9 +59,12 @@ func DefaultPolicy(provider string) Policy {
 	return p
 }
 
-// Validate returns an error naming the first invalid field.
+// Validate returns an *InputError naming the first invalid field, as
+// policy.<field>, such as policy.backoff.max.
 func (p Policy) Validate() error {
-	bad := func(field, msg string) error { return fmt.Errorf("policy.%s: %s", field, msg) }
+	bad := func(field, msg string) error {
+		return &InputError{Field: "policy." + field, Message: "policy." + field + ": " + msg}
+	}
 	switch {
 	case p.MaxAttempts < 1:
 		return bad("max_attempts", fmt.Sprintf("must be at least 1, got %d", p.MaxAttempts))
@@ -70,11 +75,13 @@ func (p Policy) Validate() error {
 	case p.Lease < Duration(1e9):
 		return bad("lease", "must be at least 1s")
 	case !oneOf(p.InDoubt, InDoubtLookup, InDoubtResend, InDoubtSkip, InDoubtManual):
-		return bad("in_doubt", fmt.Sprintf("must be lookup, resend, skip or manual, got %q", p.InDoubt))
+		return bad("in_doubt", "must be lookup, resend, skip or manual, got "+quoteShort(p.InDoubt))
 	case !oneOf(p.LookupFallback, InDoubtResend, InDoubtSkip, InDoubtManual):
-		return bad("lookup_fallback", fmt.Sprintf("must be resend, skip or manual, got %q", p.LookupFallback))
+		return bad("lookup_fallback", "must be resend, skip or manual, got "+quoteShort(p.LookupFallback))
 	case p.MaxAge < 0:
 		return bad("max_age", "must not be negative")
+	case math.IsNaN(p.RatePerSecond) || math.IsInf(p.RatePerSecond, 0):
+		return bad("rate_per_second", "must be a finite number")
 	case p.RatePerSecond < 0:
 		return bad("rate_per_second", "must not be negative")
 	case p.Concurrency < 1 || p.Concurrency > 10000:
@@ -101,6 +108,15 @@ func (p Policy) Merge(patch []byte) (Policy, error) {
 		return p, err
 	}
 	return out, nil
+}
+
+// quoteShort quotes s for a message, cut to a few dozen bytes: a refused
+// value is never echoed whole.
+func quoteShort(s string) string {
+	if len(s) > 40 {
+		return strconv.Quote(s[:40]) + "…"
+	}
+	return strconv.Quote(s)
 }
 
 func oneOf(s string, set ...string) bool {

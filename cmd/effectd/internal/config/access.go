@@ -1,14 +1,10 @@
 package config
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/effectd/effectd/api"
 	"github.com/effectd/effectd/migrations"
@@ -51,10 +47,8 @@ func LoadAccess(path string) (Access, error) {
 // against the document's channels.
 func ParseAccess(b []byte) (Access, error) {
 	var f File
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil {
-		return Access{}, errors.New(yamlMessage(err))
+	if _, err := decodeDocument(b, &f); err != nil {
+		return Access{}, err
 	}
 	var out Access
 	names, hashes := map[string]bool{}, map[[32]byte]string{}

@@ -1,12 +1,11 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -86,19 +85,16 @@ func Load(path string, getenv func(string) string) ([]dispatcher.Channel, error)
 	return chans, nil
 }
 
-// Parse reads a YAML document and builds the channels, sorted by name.
+// Parse reads a YAML document and builds the channels, sorted by name. An
+// error names the key, such as channels.sms.policy.lease, and its line.
 func Parse(b []byte, getenv func(string) string) ([]dispatcher.Channel, error) {
 	var f File
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, errors.New("channels: the file is empty; define at least one channel")
-		}
-		return nil, errors.New(yamlMessage(err))
+	root, err := decodeDocument(b, &f)
+	if err != nil {
+		return nil, err
 	}
 	if len(f.Channels) == 0 {
-		return nil, errors.New("channels: define at least one channel")
+		return nil, &Error{Path: []string{"channels"}, Line: lineOf(root, []string{"channels"}), Msg: "define at least one channel"}
 	}
 	names := make([]string, 0, len(f.Channels))
 	for name := range f.Channels {
@@ -108,12 +104,20 @@ func Parse(b []byte, getenv func(string) string) ([]dispatcher.Channel, error) {
 	out := make([]dispatcher.Channel, 0, len(names))
 	for _, name := range names {
 		c, err := build(name, f.Channels[name], getenv)
+		var e *Error
+		if errors.As(err, &e) && e.Line == 0 {
+			e.Line = lineOf(root, e.Path)
+		}
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, c)
 	}
 	if err := checkNotify(f.Channels); err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			e.Line = lineOf(root, e.Path)
+		}
 		return nil, err
 	}
 	return out, nil
@@ -126,44 +130,56 @@ func checkNotify(chans map[string]ChannelSpec) error {
 		if s.Notify == nil {
 			continue
 		}
-		field := "channels." + name + ".notify.channel"
+		bad := func(msg string) error {
+			return &Error{Path: []string{"channels", name, "notify", "channel"}, Msg: shorten(msg)}
+		}
 		target, ok := chans[s.Notify.Channel]
 		switch {
 		case !ok:
-			return fmt.Errorf("%s: no channel %q in this file", field, s.Notify.Channel)
+			return bad(fmt.Sprintf("no channel %s in this file", quote(s.Notify.Channel)))
 		case target.Provider != "webhook":
-			return fmt.Errorf("%s: %q is a %s channel; notices go to a webhook channel", field, s.Notify.Channel, target.Provider)
+			return bad(fmt.Sprintf("%s is a %s channel; notices go to a webhook channel", quote(s.Notify.Channel), target.Provider))
 		case target.Notify != nil:
-			return fmt.Errorf("%s: %q has a notify of its own; a notify channel must not", field, s.Notify.Channel)
+			return bad(fmt.Sprintf("%s has a notify of its own; a notify channel must not", quote(s.Notify.Channel)))
 		}
 	}
 	return nil
 }
 
+// build makes the channel name of s. Its errors are *Error without a line,
+// which Parse finds.
 func build(name string, s ChannelSpec, getenv func(string) string) (dispatcher.Channel, error) {
-	field := "channels." + name
+	bad := func(msg string, keys ...string) error {
+		return &Error{Path: append([]string{"channels", name}, keys...), Msg: shorten(msg)}
+	}
 	if !channelName.MatchString(name) {
-		return dispatcher.Channel{}, fmt.Errorf("%s: a channel name is 1-64 letters, digits, '_', '.' or '-'", field)
+		return dispatcher.Channel{}, bad("a channel name is 1-64 letters, digits, '_', '.' or '-'")
 	}
 	c := dispatcher.Channel{Name: name, Kind: s.Provider, MaxPayload: s.MaxPayload, Redact: s.Redact}
 	for i, f := range s.Redact {
 		if f == "" || len(f) > 255 || slices.Contains(s.Redact[:i], f) {
-			return c, fmt.Errorf("%s.redact[%d]: a payload field name, 1-255 bytes, listed once; got %q", field, i, f)
+			return c, bad(fmt.Sprintf("a payload field name, 1-255 bytes, listed once; got %s", quote(f)), fmt.Sprintf("redact[%d]", i))
 		}
 	}
 	if s.MaxPayload < 0 || s.MaxPayload > 1<<20 {
-		return c, fmt.Errorf("%s.max_payload: must be between 1 and 1048576 bytes", field)
+		return c, bad("must be between 1 and 1048576 bytes", "max_payload")
 	}
-	blocks := map[string]bool{"twilio": s.Twilio != nil, "stripe": s.Stripe != nil, "webhook": s.Webhook != nil}
-	for kind, present := range blocks {
-		if present && kind != s.Provider {
-			return c, fmt.Errorf("%s.%s: this block belongs to provider %s, but the channel's provider is %q", field, kind, kind, s.Provider)
+	for _, b := range []struct {
+		kind    string
+		present bool
+	}{{"twilio", s.Twilio != nil}, {"stripe", s.Stripe != nil}, {"webhook", s.Webhook != nil}} {
+		if b.present && b.kind != s.Provider {
+			return c, bad(fmt.Sprintf("this block belongs to provider %s, but the channel's provider is %s", b.kind, quote(s.Provider)), b.kind)
 		}
 	}
 	var err error
+	var where []string // a provider's own error points at its block, if written
 	switch s.Provider {
 	case "twilio":
 		t := deref(s.Twilio)
+		if s.Twilio != nil {
+			where = []string{"twilio"}
+		}
 		c.Provider, err = twilio.New(twilio.Config{
 			AccountSID: getenv("TWILIO_ACCOUNT_SID"), AuthToken: getenv("TWILIO_AUTH_TOKEN"),
 			From: t.From, MessagingServiceSID: t.MessagingServiceSID, BaseURL: t.BaseURL, StatusCallback: t.StatusCallback,
@@ -174,6 +190,9 @@ func build(name string, s ChannelSpec, getenv func(string) string) (dispatcher.C
 		}
 	case "stripe":
 		st := deref(s.Stripe)
+		if s.Stripe != nil {
+			where = []string{"stripe"}
+		}
 		if getenv("STRIPE_API_KEY") == "" {
 			err = errors.New("STRIPE_API_KEY must be set in the environment")
 		} else {
@@ -183,41 +202,48 @@ func build(name string, s ChannelSpec, getenv func(string) string) (dispatcher.C
 		w := deref(s.Webhook)
 		switch {
 		case w.URL == "":
-			err = errors.New("webhook.url: is required")
+			return c, bad("is required", "webhook", "url")
 		case w.SecretEnv == "":
-			err = errors.New("webhook.secret_env: name the environment variable that holds the signing secret")
+			return c, bad("name the environment variable that holds the signing secret", "webhook", "secret_env")
 		case getenv(w.SecretEnv) == "":
-			err = fmt.Errorf("webhook.secret_env: the environment variable %s is not set", w.SecretEnv)
+			return c, bad(fmt.Sprintf("the environment variable %s is not set", quote(w.SecretEnv)), "webhook", "secret_env")
 		case w.Timeout < 0:
-			err = errors.New("webhook.timeout: must not be negative")
+			return c, bad("must not be negative", "webhook", "timeout")
 		default:
+			where = []string{"webhook"}
 			c.Provider, err = webhook.New(webhook.Config{URL: w.URL, Secret: getenv(w.SecretEnv), Timeout: time.Duration(w.Timeout), HTTPClient: pooledClient()})
 		}
 	case "":
-		return c, fmt.Errorf("%s.provider: is required (twilio, stripe or webhook)", field)
+		return c, bad("is required (twilio, stripe or webhook)", "provider")
 	default:
-		return c, fmt.Errorf("%s.provider: unknown provider %q (want twilio, stripe or webhook)", field, s.Provider)
+		return c, bad(fmt.Sprintf("unknown provider %s (want twilio, stripe or webhook)", quote(s.Provider)), "provider")
 	}
 	if err != nil {
-		return c, fmt.Errorf("%s: %w", field, err)
+		return c, bad(err.Error(), where...)
 	}
 	if s.Notify != nil {
 		c.Notify = &dispatcher.Notify{Channel: s.Notify.Channel, On: s.Notify.On}
 		if err := c.Notify.Validate(); err != nil {
-			return c, fmt.Errorf("%s.%w", field, err)
+			field, msg, _ := strings.Cut(err.Error(), ": ") // notify.on: ...
+			return c, bad(msg, strings.Split(field, ".")...)
 		}
 	}
 	if st := deref(s.Stripe); st.WebhookSecretEnv != "" && getenv(st.WebhookSecretEnv) == "" {
-		return c, fmt.Errorf("%s.stripe.webhook_secret_env: the environment variable %s is not set", field, st.WebhookSecretEnv)
+		return c, bad(fmt.Sprintf("the environment variable %s is not set", quote(st.WebhookSecretEnv)), "stripe", "webhook_secret_env")
 	}
 	c.Policy = dispatcher.DefaultPolicy(s.Provider)
 	if !s.Policy.IsZero() {
-		if err := decodeStrict(&s.Policy, &c.Policy); err != nil {
-			return c, fmt.Errorf("%s.policy: %s", field, yamlMessage(err))
+		if err := decode([]string{"channels", name, "policy"}, &s.Policy, reflect.ValueOf(&c.Policy).Elem()); err != nil {
+			return c, err
 		}
 	}
 	if err := c.Policy.Validate(); err != nil {
-		return c, fmt.Errorf("%s.%w", field, err)
+		var in *dispatcher.InputError
+		if errors.As(err, &in) {
+			field, msg := strings.Split(in.Field, "."), strings.TrimPrefix(in.Message, in.Field+": ")
+			return c, bad(msg, field...)
+		}
+		return c, bad(err.Error(), "policy")
 	}
 	return c, nil
 }
@@ -245,16 +271,4 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
-}
-
-// decodeStrict decodes n onto v, refusing unknown keys (yaml.Node.Decode alone
-// would ignore them).
-func decodeStrict(n *yaml.Node, v any) error {
-	b, err := yaml.Marshal(n)
-	if err != nil {
-		return err
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	return dec.Decode(v)
 }

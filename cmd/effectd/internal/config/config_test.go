@@ -66,8 +66,8 @@ func TestInvalidConfig(t *testing.T) {
 		{"empty", "", "define at least one channel"},
 		{"no channels", "channels: {}\n", "define at least one channel"},
 		{"unknown top key", "chanels: {}\n", "field chanels not found"},
-		{"unknown provider", "channels:\n  x:\n    provider: fax\n", `channels.x.provider: unknown provider "fax"`},
-		{"missing provider", "channels:\n  x:\n    policy: {}\n", "channels.x.provider: is required"},
+		{"unknown provider", "channels:\n  x:\n    provider: fax\n", `channels.x.provider: line 3: unknown provider "fax"`},
+		{"missing provider", "channels:\n  x:\n    policy: {}\n", "channels.x.provider: line 2: is required"},
 		{"unknown channel key", "channels:\n  x:\n" + hook + "    retries: 3\n", "field retries not found"},
 		{"unknown policy key", "channels:\n  x:\n" + hook + "    policy: {lease: 5s, leese: 5s}\n", "field leese not found"},
 		{"negative lease", "channels:\n  x:\n" + hook + "    policy: {lease: -5s}\n", "channels.x.policy.lease"},
@@ -75,18 +75,18 @@ func TestInvalidConfig(t *testing.T) {
 		{"bad duration", "channels:\n  x:\n" + hook + "    policy: {lease: soon}\n", `want a duration such as "30s", got "soon"`},
 		{"bad in_doubt", "channels:\n  x:\n" + hook + "    policy: {in_doubt: pray}\n", "channels.x.policy.in_doubt"},
 		{"zero concurrency", "channels:\n  x:\n" + hook + "    policy: {concurrency: 0}\n", "channels.x.policy.concurrency"},
-		{"missing webhook secret", "channels:\n  x:\n    provider: webhook\n    webhook: {url: 'http://h/x', secret_env: NOPE}\n", "channels.x: webhook.secret_env: the environment variable NOPE is not set"},
-		{"missing webhook url", "channels:\n  x:\n    provider: webhook\n    webhook: {secret_env: HOOK_SECRET}\n", "channels.x: webhook.url: is required"},
-		{"wrong block", "channels:\n  x:\n    provider: stripe\n    twilio: {from: '+1'}\n", "channels.x.twilio: this block belongs to provider twilio"},
+		{"missing webhook secret", "channels:\n  x:\n    provider: webhook\n    webhook: {url: 'http://h/x', secret_env: NOPE}\n", `channels.x.webhook.secret_env: line 4: the environment variable "NOPE" is not set`},
+		{"missing webhook url", "channels:\n  x:\n    provider: webhook\n    webhook: {secret_env: HOOK_SECRET}\n", "channels.x.webhook.url: line 4: is required"},
+		{"wrong block", "channels:\n  x:\n    provider: stripe\n    twilio: {from: '+1'}\n", "channels.x.twilio: line 4: this block belongs to provider twilio"},
 		{"bad name", "channels:\n  'a b':\n" + hook, "a channel name is"},
-		{"notify nowhere", "channels:\n  x:\n" + hook + "    notify: {channel: nope, on: [sent]}\n", `channels.x.notify.channel: no channel "nope"`},
-		{"notify a stripe channel", "channels:\n  r:\n    provider: stripe\n  x:\n" + hook + "    notify: {channel: r, on: [sent]}\n", `channels.x.notify.channel: "r" is a stripe channel`},
+		{"notify nowhere", "channels:\n  x:\n" + hook + "    notify: {channel: nope, on: [sent]}\n", `channels.x.notify.channel: line 5: no channel "nope"`},
+		{"notify a stripe channel", "channels:\n  r:\n    provider: stripe\n  x:\n" + hook + "    notify: {channel: r, on: [sent]}\n", `channels.x.notify.channel: line 7: "r" is a stripe channel`},
 		{"notify a notifying channel", "channels:\n  y:\n" + hook + "    notify: {channel: x, on: [sent]}\n  x:\n" + hook + "    notify: {channel: y, on: [sent]}\n", "has a notify of its own"},
-		{"notify unknown outcome", "channels:\n  y:\n" + hook + "  x:\n" + hook + "    notify: {channel: y, on: [sent, read]}\n", `channels.x.notify.on: unknown outcome "read"`},
-		{"notify nothing", "channels:\n  y:\n" + hook + "  x:\n" + hook + "    notify: {channel: y}\n", "channels.x.notify.on: list at least one"},
+		{"notify unknown outcome", "channels:\n  y:\n" + hook + "  x:\n" + hook + "    notify: {channel: y, on: [sent, read]}\n", `channels.x.notify.on: line 8: unknown outcome "read"`},
+		{"notify nothing", "channels:\n  y:\n" + hook + "  x:\n" + hook + "    notify: {channel: y}\n", "channels.x.notify.on: line 8: list at least one"},
 		{"notify unknown key", "channels:\n  y:\n" + hook + "  x:\n" + hook + "    notify: {channel: y, on: [sent], when: always}\n", "field when not found"},
-		{"delivery_poll not increasing", "channels:\n  x:\n" + hook + "    policy: {delivery_poll: [10m, 1m]}\n", "channels.x.policy: line 1: delay 2: must be longer than the one before"},
-		{"missing stripe webhook secret", "channels:\n  r:\n    provider: stripe\n    stripe: {webhook_secret_env: NOPE}\n", "channels.r.stripe.webhook_secret_env: the environment variable NOPE is not set"},
+		{"delivery_poll not increasing", "channels:\n  x:\n" + hook + "    policy: {delivery_poll: [10m, 1m]}\n", "channels.x.policy.delivery_poll: line 5: delay 2: must be longer than the one before"},
+		{"missing stripe webhook secret", "channels:\n  r:\n    provider: stripe\n    stripe: {webhook_secret_env: NOPE}\n", `channels.r.stripe.webhook_secret_env: line 4: the environment variable "NOPE" is not set`},
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.yaml), getenv)
@@ -97,7 +97,7 @@ func TestInvalidConfig(t *testing.T) {
 	// Missing provider secrets.
 	noSecrets := func(string) string { return "" }
 	for _, c := range []struct{ yaml, want string }{
-		{"channels:\n  r:\n    provider: stripe\n", "channels.r: STRIPE_API_KEY must be set"},
+		{"channels:\n  r:\n    provider: stripe\n", "channels.r: line 2: STRIPE_API_KEY must be set"},
 		{"channels:\n  s:\n    provider: twilio\n    twilio: {from: '+15005550006'}\n", "channels.s"},
 	} {
 		if _, err := Parse([]byte(c.yaml), noSecrets); err == nil || !strings.Contains(err.Error(), c.want) {
