@@ -212,7 +212,7 @@ func TestAbuseConfig(t *testing.T) {
 		laughs += fmt.Sprintf("%c: &%c [*%c, *%c, *%c, *%c, *%c, *%c, *%c, *%c, *%c]\n", i, i, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1)
 	}
 	cases := []struct{ name, yaml, want string }{
-		{"injection as a channel name", "channels:\n  \"x'; DROP TABLE effectd.channels; --\":\n" + hook, "channels.x'; DROP TABLE effectd.channels; --: a channel name is"},
+		{"injection as a channel name", "channels:\n  \"x'; DROP TABLE effectd.channels; --\":\n" + hook, "channels.x'; DROP TABLE effectd.channels; --: line 2: a channel name is"},
 		{"unknown key", "channels:\n  x:\n" + hook + "    retries: 3\n", "line 5: field retries not found"},
 		{"wrong type", "channels:\n  x:\n" + hook + "    policy: {max_attempts: many}\n", "channels.x.policy"},
 		{"negative duration", "channels:\n  x:\n" + hook + "    policy: {lease: -5s}\n", "channels.x.policy.lease"},

@@ -65,7 +65,7 @@ func TestUsageAndExitCodes(t *testing.T) {
 		{[]string{"serve", "--bogus"}, nil, 2, "flag provided but not defined"},
 		{[]string{"migrate"}, nil, 2, "DATABASE_URL is not set"},
 		{[]string{"sandbox", "--addr", "0.0.0.0:9999"}, nil, 2, "not a loopback address"},
-		{[]string{"serve", "--config", badCfg}, map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x"}, 1, `channels.x.provider: unknown provider "carrier-pigeon"`},
+		{[]string{"serve", "--config", badCfg}, map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x"}, 1, `channels.x.provider: line 3: unknown provider "carrier-pigeon"`},
 		{[]string{"migrate"}, map[string]string{"DATABASE_URL": "postgres://nobody@127.0.0.1:1/x?connect_timeout=1"}, 1, "database"},
 	}
 	for _, c := range cases {
