@@ -12,12 +12,13 @@ import (
 
 // gaugesSQL reads, per channel, what an operator watches: how long the oldest
 // due PENDING intent has waited for a worker (since its next_attempt_at: a
-// row held back by not_before or a retry's backoff is not late), SENDING rows
+// row held back by not_before or a retry's backoff is not late; one due since
+// -infinity, which enqueue refuses but the table may hold, is left out), SENDING rows
 // past their lease, and IN_DOUBT rows.
 const gaugesSQL = `
 SELECT c.name,
        coalesce(extract(epoch FROM now() - min(i.next_attempt_at)
-                FILTER (WHERE i.status = 'PENDING' AND i.next_attempt_at <= now())), 0)::float8,
+                FILTER (WHERE i.status = 'PENDING' AND i.next_attempt_at <= now() AND isfinite(i.next_attempt_at))), 0)::float8,
        count(i.id) FILTER (WHERE i.status = 'SENDING' AND i.lease_expires_at < now()),
        count(i.id) FILTER (WHERE i.status = 'IN_DOUBT'),
        count(i.id) FILTER (WHERE i.delivery = 'accepted'),

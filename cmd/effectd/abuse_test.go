@@ -452,4 +452,14 @@ FROM effectd.intents i WHERE event_id = $1`, p.event).Scan(&lastErr, &calls)
 			mustDo(t, "POST", fmt.Sprintf("%s/v1/intents/%d/cancel", base, in.ID), adminToken, nil, 200)
 		}
 	}
+	// A PENDING row due since -infinity (held in a paused channel) leaves the
+	// gauges readable.
+	mustDo(t, "POST", base+"/v1/channels/other/pause", adminToken, nil, 200)
+	if _, err := s.pool.Exec(ctx, `
+INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, next_attempt_at)
+VALUES ('due-minus-infinity', 'other', '{}', 'other:due-minus-infinity', '-infinity')`); err != nil {
+		t.Fatal(err)
+	}
+	mustDo(t, "GET", base+"/v1/stats", adminToken, nil, 200)
+	mustDo(t, "GET", base+"/metrics", adminToken, nil, 200)
 }
