@@ -89,7 +89,7 @@ func runDev(ctx context.Context, args []string, getenv env, stdout, stderr io.Wr
   admin API  http://%s   (auth: %s)
   ingress    http://%s   (provider events: /ingress/twilio/{channel}, /ingress/stripe/{channel})
   try:       psql '%s' -c "SELECT effectd.enqueue(event_id => 'evt-1', channel => 'demo-hook', payload => '{\"hello\":\"world\"}')"
-`, dsn, ln.Addr(), ln.Addr(), *addr, *ingressAddr, map[bool]string{true: "none, loopback only", false: "bearer token"}[insecure], dsn)
+`, dsn, ln.Addr(), ln.Addr(), *addr, map[bool]string{true: "none, loopback only", false: "bearer token"}[insecure], *ingressAddr, dsn)
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	return serve(ctx, serveOptions{dsn: dsn, chans: chans, addr: *addr, tokens: tokens, insecure: insecure,
 		migrate: true, producers: producers, drain: 10 * time.Second, log: log, stdout: stdout, ingressAddr: *ingressAddr, ingress: ingressChans})
