@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/effectd/effectd/migrations/localpg"
 	"github.com/effectd/effectd/migrations/pgtest"
 	"github.com/effectd/effectd/providers/sandbox"
 )
@@ -48,7 +49,7 @@ type outcomesStack struct {
 	ingress string // http://host:port
 }
 
-func newOutcomesStack(t *testing.T) *outcomesStack {
+func newOutcomesStack(t *testing.T, dsn string) *outcomesStack {
 	t.Helper()
 	sb := sandbox.New(sandbox.Options{WebhookSecret: testSecret})
 	sb.SetTwilioQueueDelay(100 * time.Millisecond)
@@ -84,7 +85,6 @@ func newOutcomesStack(t *testing.T) *outcomesStack {
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	dsn := pgtest.URL(t)
 	env := []string{"DATABASE_URL=" + dsn, "EFFECTD_CONFIG=" + cfg, "HOOK_SECRET=" + testSecret,
 		"STRIPE_HOOK_SECRET=" + e2eStripeHook, "STRIPE_API_KEY=sk_test_e2e",
 		"TWILIO_ACCOUNT_SID=" + e2eTwilioSID, "TWILIO_AUTH_TOKEN=" + e2eTwilioToken,
@@ -166,7 +166,7 @@ func (s *outcomesStack) postTwilio(t *testing.T, channel string, id int64, sid, 
 // each outcome once through its webhook channel.
 func TestOutcomesE2E(t *testing.T) {
 	t.Parallel()
-	s := newOutcomesStack(t)
+	s := newOutcomesStack(t, pgtest.URL(t))
 
 	good := s.enqueue(t, "sms-good", "sms", `{"to":"+15551230001","body":"your code is 1"}`)
 	bad := s.enqueue(t, "sms-bad", "sms", `{"to":"+15558675310","body":"your code is 2"}`)
@@ -280,4 +280,47 @@ func sorted(s []string) []string {
 	out := slices.Clone(s)
 	slices.Sort(out)
 	return out
+}
+
+// TestOutcomeEventDuringPostgresRestart: a Stripe event that arrives while
+// PostgreSQL is down is answered 503 and stores nothing; Stripe's retry after
+// the restart applies it.
+func TestOutcomeEventDuringPostgresRestart(t *testing.T) {
+	t.Parallel()
+	dir, err := os.MkdirTemp("", "effectd-outcomes-") // not t.TempDir: the postgres user must reach it when run as root
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	ctx := context.Background()
+	pg, err := localpg.Start(ctx, dir, localpg.Options{Fast: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pg.Stop() })
+	s := newOutcomesStack(t, pg.URL("postgres"))
+	s.sb.SetStripeRefundFailDelay(3 * time.Second)
+
+	id := s.enqueue(t, "refund-fails", "refund", `{"type":"refund","payment_intent":"pi_refund_fails","amount":100}`)
+	s.waitDelivery(t, id, "delivered")
+	if err := pg.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	// The failure is reported while the database is down: refused, retried.
+	refused := func() bool {
+		for _, cb := range s.sb.Ledger.Snapshot("stripe").Callbacks {
+			if cb.Status == "failed" && cb.Answer == http.StatusServiceUnavailable {
+				return true
+			}
+		}
+		return false
+	}
+	poll(t, 20*time.Second, "the failure event answered 503", refused)
+	if pg, err = localpg.Start(ctx, dir, localpg.Options{Port: pg.Port, Fast: true}); err != nil {
+		t.Fatal(err)
+	}
+	o := s.waitDelivery(t, id, "undelivered")
+	if o.Detail != "failed expired_or_canceled_card" {
+		t.Errorf("after the restart: %+v", o)
+	}
 }

@@ -44,6 +44,8 @@ type stripeEmu struct {
 	objects  []*stripeObject       // in creation order
 	byID     map[string]*stripeObject
 	endpoint *stripeEndpoint // where events go; nil: nowhere
+
+	refundFailDelay time.Duration // a refund of pi_refund_fails turns failed this long after creation
 }
 
 // stripeKey is one idempotency key's saved state.
@@ -67,7 +69,7 @@ type stripeObject struct {
 }
 
 func newStripeEmu(s *Server) *stripeEmu {
-	return &stripeEmu{s: s, now: time.Now, keys: map[string]*stripeKey{}, byID: map[string]*stripeObject{}}
+	return &stripeEmu{s: s, now: time.Now, keys: map[string]*stripeKey{}, byID: map[string]*stripeObject{}, refundFailDelay: StripeRefundFailDelay}
 }
 
 func (e *stripeEmu) routes(mux *http.ServeMux) {

@@ -24,7 +24,8 @@ import (
 // stripeEventTries times). As with Stripe, events may arrive out of order.
 //
 // A refund of payment intent pi_refund_fails is created succeeded and turns
-// failed (failure_reason expired_or_canceled_card) StripeRefundFailDelay later.
+// failed (failure_reason expired_or_canceled_card) StripeRefundFailDelay later
+// (SetStripeRefundFailDelay changes it).
 
 // StripeRefundFailsPI is the payment intent whose refunds fail after succeeding.
 const StripeRefundFailsPI = "pi_refund_fails"
@@ -84,6 +85,15 @@ func (s *Server) SetStripeWebhook(url, secret string) {
 	e.endpoint = &stripeEndpoint{URL: url, Secret: secret, APIVersion: StripeAPIVersion}
 }
 
+// SetStripeRefundFailDelay sets how long after its creation a refund of
+// pi_refund_fails turns failed (default StripeRefundFailDelay).
+func (s *Server) SetStripeRefundFailDelay(d time.Duration) {
+	e := s.stripe
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.refundFailDelay = d
+}
+
 // deleteWebhook handles DELETE /_sandbox/stripe/webhook.
 func (e *stripeEmu) deleteWebhook(w http.ResponseWriter, r *http.Request) {
 	e.mu.Lock()
@@ -99,7 +109,10 @@ func (e *stripeEmu) created(o *stripeObject, idemKey string) {
 	case o.kind == "payment_intent" && o.status() == "succeeded":
 		e.emit(o, "payment_intent.succeeded", idemKey)
 	case o.kind == "refund" && o.fields["payment_intent"] == StripeRefundFailsPI:
-		time.AfterFunc(StripeRefundFailDelay, func() {
+		e.mu.Lock()
+		delay := e.refundFailDelay
+		e.mu.Unlock()
+		time.AfterFunc(delay, func() {
 			e.update(o, map[string]any{"status": "failed", "failure_reason": "expired_or_canceled_card"})
 			e.emit(o, "refund.updated", "")
 		})
