@@ -361,3 +361,24 @@ func TestReconcileDryRunFirst(t *testing.T) {
 		t.Errorf("bad since: %d\n%s", resp.StatusCode, body)
 	}
 }
+
+// TestProviderEventOnTimeline: an event the provider sent about the intent
+// shows on its timeline, from GET /v1/provider-events.
+func TestProviderEventOnTimeline(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	id := e.insertInDoubt(t, "evt-callback")
+	if _, err := e.pool.Exec(context.Background(), `
+INSERT INTO effectd.provider_events (provider, event_id, channel, intent_id, object_ref, type, status, delivery, detail, outcome, payload)
+VALUES ('twilio', 'SMcb1:undelivered', 'sms', $1, 'SMcb1', 'undelivered', 'undelivered', 'undelivered', 'undelivered 30003', 'applied', '{}')`, id); err != nil {
+		t.Fatal(err)
+	}
+	c := browserless(t)
+	login(t, c, e.srv.URL, operatorToken)
+	_, body := get(t, c, e.srv.URL+"/ui/intents/"+itoa(id))
+	for _, want := range []string{"twilio undelivered: undelivered", "undelivered 30003 (applied)", "<code>SMcb1</code>"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the timeline lacks %q", want)
+		}
+	}
+}
