@@ -27,6 +27,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzNext$$' -fuzztime $(FUZZTIME) ./statemachine/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseResolve$$' -fuzztime $(FUZZTIME) ./api/
 	$(GO) test -run '^$$' -fuzz '^FuzzPolicyPatch$$' -fuzztime $(FUZZTIME) ./api/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeBody$$' -fuzztime $(FUZZTIME) ./api/
 	$(GO) test -run '^$$' -fuzz '^FuzzEnqueue$$' -fuzztime $(FUZZTIME) ./dispatcher/
 	$(GO) test -run '^$$' -fuzz '^FuzzPayloadParity$$' -fuzztime $(FUZZTIME) ./dispatcher/
 	$(GO) test -run '^$$' -fuzz '^FuzzPayloadFieldsParity$$' -fuzztime $(FUZZTIME) ./dispatcher/
