@@ -28,6 +28,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseResolve$$' -fuzztime $(FUZZTIME) ./api/
 	$(GO) test -run '^$$' -fuzz '^FuzzPolicyPatch$$' -fuzztime $(FUZZTIME) ./api/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeBody$$' -fuzztime $(FUZZTIME) ./api/
+	$(GO) test -run '^$$' -fuzz '^FuzzIngress$$' -fuzztime $(FUZZTIME) ./api/ingress/
 	$(GO) test -run '^$$' -fuzz '^FuzzEnqueue$$' -fuzztime $(FUZZTIME) ./dispatcher/
 	$(GO) test -run '^$$' -fuzz '^FuzzPayloadParity$$' -fuzztime $(FUZZTIME) ./dispatcher/
 	$(GO) test -run '^$$' -fuzz '^FuzzPayloadFieldsParity$$' -fuzztime $(FUZZTIME) ./dispatcher/
