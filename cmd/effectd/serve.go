@@ -39,10 +39,10 @@ func runServe(ctx context.Context, args []string, getenv env, stdout, stderr io.
 	logLevel := fs.String("log-level", cmpEnv(getenv("EFFECTD_LOG_LEVEL"), "info"), "debug, info, warn or error (env EFFECTD_LOG_LEVEL)")
 	cpuProfile := fs.String("cpuprofile", "", "write a pprof CPU profile of the whole run to this file")
 	limits := adminLimits
-	fs.DurationVar(&limits.ReadTimeout, "http-read-timeout", limits.ReadTimeout, "admin API: longest time to read one request")
-	fs.DurationVar(&limits.WriteTimeout, "http-write-timeout", limits.WriteTimeout, "admin API: longest time to answer one request")
-	fs.DurationVar(&limits.IdleTimeout, "http-idle-timeout", limits.IdleTimeout, "admin API: how long an idle keep-alive connection stays open")
-	fs.IntVar(&limits.MaxConns, "http-max-conns", limits.MaxConns, "admin API: connections served at once")
+	fs.DurationVar(&limits.ReadTimeout, "http-read-timeout", limits.ReadTimeout, "admin API and ingress, each: longest time to read one request")
+	fs.DurationVar(&limits.WriteTimeout, "http-write-timeout", limits.WriteTimeout, "admin API and ingress, each: longest time to answer one request")
+	fs.DurationVar(&limits.IdleTimeout, "http-idle-timeout", limits.IdleTimeout, "admin API and ingress, each: how long an idle keep-alive connection stays open")
+	fs.IntVar(&limits.MaxConns, "http-max-conns", limits.MaxConns, "admin API and ingress, each: connections served at once")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -127,6 +127,9 @@ type serveOptions struct {
 
 // serve runs the dispatcher and the admin API until ctx ends, then drains.
 func serve(ctx context.Context, o serveOptions) error {
+	if o.limits == (httpLimits{}) {
+		o.limits = adminLimits
+	}
 	pool, err := connect(ctx, o.dsn)
 	if err != nil {
 		return err
@@ -189,7 +192,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		ictx, stopIngress := context.WithCancel(ctx)
 		defer stopIngress()
 		done := make(chan error, 1)
-		go func() { done <- serveHTTP(ictx, iln, ih, 5*time.Second) }()
+		go func() { done <- serveLimited(ictx, iln, ih, 5*time.Second, o.limits) }()
 		defer func() { stopIngress(); <-done }() // before the pool closes
 		o.log.Info("ingress listening", "addr", "http://"+iln.Addr().String(), "channels", len(o.ingress))
 		fmt.Fprintf(o.stdout, "effectd: ingress on http://%s\n", iln.Addr())
@@ -204,9 +207,6 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	o.log.Info("effectd serving", "admin", scheme+"://"+ln.Addr().String(), "channels", len(o.chans), "version", buildVersion())
 	fmt.Fprintf(o.stdout, "effectd: admin API on %s://%s\n", scheme, ln.Addr())
-	if o.limits == (httpLimits{}) {
-		o.limits = adminLimits
-	}
 	httpErr := serveLimited(ctx, ln, h, 5*time.Second, o.limits)
 	// The admin API is down (shutdown or failure): stop claiming, drain calls.
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.drain)
