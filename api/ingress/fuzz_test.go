@@ -39,4 +39,3 @@ func FuzzIngress(f *testing.F) {
 		}
 	})
 }
-
