@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/dispatcher"
@@ -248,6 +249,29 @@ func TestNotifyOutcomes(t *testing.T) {
 		got = append(got, ev+" "+p.Type)
 	}
 	if want := "[sms:e1:sent effect.sent sms:e1:delivered effect.delivered]"; fmt.Sprint(got) != want {
+		t.Fatalf("notifications = %v, want %s", got, want)
+	}
+}
+
+// TestNotifyOnceWhenReachedAgain: an outcome an intent reaches a second time
+// (FAILED, requeued by an operator, FAILED again) is told once, under the same
+// event id, so its producer hears it once.
+func TestNotifyOnceWhenReachedAgain(t *testing.T) {
+	t.Parallel()
+	r := newEventRig(t, &dispatcher.Notify{Channel: "hook", On: []string{"failed"}})
+	ctx := context.Background()
+	id := r.insert(t, "e1", "SENDING", "", "")
+	for _, status := range []string{"FAILED", "PENDING", "SENDING", "FAILED"} { // each in its own transaction
+		if _, err := r.pool.Exec(ctx, `UPDATE effectd.intents SET status = $2 WHERE id = $1`, id, status); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, _ := r.pool.Query(ctx, `SELECT event_id FROM effectd.intents WHERE channel = 'hook' ORDER BY id`)
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "[sms:e1:failed]"; fmt.Sprint(got) != want {
 		t.Fatalf("notifications = %v, want %s", got, want)
 	}
 }
