@@ -1,6 +1,7 @@
 // Command mutate checks that the test suite guards effectd's guarantees: it
 // applies each mutation of a named list to a scratch copy of one file (through
-// go test -overlay, so the working tree is never touched), runs the tests
+// an -overlay passed in GOFLAGS, so the working tree is never touched and a
+// test that builds the effectd binary itself builds it mutated), runs the tests
 // meant to notice, and reports the mutation killed when they fail and
 // survived when they pass. A mutation whose snippet is no longer found exactly
 // once in its file is reported stale, so the list cannot quietly rot; one that

@@ -136,7 +136,7 @@ func try(root, scratch string, i int, m mutation, race bool, timeout time.Durati
 	if err := errors.Join(os.WriteFile(copyPath, []byte(mutated), 0o644), os.WriteFile(overlay, ov, 0o644)); err != nil {
 		return "invalid", err.Error(), ""
 	}
-	args := []string{"test", "-overlay", overlay, "-count=1", "-timeout", timeout.String(), "-run", m.run}
+	args := []string{"test", "-count=1", "-timeout", timeout.String(), "-run", m.run}
 	if race {
 		args = append(args, "-race")
 	}
@@ -145,6 +145,10 @@ func try(root, scratch string, i int, m mutation, race bool, timeout time.Durati
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = root
+	// The overlay goes through GOFLAGS rather than the command line, so that a
+	// test which builds effectd itself (go build in cmd/effectd's TestMain)
+	// builds and runs the mutated binary too.
+	cmd.Env = append(os.Environ(), "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -overlay="+overlay))
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	err = cmd.Run()
