@@ -116,7 +116,13 @@ func TestTwilioStatusCallbacks(t *testing.T) {
 			t.Errorf("%s: fetched %v %v, want %s %s", c.to, m["status"], m["error_code"], c.final, c.code)
 		}
 	}
-	if n := len(s.Ledger.Snapshot("twilio").Callbacks); n != 6 {
+	// The ledger records a callback once its answer is in, which can be just
+	// after the receiver has seen it: poll, with a deadline.
+	callbacks := func() int { return len(s.Ledger.Snapshot("twilio").Callbacks) }
+	for deadline := time.Now().Add(10 * time.Second); callbacks() < 6 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := callbacks(); n != 6 {
 		t.Errorf("ledger callbacks = %d, want 6", n)
 	}
 }
