@@ -307,7 +307,9 @@ func TestLateCompletionFenced(t *testing.T) {
 		}
 		return false
 	})
-	if fenced.Status != "SENT" || fenced.Ref != "ref-second" || second.Attempts != 2 {
+	// At least two attempts: on a loaded machine the 1 s lease can expire once
+	// more before the second call, which only adds an attempt.
+	if fenced.Status != "SENT" || fenced.Ref != "ref-second" || second.Attempts < 2 {
 		t.Fatalf("late completion overwrote the row: %+v", fenced)
 	}
 }
