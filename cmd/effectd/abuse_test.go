@@ -434,7 +434,7 @@ VALUES ($1, 'hook', '{}', 'hook:' || $1, $2::timestamptz)`, p.event, p.next); er
 	s.enqueue(t, "good-2", "hook", 0)
 	_, base := s.serve(t)
 
-	poll(t, 20*time.Second, "the good intents SENT and the poison ones FAILED", func() bool {
+	poll(t, 60*time.Second, "the good intents SENT and the poison ones FAILED", func() bool {
 		for _, e := range []string{"good-1", "good-2"} {
 			if s.status(t, e, "hook") != "SENT" {
 				return false
