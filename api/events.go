@@ -23,8 +23,9 @@ WHERE id > $1
 ORDER BY id
 LIMIT $6`
 
-// providerEvent is one row of effectd.provider_events.
-type providerEvent struct {
+// ProviderEvent is one row of effectd.provider_events: an event a provider sent
+// (a Twilio status callback, a Stripe event).
+type ProviderEvent struct {
 	ID         int64           `json:"id"`
 	Provider   string          `json:"provider"`
 	EventID    string          `json:"event_id"`
@@ -42,7 +43,7 @@ type providerEvent struct {
 
 // eventPage is the response of GET /v1/provider-events.
 type eventPage struct {
-	Events []providerEvent `json:"events"`
+	Events []ProviderEvent `json:"events"`
 	Next   *int64          `json:"next"`
 }
 
@@ -92,8 +93,8 @@ func (h *handler) listEvents(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, fmt.Errorf("list provider events: %w", err))
 		return
 	}
-	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (providerEvent, error) {
-		var e providerEvent
+	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ProviderEvent, error) {
+		var e ProviderEvent
 		err := row.Scan(&e.ID, &e.Provider, &e.EventID, &e.Channel, &e.IntentID, &e.ObjectRef, &e.Type, &e.Status,
 			&e.Delivery, &e.Detail, &e.Outcome, &e.Payload, &e.ReceivedAt)
 		if len(sc.redact[e.Channel]) > 0 {

@@ -24,7 +24,7 @@ INSERT INTO effectd.provider_events (provider, event_id, channel, intent_id, obj
   ('stripe', 'evt_1', 'refund', NULL, 're_9', 'refund.created', 'succeeded', 'delivered', 'succeeded', 'orphan', '{}')`); err != nil {
 		t.Fatal(err)
 	}
-	list := func(h http.Handler, token, query string) (int, []providerEvent) {
+	list := func(h http.Handler, token, query string) (int, []ProviderEvent) {
 		t.Helper()
 		code, body := env{pool: e.pool, h: h}.do(t, http.MethodGet, "/v1/provider-events"+query, token, "")
 		var page eventPage
@@ -34,7 +34,7 @@ INSERT INTO effectd.provider_events (provider, event_id, channel, intent_id, obj
 		}
 		return code, page.Events
 	}
-	ids := func(evs []providerEvent) []string {
+	ids := func(evs []ProviderEvent) []string {
 		var out []string
 		for _, ev := range evs {
 			out = append(out, ev.EventID)

@@ -65,8 +65,9 @@ type intentPage struct {
 	Next    *int64                 `json:"next"` // pass as ?after= for the next page; null on the last page
 }
 
-// attempt is one row of effectd.attempts.
-type attempt struct {
+// Attempt is one row of effectd.attempts: a provider call, lookup, callback or
+// operator action on an intent, as the API shows it.
+type Attempt struct {
 	ID          int64      `json:"id"`
 	Attempt     int        `json:"attempt"`
 	Kind        string     `json:"kind"`
@@ -77,8 +78,8 @@ type attempt struct {
 	ProviderRef *string    `json:"provider_ref"`
 }
 
-// auditEntry is one row of effectd.audit.
-type auditEntry struct {
+// AuditEntry is one row of effectd.audit: a change made through the API.
+type AuditEntry struct {
 	ID     int64           `json:"id"`
 	At     time.Time       `json:"at"`
 	Actor  string          `json:"actor"`
@@ -91,8 +92,8 @@ type auditEntry struct {
 // intentDetail is the response of GET /v1/intents/{id}.
 type intentDetail struct {
 	Intent   dispatcher.IntentRow `json:"intent"`
-	Attempts []attempt            `json:"attempts"`
-	Audit    []auditEntry         `json:"audit"`
+	Attempts []Attempt            `json:"attempts"`
+	Audit    []AuditEntry         `json:"audit"`
 	// Set when older attempts or audit entries exist than those shown.
 	AttemptsTruncated bool `json:"attempts_truncated,omitempty"`
 	AuditTruncated    bool `json:"audit_truncated,omitempty"`
@@ -267,11 +268,11 @@ func (h *handler) intentDetail(ctx context.Context, id int64) (d intentDetail, e
 		return d, err
 	}
 	rows, _ := tx.Query(ctx, listAttemptsSQL, id, maxDetailRows+1)
-	if d.Attempts, err = pgx.CollectRows(rows, pgx.RowToStructByPos[attempt]); err != nil {
+	if d.Attempts, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Attempt]); err != nil {
 		return d, err
 	}
 	rows, _ = tx.Query(ctx, listAuditSQL, id, maxDetailRows+1)
-	if d.Audit, err = pgx.CollectRows(rows, pgx.RowToStructByPos[auditEntry]); err != nil {
+	if d.Audit, err = pgx.CollectRows(rows, pgx.RowToStructByPos[AuditEntry]); err != nil {
 		return d, err
 	}
 	// One row past the bound was read to know that older ones exist.

@@ -144,7 +144,7 @@ SELECT $1, n, now(), 'retry' FROM generate_series(1, $2::int) n`, id, maxDetailR
 	status, body = e.do(t, "GET", fmt.Sprintf("/v1/intents/%d", id), readToken, "")
 	want(t, status, body, http.StatusOK)
 	var d struct {
-		Attempts          []attempt `json:"attempts"`
+		Attempts          []Attempt `json:"attempts"`
 		AttemptsTruncated bool      `json:"attempts_truncated"`
 		AuditTruncated    bool      `json:"audit_truncated"`
 	}

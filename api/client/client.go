@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/effectd/effectd/api"
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -88,44 +89,13 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 type Intent = dispatcher.IntentRow
 
 // Attempt is one provider call, lookup, callback or operator action on an intent.
-type Attempt struct {
-	ID          int64      `json:"id"`
-	Attempt     int        `json:"attempt"`
-	Kind        string     `json:"kind"`
-	StartedAt   time.Time  `json:"started_at"`
-	FinishedAt  *time.Time `json:"finished_at"`
-	Outcome     string     `json:"outcome"`
-	Error       *string    `json:"error"`
-	ProviderRef *string    `json:"provider_ref"`
-}
+type Attempt = api.Attempt
 
 // AuditEntry is one change made through the API.
-type AuditEntry struct {
-	ID     int64           `json:"id"`
-	At     time.Time       `json:"at"`
-	Actor  string          `json:"actor"`
-	Action string          `json:"action"`
-	Reason *string         `json:"reason"`
-	Before json.RawMessage `json:"before"`
-	After  json.RawMessage `json:"after"`
-}
+type AuditEntry = api.AuditEntry
 
 // ProviderEvent is an event a provider sent (a Twilio status callback, a Stripe event).
-type ProviderEvent struct {
-	ID         int64           `json:"id"`
-	Provider   string          `json:"provider"`
-	EventID    string          `json:"event_id"`
-	Channel    string          `json:"channel"`
-	IntentID   *int64          `json:"intent_id"` // nil: an orphan
-	ObjectRef  *string         `json:"object_ref"`
-	Type       string          `json:"type"`
-	Status     *string         `json:"status"`
-	Delivery   *string         `json:"delivery"`
-	Detail     *string         `json:"detail"`
-	Outcome    string          `json:"outcome"` // what the event changed
-	Payload    json.RawMessage `json:"payload"`
-	ReceivedAt time.Time       `json:"received_at"`
-}
+type ProviderEvent = api.ProviderEvent
 
 // IntentDetail is one intent with its history.
 type IntentDetail struct {
