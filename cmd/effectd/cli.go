@@ -88,15 +88,25 @@ func parseID(cmd, s string) (int64, error) {
 	return id, nil
 }
 
+// helpOrMissing answers a command group called with no subcommand (usage on
+// stderr, a usage error) or with a request for help (usage on stdout); done
+// reports whether it answered.
+func helpOrMissing(args []string, group, usage string, stdout, stderr io.Writer) (done bool, err error) {
+	switch {
+	case len(args) == 0:
+		fmt.Fprint(stderr, usage)
+		return true, usagef("%s: no subcommand given", group)
+	case args[0] == "--help" || args[0] == "-h" || args[0] == "help":
+		fmt.Fprint(stdout, usage)
+		return true, nil
+	}
+	return false, nil
+}
+
 // runIntents runs effectd intents SUBCOMMAND.
 func runIntents(ctx context.Context, args []string, getenv env, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" || args[0] == "help" {
-		if len(args) == 0 {
-			fmt.Fprint(stderr, intentsUsage)
-			return usagef("intents: no subcommand given")
-		}
-		fmt.Fprint(stdout, intentsUsage)
-		return nil
+	if done, err := helpOrMissing(args, "intents", intentsUsage, stdout, stderr); done {
+		return err
 	}
 	c := newCLI(getenv, stdout)
 	sub, rest := args[0], args[1:]
@@ -217,13 +227,8 @@ func runIntents(ctx context.Context, args []string, getenv env, stdout, stderr i
 
 // runChannels runs effectd channels SUBCOMMAND.
 func runChannels(ctx context.Context, args []string, getenv env, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" || args[0] == "help" {
-		if len(args) == 0 {
-			fmt.Fprint(stderr, channelsUsage)
-			return usagef("channels: no subcommand given")
-		}
-		fmt.Fprint(stdout, channelsUsage)
-		return nil
+	if done, err := helpOrMissing(args, "channels", channelsUsage, stdout, stderr); done {
+		return err
 	}
 	c := newCLI(getenv, stdout)
 	sub, rest := args[0], args[1:]
