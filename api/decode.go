@@ -301,7 +301,9 @@ func applyPolicyPatch(provider string, policy, override, patch []byte) (map[stri
 		return nil, fmt.Errorf("stored policy_override: %w", err)
 	}
 	var out map[string]any
-	if err := json.Unmarshal(merged, &out); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(merged))
+	dec.UseNumber() // a number past float64 in a nested key reaches the policy's check below
+	if err := dec.Decode(&out); err != nil {
 		return nil, fmt.Errorf("stored policy_override: %w", err)
 	}
 	out = withoutEmpty(out)
