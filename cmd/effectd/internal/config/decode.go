@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -55,10 +56,28 @@ func shorten(msg string) string {
 	return msg
 }
 
+// notUTF8 names the line of the first byte of b that is not UTF-8. A config
+// file is UTF-8 text: yaml.v3 would also read UTF-16, but its errors there
+// name no line.
+func notUTF8(b []byte) error {
+	i := 0
+	for i < len(b) {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size <= 1 {
+			break
+		}
+		i += size
+	}
+	return fmt.Errorf("line %d: the file must be UTF-8 text (byte %d is not)", bytes.Count(b[:i], []byte("\n"))+1, i+1)
+}
+
 // decodeDocument decodes the YAML document b onto f and returns its root
 // node, for finding the line of a key later. Every error is an *Error naming
 // the key and its line, or a yaml.v3 syntax error with its line.
 func decodeDocument(b []byte, f *File) (*yaml.Node, error) {
+	if !utf8.Valid(b) {
+		return nil, notUTF8(b)
+	}
 	var doc yaml.Node
 	if err := yaml.NewDecoder(bytes.NewReader(b)).Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
