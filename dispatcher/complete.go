@@ -7,7 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/effectd/effectd/dispatcher/internal/query"
+	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/statemachine"
 )
 

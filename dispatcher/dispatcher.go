@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/effectd/effectd/dispatcher/internal/query"
+	"github.com/effectd/effectd/internal/query"
 )
 
 // Config configures a Dispatcher. Zero fields take the defaults in brackets.

@@ -5,7 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/effectd/effectd/dispatcher/internal/query"
+	"github.com/effectd/effectd/internal/query"
 )
 
 // pruneLockKey lets one instance at a time prune.
