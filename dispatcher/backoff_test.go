@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/dispatcher"
-	"github.com/effectd/effectd/migrations/pgtest"
+	"github.com/effectd/effectd/internal/pgtest"
 )
 
 func backoffPolicy(base, max time.Duration) dispatcher.Policy {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/effectd/effectd/migrations/pgtest"
+	"github.com/effectd/effectd/internal/pgtest"
 )
 
 // TestHeaderRuleMatchesSQL: the Go rule the claim quarantines by and the SQL

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/dispatcher"
-	"github.com/effectd/effectd/migrations/pgtest"
+	"github.com/effectd/effectd/internal/pgtest"
 )
 
 // scripted is a provider whose answers a test decides per key and call number.

@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/effectd/effectd/dispatcher"
-	"github.com/effectd/effectd/migrations/pgtest"
+	"github.com/effectd/effectd/internal/pgtest"
 )
 
 // FuzzEnqueue feeds arbitrary event ids, channels and payloads to

@@ -3,7 +3,7 @@ package dispatcher_test
 import (
 	"testing"
 
-	"github.com/effectd/effectd/migrations/pgtest"
+	"github.com/effectd/effectd/internal/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

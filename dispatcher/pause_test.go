@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/dispatcher"
-	"github.com/effectd/effectd/migrations/pgtest"
+	"github.com/effectd/effectd/internal/pgtest"
 )
 
 // staleRig runs one dispatcher on channels c and d whose policies and pause

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/dispatcher"
-	"github.com/effectd/effectd/migrations/pgtest"
+	"github.com/effectd/effectd/internal/pgtest"
 )
 
 // polled sends at once and answers polls from a script: the n-th poll of a

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/dispatcher"
-	"github.com/effectd/effectd/migrations/pgtest"
+	"github.com/effectd/effectd/internal/pgtest"
 )
 
 // clocked records when each call happened and which instance made it.

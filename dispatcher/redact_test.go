@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/effectd/effectd/dispatcher"
-	"github.com/effectd/effectd/migrations/pgtest"
+	"github.com/effectd/effectd/internal/pgtest"
 )
 
 func TestRedact(t *testing.T) {

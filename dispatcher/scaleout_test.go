@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/dispatcher"
-	"github.com/effectd/effectd/migrations/pgtest"
+	"github.com/effectd/effectd/internal/pgtest"
 )
 
 // TestScaleOutNoDoubleClaims: three dispatchers on one database share a

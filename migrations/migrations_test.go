@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/migrations"
-	"github.com/effectd/effectd/migrations/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

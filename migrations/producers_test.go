@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/migrations"
-	"github.com/effectd/effectd/migrations/pgtest"
 )
 
 var roleSeq atomic.Int64

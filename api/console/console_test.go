@@ -18,7 +18,7 @@ import (
 
 	"github.com/effectd/effectd/api"
 	"github.com/effectd/effectd/dispatcher"
-	"github.com/effectd/effectd/migrations/pgtest"
+	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/statemachine"
 )
 

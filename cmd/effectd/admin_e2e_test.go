@@ -18,8 +18,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/effectd/effectd/migrations/localpg"
-	"github.com/effectd/effectd/migrations/pgtest"
+	"github.com/effectd/effectd/internal/localpg"
+	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/providers/sandbox"
 )
 

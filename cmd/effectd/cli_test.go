@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/effectd/effectd/migrations/pgtest"
+	"github.com/effectd/effectd/internal/pgtest"
 )
 
 // cliRun runs the effectd binary with env and args and returns its exit

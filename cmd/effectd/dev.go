@@ -14,7 +14,7 @@ import (
 
 	"github.com/effectd/effectd/api"
 	"github.com/effectd/effectd/cmd/effectd/internal/config"
-	"github.com/effectd/effectd/migrations/localpg"
+	"github.com/effectd/effectd/internal/localpg"
 	"github.com/effectd/effectd/providers/sandbox"
 )
 

@@ -19,8 +19,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/effectd/effectd/internal/localpg"
 	"github.com/effectd/effectd/migrations"
-	"github.com/effectd/effectd/migrations/localpg"
 	"github.com/effectd/effectd/providers/sandbox"
 )
 

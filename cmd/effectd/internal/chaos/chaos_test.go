@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/effectd/effectd/migrations/localpg"
+	"github.com/effectd/effectd/internal/localpg"
 )
 
 // testWriter sends the run's log to t.Log, one line at a time.

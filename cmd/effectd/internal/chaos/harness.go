@@ -20,7 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/effectd/effectd/migrations/localpg"
+	"github.com/effectd/effectd/internal/localpg"
 	"github.com/effectd/effectd/providers/sandbox"
 )
 
