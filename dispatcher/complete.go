@@ -54,41 +54,31 @@ func (d *Dispatcher) completeLoop() {
 // writeCompletions applies a batch as fenced compare-and-sets. Outcomes are
 // written even while shutting down, with a bounded, uncancelled context.
 func (d *Dispatcher) writeCompletions(batch []completion) {
-	n := len(batch)
-	ids := make([]int64, n)
-	attempts := make([]int32, n)
-	statuses := make([]string, n)
-	refs := make([]string, n)
-	errs := make([]string, n)
-	next := make([]time.Time, n)
-	started := make([]time.Time, n)
-	finished := make([]time.Time, n)
-	outcomes := make([]string, n)
-	called := make([]bool, n)
-	delivery := make([]string, n)
-	for i, c := range batch {
-		ids[i], attempts[i], refs[i], errs[i], outcomes[i], called[i] = c.id, c.attempts, c.ref, c.err, c.outcome, c.called
-		started[i], finished[i] = c.started, c.finished
-		next[i] = c.finished
+	var b query.CompleteBatch
+	for _, c := range batch {
+		q := query.Completion{ID: c.id, Attempts: c.attempts, ProviderRef: c.ref, LastError: c.err, NextAttemptAt: c.finished,
+			StartedAt: c.started, FinishedAt: c.finished, Outcome: c.outcome, Called: c.called}
 		if !c.next.IsZero() {
-			next[i] = c.next
+			q.NextAttemptAt = c.next
 		}
 		if c.stayInDoubt {
-			statuses[i] = string(statemachine.Sending)
+			q.Status = string(statemachine.Sending)
+			b.Add(q)
 			continue
 		}
 		to, err := statemachine.Next(statemachine.Sending, c.event)
 		if err != nil {
 			panic(err) // the dispatcher only emits events allowed from SENDING
 		}
-		statuses[i] = string(to)
+		q.Status = string(to)
 		if to == statemachine.Sent {
-			delivery[i] = string(sentDelivery(d.byName[c.channel].Kind))
+			q.Delivery = string(sentDelivery(d.byName[c.channel].Kind))
 		}
+		b.Add(q)
 	}
 	for try := 0; ; try++ {
 		ctx, cancel := context.WithTimeout(context.Background(), d.cfg.WriteTimeout)
-		fenced, err := d.runComplete(ctx, ids, attempts, statuses, refs, errs, next, started, finished, outcomes, called, delivery)
+		fenced, err := d.runComplete(ctx, &b)
 		cancel()
 		if err == nil {
 			d.countCompletions(batch, fenced)
@@ -97,10 +87,10 @@ func (d *Dispatcher) writeCompletions(batch []completion) {
 		// The rows stay SENDING: if the database does not come back before their
 		// leases end, the reconciler settles them. Retry a few times first.
 		if try >= 5 {
-			d.log.Error("recording outcomes failed; the reconciler will settle these rows", "rows", n, "error", err)
+			d.log.Error("recording outcomes failed; the reconciler will settle these rows", "rows", len(batch), "error", err)
 			return
 		}
-		d.log.Warn("recording outcomes failed; retrying", "rows", n, "error", err)
+		d.log.Warn("recording outcomes failed; retrying", "rows", len(batch), "error", err)
 		time.Sleep(time.Duration(100<<try) * time.Millisecond)
 	}
 }
@@ -113,28 +103,23 @@ const (
 	settledEarly                  // a provider event settled it SENT with this call's reference
 )
 
-func (d *Dispatcher) runComplete(ctx context.Context, args ...any) (map[int64]fence, error) {
-	rows, err := d.pool.Query(ctx, query.Complete, args...)
+// runComplete writes b and says which of its completions were not applied, and why.
+func (d *Dispatcher) runComplete(ctx context.Context, b *query.CompleteBatch) (map[int64]fence, error) {
+	rows, err := query.Complete(ctx, d.pool, b)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	var fenced map[int64]fence
-	for rows.Next() {
-		var id int64
-		var early bool
-		if err := rows.Scan(&id, &early); err != nil {
-			return nil, err
-		}
+	for _, f := range rows {
 		if fenced == nil {
 			fenced = map[int64]fence{}
 		}
-		fenced[id] = fencedOut
-		if early {
-			fenced[id] = settledEarly
+		fenced[f.ID] = fencedOut
+		if f.SettledEarly {
+			fenced[f.ID] = settledEarly
 		}
 	}
-	return fenced, rows.Err()
+	return fenced, nil
 }
 
 func (d *Dispatcher) countCompletions(batch []completion, fenced map[int64]fence) {

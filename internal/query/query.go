@@ -13,12 +13,6 @@ var Claim string
 //go:embed slow_down.sql
 var SlowDown string
 
-// Complete applies a batch of dispatcher outcomes as fenced compare-and-sets,
-// records one attempt row per call, and returns the ids that were fenced out.
-//
-//go:embed complete.sql
-var Complete string
-
 // TakeExpired extends the lease of up to $1 SENDING rows of channels $2 whose
 // lease expired, so that one reconciler settles each, and returns them.
 //

@@ -1,0 +1,83 @@
+package query
+
+import (
+	"context"
+	_ "embed"
+	"time"
+)
+
+//go:embed complete.sql
+var completeSQL string
+
+// Completion is the outcome of one provider call, as Complete writes it.
+type Completion struct {
+	ID            int64
+	Attempts      int32     // the attempt the call was made under: the fence
+	Status        string    // the status to set; SENDING keeps the row for the reconciler with its lease ended
+	ProviderRef   string    // "": keep the row's
+	LastError     string    // "": none
+	NextAttemptAt time.Time // when the row is next due, for a retry
+	StartedAt     time.Time
+	FinishedAt    time.Time
+	Outcome       string // recorded on the attempt row
+	Called        bool   // a provider call was made: record an attempt row
+	Delivery      string // what SENT says of the delivery; "": nothing
+}
+
+// CompleteBatch holds completions column by column, as complete.sql unnests them.
+type CompleteBatch struct {
+	ids                     []int64
+	attempts                []int32
+	statuses, refs, errs    []string
+	next, started, finished []time.Time
+	outcomes                []string
+	called                  []bool
+	delivery                []string
+}
+
+// Add appends c to the batch.
+func (b *CompleteBatch) Add(c Completion) {
+	b.ids = append(b.ids, c.ID)
+	b.attempts = append(b.attempts, c.Attempts)
+	b.statuses = append(b.statuses, c.Status)
+	b.refs = append(b.refs, c.ProviderRef)
+	b.errs = append(b.errs, c.LastError)
+	b.next = append(b.next, c.NextAttemptAt)
+	b.started = append(b.started, c.StartedAt)
+	b.finished = append(b.finished, c.FinishedAt)
+	b.outcomes = append(b.outcomes, c.Outcome)
+	b.called = append(b.called, c.Called)
+	b.delivery = append(b.delivery, c.Delivery)
+}
+
+// Len is the number of completions in the batch.
+func (b *CompleteBatch) Len() int { return len(b.ids) }
+
+// Fenced is a completion that Complete did not apply: someone else settled
+// its row. SettledEarly says a provider event had already settled it SENT with
+// the very reference the call returned, which is not a conflict.
+type Fenced struct {
+	ID           int64
+	SettledEarly bool
+}
+
+// Complete applies b as fenced compare-and-sets (a row changes only while it
+// is SENDING under the completion's attempt), records one attempt row per
+// call, and returns the completions that were fenced out.
+func Complete(ctx context.Context, db DB, b *CompleteBatch) ([]Fenced, error) {
+	rows, err := db.Query(ctx, completeSQL, b.ids, b.attempts, b.statuses, b.refs, b.errs,
+		b.next, b.started, b.finished, b.outcomes, b.called, b.delivery)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var fenced []Fenced
+	for rows.Next() {
+		var f Fenced
+		if err := rows.Scan(&f.ID, &f.SettledEarly); err != nil {
+			return nil, err
+		}
+		fenced = append(fenced, f)
+	}
+	return fenced, rows.Err()
+}
