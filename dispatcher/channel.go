@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,7 +22,7 @@ type Channel struct {
 	Kind       string // webhook | stripe | twilio
 	Provider   Provider
 	Policy     Policy   // from the configuration; the admin API's overrides apply on top
-	MaxPayload int      // bytes; 0 means 64 KiB
+	MaxPayload int      // bytes; 0 means DefaultMaxPayload
 	Redact     []string // top-level payload fields that viewers and logs see as "***"
 	Notify     *Notify  // nil: the producer is not told about outcomes
 }
@@ -54,6 +55,10 @@ func (n *Notify) Validate() error {
 	return nil
 }
 
+// DefaultMaxPayload is the payload size limit, in bytes, of a channel whose
+// MaxPayload is 0 (the column's default in the schema too).
+const DefaultMaxPayload = 64 << 10
+
 // setRedact stores a channel's redacted fields, for the admin API of every instance.
 const setRedact = `UPDATE effectd.channels SET redact = $2 WHERE name = $1 AND redact IS DISTINCT FROM $2`
 
@@ -69,10 +74,7 @@ func Register(ctx context.Context, pool *pgxpool.Pool, channels []Channel) error
 		if err != nil {
 			return err
 		}
-		max := c.MaxPayload
-		if max == 0 {
-			max = 64 << 10
-		}
+		max := cmp.Or(c.MaxPayload, DefaultMaxPayload)
 		var notify []byte
 		if c.Notify != nil {
 			if err := c.Notify.Validate(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -26,22 +27,41 @@ type claimed struct {
 	problem    string    // why the row cannot be sent as stored: it is quarantined, not called
 }
 
-// Idle waits: after an empty claim the loop polls again after 1, 2, 4 and 8 ms,
-// then tells producers to NOTIFY and waits for that, or PollInterval at most.
+// Idle waits: after an empty claim the claimer polls again after 1, 2, 4 and
+// 8 ms, then tells producers to NOTIFY and waits for that, or its idle wait
+// at most. After a claim that was not full it pauses claimPause, so that a
+// trickle of intents is claimed in small batches rather than one by one.
 const (
-	spinSteps = 4
-	spinMax   = 8 * time.Millisecond
+	spinSteps  = 4
+	spinMax    = 8 * time.Millisecond
+	claimPause = time.Millisecond
 )
 
-func (d *Dispatcher) claimLoop(ctx context.Context) {
+// claimer claims due intents for every channel with room and hands them to
+// the workers; when nothing is due it asks producers to NOTIFY and sleeps.
+type claimer struct {
+	loop
+	d        *Dispatcher
+	batch    int           // most rows one claim takes
+	idleWait time.Duration // longest sleep when nothing is due and no NOTIFY arrives
+}
+
+// Start claims until Stop.
+func (cl *claimer) Start(ctx context.Context) { cl.start(ctx, cl.run) }
+
+// Stop ends claiming and waits for the round in progress, so that no call
+// starts once it returns.
+func (cl *claimer) Stop() { cl.stop() }
+
+func (cl *claimer) run(ctx context.Context) {
 	idle := 0
 	waiting := false // this instance asked producers to NOTIFY
 	for ctx.Err() == nil {
-		claimed, full, blocked, rateWait := d.claimRound(ctx)
+		claimed, full, blocked, rateWait := cl.claimRound(ctx)
 		if claimed > 0 {
 			idle = 0
 			if waiting {
-				if err := d.setWaiting(ctx, false); err == nil {
+				if err := cl.setWaiting(ctx, false); err == nil {
 					waiting = false
 				}
 			}
@@ -51,24 +71,42 @@ func (d *Dispatcher) claimLoop(ctx context.Context) {
 		}
 		switch {
 		case claimed > 0:
-			d.sleep(ctx, time.Millisecond)
+			cl.sleep(ctx, claimPause)
 		case blocked:
-			d.sleep(ctx, cmpPositive(rateWait, d.cfg.PollInterval))
+			cl.sleep(ctx, cmpPositive(rateWait, cl.idleWait))
 		case idle < spinSteps:
 			idle++
-			d.sleep(ctx, min(time.Millisecond<<idle, spinMax))
+			cl.sleep(ctx, min(time.Millisecond<<idle, spinMax))
 		case !waiting:
 			// Ask producers to NOTIFY, then claim once more: an intent committed
 			// before the flag was visible is found by that claim.
-			if err := d.setWaiting(ctx, true); err != nil {
-				d.logDB(ctx, "setting the wake-up flag", err)
-				d.sleep(ctx, d.cfg.PollInterval)
+			if err := cl.setWaiting(ctx, true); err != nil {
+				cl.d.logDB(ctx, "setting the wake-up flag", err)
+				cl.sleep(ctx, cl.idleWait)
 			} else {
 				waiting = true
 			}
 		default:
-			d.sleep(ctx, d.cfg.PollInterval)
+			cl.sleep(ctx, cl.idleWait)
 		}
+	}
+}
+
+// setWaiting tells producers whether to NOTIFY on commit.
+func (cl *claimer) setWaiting(ctx context.Context, waiting bool) error {
+	_, err := cl.d.pool.Exec(ctx, `UPDATE effectd.wakeup SET waiting = $1 WHERE id = 1 AND waiting <> $1`, waiting)
+	return err
+}
+
+// sleep waits for dur, a wake-up, a freed slot or the end of ctx.
+func (cl *claimer) sleep(ctx context.Context, dur time.Duration) {
+	t := time.NewTimer(dur)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	case <-cl.d.wake:
+	case <-cl.d.slot:
 	}
 }
 
@@ -82,13 +120,13 @@ func cmpPositive(a, b time.Duration) time.Duration {
 // claimRound claims for every channel with room. full reports that some
 // channel's claim came back full (more may be due); blocked that some channel
 // had no room, by concurrency or by rate.
-func (d *Dispatcher) claimRound(ctx context.Context) (total int, full, blocked bool, rateWait time.Duration) {
+func (cl *claimer) claimRound(ctx context.Context) (total int, full, blocked bool, rateWait time.Duration) {
 	now := time.Now()
-	for _, ch := range d.chans {
+	for _, ch := range cl.d.chans {
 		if ch.paused.Load() {
 			continue
 		}
-		n, wait := ch.room(d.cfg.ClaimBatch, now)
+		n, wait := ch.room(cl.batch, now)
 		if n <= 0 {
 			blocked = true
 			if wait > 0 && (rateWait == 0 || wait < rateWait) {
@@ -96,9 +134,9 @@ func (d *Dispatcher) claimRound(ctx context.Context) (total int, full, blocked b
 			}
 			continue
 		}
-		rows, wait, err := d.claim(ctx, ch, n)
+		rows, wait, err := cl.claim(ctx, ch, n)
 		if err != nil {
-			d.logDB(ctx, "claiming intents", err, "channel", ch.Name)
+			cl.d.logDB(ctx, "claiming intents", err, "channel", ch.Name)
 			continue
 		}
 		total += len(rows)
@@ -112,7 +150,7 @@ func (d *Dispatcher) claimRound(ctx context.Context) (total int, full, blocked b
 			}
 		}
 		for i := range rows {
-			d.startCall(ch, &rows[i])
+			cl.d.workers.startCall(ch, &rows[i])
 		}
 	}
 	return total, full, blocked, rateWait
@@ -120,13 +158,13 @@ func (d *Dispatcher) claimRound(ctx context.Context) (total int, full, blocked b
 
 // claim takes up to n due intents of ch. For a rate-limited channel it also
 // reports how long until the shared bucket has a token again, when it ran dry.
-func (d *Dispatcher) claim(ctx context.Context, ch *channel, n int) ([]claimed, time.Duration, error) {
+func (cl *claimer) claim(ctx context.Context, ch *channel, n int) ([]claimed, time.Duration, error) {
 	p := ch.policy.Load()
 	lease := pgtype.Interval{Microseconds: p.Lease.D().Microseconds(), Valid: true}
 	// The lease starts at the database's now(), no earlier than this moment on
 	// our clock: a deadline counted from here ends inside it.
-	deadline := time.Now().Add(p.Lease.D() * 9 / 10)
-	rows, err := d.pool.Query(ctx, query.Claim, ch.Name, lease, n, p.RatePerSecond, burst(p.RatePerSecond))
+	deadline := time.Now().Add(p.Lease.D() * leaseUsableTenths / 10)
+	rows, err := cl.d.pool.Query(ctx, query.Claim, ch.Name, lease, n, p.RatePerSecond, burst(p.RatePerSecond))
 	if err != nil {
 		return nil, 0, err
 	}
@@ -162,6 +200,10 @@ func (d *Dispatcher) claim(ctx context.Context, ch *channel, n int) ([]claimed, 
 // minCallTime is the least time left on a lease for a call to start.
 const minCallTime = 100 * time.Millisecond
 
+// leaseUsableTenths is the tenths of a lease a call may use: it must end before the
+// lease does, with room to spare for the write of its outcome.
+const leaseUsableTenths = 9
+
 // job is one claimed intent handed to a worker.
 type job struct {
 	ch *channel
@@ -171,43 +213,86 @@ type job struct {
 // workerIdle is how long an idle worker waits for another call before it exits.
 const workerIdle = 10 * time.Second
 
-// startCall hands c to an idle worker, or starts one. Workers outlive their
-// call so that their grown stacks and buffers are reused by the next.
-func (d *Dispatcher) startCall(ch *channel, c *claimed) {
+// workers run claimed intents' provider calls, one goroutine per call in
+// flight, and hand each outcome to the completers. A worker outlives its call
+// so that its grown stack and buffers are reused by the next.
+type workers struct {
+	d          *Dispatcher
+	out        chan<- completion // the completers' queue
+	jobs       chan job          // hands a claimed intent to an idle worker
+	quit       chan struct{}     // closed by Stop: idle workers exit
+	calls      sync.WaitGroup    // calls started and not yet handed to the completers
+	ctx        context.Context   // provider calls run under it; abandon cancels it
+	abandon    context.CancelFunc
+	beforeCall func(id int64, attempt int32) // tests: stall a worker between claim and call
+}
+
+func newWorkers(d *Dispatcher, out chan<- completion) *workers {
+	return &workers{d: d, out: out, jobs: make(chan job), quit: make(chan struct{})}
+}
+
+// Start readies the workers: calls start as the claimer hands them intents.
+func (w *workers) Start(ctx context.Context) {
+	w.ctx, w.abandon = context.WithCancel(ctx)
+}
+
+// Stop waits for the calls in flight until ctx ends, then cancels the rest
+// (their outcome is recorded as maybe sent) and returns ctx's error. Every
+// outcome is in the completers' queue when it returns. The claimer must have
+// stopped first.
+func (w *workers) Stop(ctx context.Context) error {
+	var err error
+	finished := make(chan struct{})
+	go func() { w.calls.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-ctx.Done():
+		w.d.log.Warn("shutdown deadline reached: abandoning in-flight calls", "error", ctx.Err())
+		w.abandon()
+		<-finished
+		err = ctx.Err()
+	}
+	w.abandon()
+	close(w.quit)
+	return err
+}
+
+// startCall hands c to an idle worker, or starts one.
+func (w *workers) startCall(ch *channel, c *claimed) {
 	ch.inflight.Add(1)
-	d.m.inflight.WithLabelValues(ch.Name).Inc()
-	d.calls.Add(1)
+	w.d.m.inflight.WithLabelValues(ch.Name).Inc()
+	w.calls.Add(1)
 	j := job{ch: ch, c: *c}
 	select {
-	case d.jobs <- j:
+	case w.jobs <- j:
 	default:
-		go d.worker(j)
+		go w.work(j)
 	}
 }
 
-func (d *Dispatcher) worker(j job) {
+func (w *workers) work(j job) {
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
-		out := d.call(j.ch, &j.c)
+		out := w.call(j.ch, &j.c)
 		j.ch.inflight.Add(-1)
-		d.m.inflight.WithLabelValues(j.ch.Name).Dec()
-		d.poke(d.slot)
-		d.done <- out
-		d.calls.Done()
+		w.d.m.inflight.WithLabelValues(j.ch.Name).Dec()
+		poke(w.d.slot)
+		w.out <- out
+		w.calls.Done()
 		idle.Reset(workerIdle)
 		select {
-		case j = <-d.jobs:
+		case j = <-w.jobs:
 		case <-idle.C:
 			return
-		case <-d.quit:
+		case <-w.quit:
 			return
 		}
 	}
 }
 
 // call runs one attempt outside any transaction and decides its outcome.
-func (d *Dispatcher) call(ch *channel, c *claimed) completion {
+func (w *workers) call(ch *channel, c *claimed) completion {
 	p := ch.policy.Load()
 	out := completion{id: c.id, attempts: c.attempts, channel: ch.Name, started: time.Now(), called: true}
 	if c.problem != "" {
@@ -224,8 +309,8 @@ func (d *Dispatcher) call(ch *channel, c *claimed) completion {
 		out.err = "max_age " + p.MaxAge.String() + " passed before sending"
 		return out
 	}
-	if d.beforeCall != nil {
-		d.beforeCall(c.id, c.attempts)
+	if w.beforeCall != nil {
+		w.beforeCall(c.id, c.attempts)
 	}
 	// The call must end before the lease does, or the reconciler could settle
 	// (and resend) a call still in flight. A worker that reaches the call too
@@ -238,33 +323,33 @@ func (d *Dispatcher) call(ch *channel, c *claimed) completion {
 		out.err = "the lease was nearly over before the call started; not called"
 		return out
 	}
-	ctx, cancel := context.WithDeadline(d.callCtx, c.deadline)
+	ctx, cancel := context.WithDeadline(w.ctx, c.deadline)
 	defer cancel()
 	meta := map[string]string{MetaEventID: c.eventID, MetaIntentID: strconv.FormatInt(c.id, 10)}
 	ref, err := ch.Provider.Send(ctx, c.key, c.payload, meta)
 	out.finished = time.Now()
-	d.m.calls.WithLabelValues(ch.Name).Observe(out.finished.Sub(out.started).Seconds())
+	w.d.m.calls.WithLabelValues(ch.Name).Observe(out.finished.Sub(out.started).Seconds())
 	if err == nil {
 		out.event, out.outcome, out.ref = statemachine.Succeed, "sent", ref
 		return out
 	}
-	out.err = truncate(err.Error(), 1000)
+	out.err = truncate(err.Error(), maxErrorText)
 	out.logErr = RedactText(out.err, c.payload, ch.Redact)
 	class := classify(err)
 	if class.retryAfter > 0 {
-		d.slowDown(ch, class.retryAfter)
+		w.slowDown(ch, class.retryAfter)
 	}
 	last := int(c.attempts) >= p.MaxAttempts
 	next := out.finished
 	if class.retryable {
-		next = out.finished.Add(d.backoff(*p, int(c.attempts), class.retryAfter))
+		next = out.finished.Add(w.d.backoff(*p, int(c.attempts), class.retryAfter))
 	}
 	switch {
 	case class.maybeSent && (!ch.keyed || pastKeyWindow(ch.Kind, c.createdAt, next)):
 		// No key to repeat the call safely (none, or the provider will have
 		// forgotten it by the next attempt): settle it by lookup or policy now.
 		out.stayInDoubt, out.outcome = true, "maybe_sent"
-		d.poke(d.settle)
+		poke(w.d.settle)
 	case class.maybeSent && last:
 		out.event, out.outcome = statemachine.Doubt, "in_doubt"
 	case class.retryable && !last:
@@ -276,6 +361,9 @@ func (d *Dispatcher) call(ch *channel, c *claimed) completion {
 	return out
 }
 
+// maxErrorText bounds the provider error text stored on a row and its attempt.
+const maxErrorText = 1000
+
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -283,11 +371,15 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
+// maxRetryAfter caps how long a provider's Retry-After keeps a channel from
+// claiming.
+const maxRetryAfter = 5 * time.Minute
+
 // slowDown honours a provider's Retry-After for the whole channel: this
 // instance stops claiming for it, and a rate-limited channel's shared bucket is
 // emptied so that every instance does.
-func (d *Dispatcher) slowDown(ch *channel, after time.Duration) {
-	after = min(after, 5*time.Minute)
+func (w *workers) slowDown(ch *channel, after time.Duration) {
+	after = min(after, maxRetryAfter)
 	until := time.Now().Add(after).UnixNano()
 	for {
 		old := ch.coolUntil.Load()
@@ -296,10 +388,10 @@ func (d *Dispatcher) slowDown(ch *channel, after time.Duration) {
 		}
 	}
 	if r := ch.policy.Load().RatePerSecond; r > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), d.cfg.WriteTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), w.d.cfg.WriteTimeout)
 		defer cancel()
-		if _, err := d.pool.Exec(ctx, query.SlowDown, ch.Name, after.Seconds(), r); err != nil {
-			d.log.Warn("slowing the channel down for every instance", "channel", ch.Name, "error", err)
+		if _, err := w.d.pool.Exec(ctx, query.SlowDown, ch.Name, after.Seconds(), r); err != nil {
+			w.d.log.Warn("slowing the channel down for every instance", "channel", ch.Name, "error", err)
 		}
 	}
 }

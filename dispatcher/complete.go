@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/effectd/effectd/internal/query"
@@ -27,18 +28,46 @@ type completion struct {
 	called      bool // a provider call was made (false for max_age skips)
 }
 
-// completeLoop writes completions in batches: it blocks for the first, takes
-// whatever else is already queued, and writes them in one statement. Under load
-// batches grow by themselves; when idle each outcome is written at once.
-func (d *Dispatcher) completeLoop() {
-	defer d.completers.Done()
-	batch := make([]completion, 0, d.cfg.ClaimBatch)
-	for first := range d.done {
+// completers write the workers' outcomes in batches: each blocks for the
+// first outcome in the queue, takes whatever else is already queued, and
+// writes them in one statement. Under load batches grow by themselves; when
+// idle each outcome is written at once.
+type completers struct {
+	d     *Dispatcher
+	n     int             // how many write concurrently
+	batch int             // most outcomes one statement writes
+	queue chan completion // the workers' outcomes
+	wg    sync.WaitGroup
+}
+
+func newCompleters(d *Dispatcher, n, batch, queue int) *completers {
+	return &completers{d: d, n: n, batch: batch, queue: make(chan completion, queue)}
+}
+
+// Start runs the completers until Stop.
+func (cs *completers) Start(ctx context.Context) {
+	for range cs.n {
+		cs.wg.Add(1)
+		go cs.run()
+	}
+}
+
+// Stop writes every queued outcome and waits for the completers to end. The
+// workers must have stopped first: nothing may be queued after it.
+func (cs *completers) Stop() {
+	close(cs.queue)
+	cs.wg.Wait()
+}
+
+func (cs *completers) run() {
+	defer cs.wg.Done()
+	batch := make([]completion, 0, cs.batch)
+	for first := range cs.queue {
 		batch = append(batch[:0], first)
 	drain:
 		for len(batch) < cap(batch) {
 			select {
-			case c, ok := <-d.done:
+			case c, ok := <-cs.queue:
 				if !ok {
 					break drain
 				}
@@ -47,9 +76,16 @@ func (d *Dispatcher) completeLoop() {
 				break drain
 			}
 		}
-		d.writeCompletions(batch)
+		cs.d.writeCompletions(batch)
 	}
 }
+
+// A batch whose write failed is written again after completeRetryWait,
+// doubling, up to completeRetries times.
+const (
+	completeRetries   = 5
+	completeRetryWait = 100 * time.Millisecond
+)
 
 // writeCompletions applies a batch as fenced compare-and-sets. Outcomes are
 // written even while shutting down, with a bounded, uncancelled context.
@@ -86,12 +122,12 @@ func (d *Dispatcher) writeCompletions(batch []completion) {
 		}
 		// The rows stay SENDING: if the database does not come back before their
 		// leases end, the reconciler settles them. Retry a few times first.
-		if try >= 5 {
+		if try >= completeRetries {
 			d.log.Error("recording outcomes failed; the reconciler will settle these rows", "rows", len(batch), "error", err)
 			return
 		}
 		d.log.Warn("recording outcomes failed; retrying", "rows", len(batch), "error", err)
-		time.Sleep(time.Duration(100<<try) * time.Millisecond)
+		time.Sleep(completeRetryWait << try)
 	}
 }
 

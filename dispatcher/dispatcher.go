@@ -8,34 +8,112 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/effectd/effectd/internal/query"
 )
 
-// Config configures a Dispatcher. Zero fields take the defaults in brackets.
+// Config configures a Dispatcher. A zero field takes the Default constant
+// named in brackets; New refuses a negative one, naming the field.
 type Config struct {
 	Channels []Channel
 	Logger   *slog.Logger
 	// Registerer receives the dispatcher's metrics; nil registers nothing.
 	Registerer prometheus.Registerer
 
-	ClaimBatch        int           // most rows one claim takes [256]
-	Completers        int           // concurrent batched completion writers [2]
-	PollInterval      time.Duration // longest idle wait between claims when no NOTIFY arrives [250ms]
-	ReconcileInterval time.Duration // how often expired leases are looked for [1s]
-	RefreshInterval   time.Duration // how often policies and pause flags are reread [2s]
-	PruneInterval     time.Duration // how often terminal rows past retention are deleted [1m]
-	// DeliveryPollInterval is how often deliveries due for a poll are looked for [1s].
+	ClaimBatch        int           // most rows one claim takes, at most MaxClaimBatch [DefaultClaimBatch]
+	Completers        int           // concurrent batched completion writers [DefaultCompleters]
+	PollInterval      time.Duration // longest idle wait between claims when no NOTIFY arrives [DefaultPollInterval]
+	ReconcileInterval time.Duration // how often expired leases are looked for [DefaultReconcileInterval]
+	RefreshInterval   time.Duration // how often policies and pause flags are reread [DefaultRefreshInterval]
+	PruneInterval     time.Duration // how often terminal rows past retention are deleted [DefaultPruneInterval]
+	// DeliveryPollInterval is how often deliveries due for a poll are looked
+	// for [DefaultDeliveryPollInterval].
 	DeliveryPollInterval time.Duration
-	SettleLease          time.Duration // how long a reconciler holds a row it settles [twice the longest lease + WriteTimeout]
-	WriteTimeout         time.Duration // bound on writing a final outcome during shutdown [10s]
+	// SettleLease is how long a reconciler holds a row it settles [twice the
+	// longest channel lease (at least 1s), plus WriteTimeout].
+	SettleLease  time.Duration
+	WriteTimeout time.Duration // bound on writing a final outcome during shutdown [DefaultWriteTimeout]
+}
+
+// The values Config's zero fields take.
+const (
+	DefaultClaimBatch           = 256
+	DefaultCompleters           = 2
+	DefaultPollInterval         = 250 * time.Millisecond
+	DefaultReconcileInterval    = time.Second
+	DefaultRefreshInterval      = 2 * time.Second
+	DefaultPruneInterval        = time.Minute
+	DefaultDeliveryPollInterval = time.Second
+	DefaultWriteTimeout         = 10 * time.Second
+)
+
+// MaxClaimBatch bounds Config.ClaimBatch: one claim locks that many rows in
+// one statement, and the completion queue holds completionQueueBatches claims.
+const MaxClaimBatch = 10000
+
+// completionQueueBatches is how many full claims' outcomes wait for the
+// completers before a worker that finished a call blocks.
+const completionQueueBatches = 4
+
+// settleLookupFloor is the least lookup time the default SettleLease allows
+// for: the shortest lease a policy may have.
+const settleLookupFloor = time.Second
+
+// withDefaults returns c with its zero fields set to their defaults, or an
+// error naming the first field that no default can mend.
+func (c Config) withDefaults() (Config, error) {
+	bad := func(field string, got any, want string) error {
+		return fmt.Errorf("Config.%s: %w %v: want %s", field, ErrInvalid, got, want)
+	}
+	if c.ClaimBatch < 0 || c.ClaimBatch > MaxClaimBatch {
+		return c, bad("ClaimBatch", c.ClaimBatch, fmt.Sprintf("1 to %d, or 0 for %d", MaxClaimBatch, DefaultClaimBatch))
+	}
+	if c.Completers < 0 {
+		return c, bad("Completers", c.Completers, fmt.Sprintf("at least 1, or 0 for %d", DefaultCompleters))
+	}
+	for _, f := range []struct {
+		name     string
+		value    *time.Duration
+		fallback time.Duration // 0: computed below
+	}{
+		{"PollInterval", &c.PollInterval, DefaultPollInterval},
+		{"ReconcileInterval", &c.ReconcileInterval, DefaultReconcileInterval},
+		{"RefreshInterval", &c.RefreshInterval, DefaultRefreshInterval},
+		{"PruneInterval", &c.PruneInterval, DefaultPruneInterval},
+		{"DeliveryPollInterval", &c.DeliveryPollInterval, DefaultDeliveryPollInterval},
+		{"WriteTimeout", &c.WriteTimeout, DefaultWriteTimeout},
+		{"SettleLease", &c.SettleLease, 0},
+	} {
+		if *f.value < 0 {
+			want := "a positive duration, or 0 for the default"
+			if f.fallback > 0 {
+				want = fmt.Sprintf("a positive duration, or 0 for %v", f.fallback)
+			}
+			return c, bad(f.name, *f.value, want)
+		}
+		*f.value = cmp.Or(*f.value, f.fallback)
+	}
+	c.ClaimBatch = cmp.Or(c.ClaimBatch, DefaultClaimBatch)
+	c.Completers = cmp.Or(c.Completers, DefaultCompleters)
+	if c.SettleLease == 0 {
+		// Long enough for a lookup (bounded by the lease) and its write; short
+		// enough that a reconciler killed mid-settlement strands nothing for long.
+		longest := settleLookupFloor
+		for _, ch := range c.Channels {
+			longest = max(longest, ch.Policy.Lease.D())
+		}
+		c.SettleLease = 2*longest + c.WriteTimeout
+	}
+	return c, nil
 }
 
 // Dispatcher claims due intents, calls providers and records outcomes.
 // Start runs it; Stop drains it.
+//
+// It is a set of services that share its pool, channels, logger and metrics:
+// the claimer hands claimed intents to the workers, whose outcomes the
+// completers write; the listener, reconciler, refresher, pruner and poller
+// run beside them.
 type Dispatcher struct {
 	pool    *pgxpool.Pool
 	cfg     Config
@@ -44,44 +122,33 @@ type Dispatcher struct {
 	chans   []*channel
 	byName  map[string]*channel
 	names   []string
-	done    chan completion
-	wake    chan struct{} // a NOTIFY arrived
-	slot    chan struct{} // a call finished: a channel may have room
-	settle  chan struct{} // a maybe-sent call wants settling now
-	jobs    chan job      // hands a claimed intent to an idle worker
-	quit    chan struct{} // closed by Stop: idle workers exit
 	backoff func(p Policy, attempt int, retryAfter time.Duration) time.Duration
 
-	beforeCall func(id int64, attempt int32) // tests: stall a worker between claim and call
+	// Signals between the services; each holds at most one pending signal.
+	wake   chan struct{} // the claimer should claim now: a NOTIFY, an unpause, a row back to PENDING
+	slot   chan struct{} // a call finished: a channel may have room
+	settle chan struct{} // a maybe-sent call wants settling now
 
-	stopClaiming context.CancelFunc // ends the claim, reconcile, refresh and prune loops
-	abandon      context.CancelFunc // cancels in-flight provider calls
-	callCtx      context.Context
-	loops        sync.WaitGroup
-	calls        sync.WaitGroup
-	completers   sync.WaitGroup
-	stopOnce     sync.Once
+	workers    *workers    // claim.go
+	completers *completers // complete.go
+	claimer    *claimer    // claim.go
+	listener   *listener   // listen.go
+	reconciler *reconciler // reconcile.go
+	refresher  *refresher  // refresh.go
+	pruner     *pruner     // prune.go
+	poller     *poller     // poll.go
+
+	started  bool
+	stopOnce sync.Once
 }
 
 // New returns a Dispatcher for cfg.Channels. Call Register first so the
-// database knows the channels.
+// database knows the channels. An invalid cfg returns an error naming the
+// field.
 func New(pool *pgxpool.Pool, cfg Config) (*Dispatcher, error) {
-	cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, 256)
-	cfg.Completers = cmp.Or(cfg.Completers, 2)
-	cfg.PollInterval = cmp.Or(cfg.PollInterval, 250*time.Millisecond)
-	cfg.ReconcileInterval = cmp.Or(cfg.ReconcileInterval, time.Second)
-	cfg.RefreshInterval = cmp.Or(cfg.RefreshInterval, 2*time.Second)
-	cfg.PruneInterval = cmp.Or(cfg.PruneInterval, time.Minute)
-	cfg.DeliveryPollInterval = cmp.Or(cfg.DeliveryPollInterval, time.Second)
-	cfg.WriteTimeout = cmp.Or(cfg.WriteTimeout, 10*time.Second)
-	if cfg.SettleLease == 0 {
-		// Long enough for a lookup (bounded by the lease) and its write; short
-		// enough that a reconciler killed mid-settlement strands nothing for long.
-		longest := time.Second
-		for _, c := range cfg.Channels {
-			longest = max(longest, c.Policy.Lease.D())
-		}
-		cfg.SettleLease = 2*longest + cfg.WriteTimeout
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("dispatcher.New: %w", err)
 	}
 	d := &Dispatcher{
 		pool:    pool,
@@ -89,12 +156,9 @@ func New(pool *pgxpool.Pool, cfg Config) (*Dispatcher, error) {
 		log:     cmp.Or(cfg.Logger, slog.Default()),
 		m:       newMetrics(cfg.Registerer),
 		byName:  map[string]*channel{},
-		done:    make(chan completion, 4*cfg.ClaimBatch),
 		wake:    make(chan struct{}, 1),
 		slot:    make(chan struct{}, 1),
 		settle:  make(chan struct{}, 1),
-		jobs:    make(chan job),
-		quit:    make(chan struct{}),
 		backoff: jitteredBackoff,
 	}
 	for _, c := range cfg.Channels {
@@ -113,185 +177,54 @@ func New(pool *pgxpool.Pool, cfg Config) (*Dispatcher, error) {
 		d.byName[c.Name] = ch
 		d.names = append(d.names, c.Name)
 	}
+	d.completers = newCompleters(d, cfg.Completers, cfg.ClaimBatch, completionQueueBatches*cfg.ClaimBatch)
+	d.workers = newWorkers(d, d.completers.queue)
+	d.claimer = &claimer{d: d, batch: cfg.ClaimBatch, idleWait: cfg.PollInterval}
+	d.listener = &listener{d: d}
+	d.reconciler = &reconciler{d: d, interval: cfg.ReconcileInterval}
+	d.refresher = &refresher{d: d, interval: cfg.RefreshInterval}
+	d.pruner = &pruner{d: d, interval: cfg.PruneInterval}
+	d.poller = &poller{d: d, interval: cfg.DeliveryPollInterval}
 	return d, nil
+}
+
+// loops are the services that run on their own, in the order Stop ends them:
+// the claimer first, so that no call starts once Stop has begun.
+func (d *Dispatcher) loops() []service {
+	return []service{d.claimer, d.listener, d.reconciler, d.refresher, d.pruner, d.poller}
 }
 
 // Start reads the channels' effective policies and starts dispatching. It
 // returns once the dispatcher runs; Stop ends it.
 func (d *Dispatcher) Start(ctx context.Context) error {
-	if err := d.refresh(ctx); err != nil {
+	if err := d.refresher.refresh(ctx); err != nil {
 		return fmt.Errorf("dispatcher.Start: %w", err)
 	}
-	loopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	d.stopClaiming = stop
-	d.callCtx, d.abandon = context.WithCancel(context.WithoutCancel(ctx))
-	for range d.cfg.Completers {
-		d.completers.Add(1)
-		go d.completeLoop()
+	ctx = context.WithoutCancel(ctx) // the services run until Stop, not until ctx ends
+	d.workers.Start(ctx)
+	d.completers.Start(ctx)
+	for _, s := range d.loops() {
+		s.Start(ctx)
 	}
-	for _, loop := range []func(context.Context){d.listen, d.claimLoop, d.reconcileLoop, d.refreshLoop, d.pruneLoop, d.pollLoop} {
-		d.loops.Add(1)
-		go func() {
-			defer d.loops.Done()
-			loop(loopCtx)
-		}()
-	}
+	d.started = true
 	return nil
 }
 
-// Stop stops claiming, waits for in-flight calls until ctx ends, then cancels
-// the rest (their outcome is recorded as maybe sent), and writes every outcome
-// before it returns. It is safe to call more than once.
+// Stop stops claiming and the other loops, waits for in-flight calls until
+// ctx ends, then cancels the rest (their outcome is recorded as maybe sent),
+// and writes every outcome before it returns. It is safe to call more than
+// once.
 func (d *Dispatcher) Stop(ctx context.Context) error {
 	var err error
 	d.stopOnce.Do(func() {
-		if d.stopClaiming == nil {
+		if !d.started {
 			return
 		}
-		d.stopClaiming()
-		d.loops.Wait()
-		finished := make(chan struct{})
-		go func() { d.calls.Wait(); close(finished) }()
-		select {
-		case <-finished:
-		case <-ctx.Done():
-			d.log.Warn("shutdown deadline reached: abandoning in-flight calls", "error", ctx.Err())
-			d.abandon()
-			<-finished
-			err = ctx.Err()
+		for _, s := range d.loops() {
+			s.Stop()
 		}
-		d.abandon()
-		close(d.quit)
-		close(d.done)
-		d.completers.Wait()
+		err = d.workers.Stop(ctx)
+		d.completers.Stop()
 	})
 	return err
-}
-
-// refresh rereads every channel's policy and pause flag.
-func (d *Dispatcher) refresh(ctx context.Context) error {
-	rows, err := d.pool.Query(ctx, query.Channels)
-	if err != nil {
-		return fmt.Errorf("read channels: %w", err)
-	}
-	defer rows.Close()
-	seen := map[string]bool{}
-	for rows.Next() {
-		var name, kind string
-		var registered, override []byte
-		var paused bool
-		if err := rows.Scan(&name, &kind, &registered, &override, &paused); err != nil {
-			return fmt.Errorf("read channels: %w", err)
-		}
-		ch := d.byName[name]
-		if ch == nil {
-			continue
-		}
-		seen[name] = true
-		p, err := EffectivePolicy(ch.Kind, registered, override)
-		if err != nil {
-			d.log.Warn("ignoring invalid stored policy; keeping the previous one", "channel", name, "error", err)
-		} else if *ch.policy.Load() != p {
-			ch.policy.Store(&p)
-			d.log.Info("channel policy changed", "channel", name)
-		}
-		if ch.paused.Swap(paused) != paused {
-			d.log.Info("channel pause changed", "channel", name, "paused", paused)
-			if !paused {
-				d.poke(d.wake)
-			}
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read channels: %w", err)
-	}
-	for _, n := range d.names {
-		if !seen[n] {
-			return fmt.Errorf("channel %q is not registered in the database: run effectd migrate --config", n)
-		}
-	}
-	return nil
-}
-
-func (d *Dispatcher) refreshLoop(ctx context.Context) {
-	every(ctx, d.cfg.RefreshInterval, nil, func() {
-		if err := d.refresh(ctx); err != nil {
-			d.logDB(ctx, "refreshing channel policies", err)
-		}
-	})
-}
-
-// every runs fn each interval, and when wake fires, until ctx ends.
-func every(ctx context.Context, interval time.Duration, wake <-chan struct{}, fn func()) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-wake:
-		}
-		fn()
-	}
-}
-
-// listen holds a connection that LISTENs for effectd_wakeup, reconnecting when
-// it breaks. Notifications only arrive while some dispatcher has said it waits.
-func (d *Dispatcher) listen(ctx context.Context) {
-	for ctx.Err() == nil {
-		err := d.listenOnce(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		d.log.Warn("wake-up listener lost; polling until it is back", "error", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-func (d *Dispatcher) listenOnce(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, d.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, `LISTEN effectd_wakeup`); err != nil {
-		return err
-	}
-	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return err
-		}
-		d.poke(d.wake)
-	}
-}
-
-// poke signals c without blocking.
-func (d *Dispatcher) poke(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
-	}
-}
-
-// setWaiting tells producers whether to NOTIFY on commit.
-func (d *Dispatcher) setWaiting(ctx context.Context, waiting bool) error {
-	_, err := d.pool.Exec(ctx, `UPDATE effectd.wakeup SET waiting = $1 WHERE id = 1 AND waiting <> $1`, waiting)
-	return err
-}
-
-// sleep waits for d, a NOTIFY, a freed slot or the end of ctx.
-func (d *Dispatcher) sleep(ctx context.Context, dur time.Duration) {
-	t := time.NewTimer(dur)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	case <-d.wake:
-	case <-d.slot:
-	}
 }

@@ -7,4 +7,28 @@
 // and completes each with a fenced compare-and-set. A reconciler settles rows
 // whose lease expired mid-call, by provider lookup or by the channel's policy,
 // and a pruner deletes terminal rows past their retention.
+//
+// A Dispatcher is a set of small services, each in the file that holds its
+// loop, sharing the Dispatcher's pool, channels, logger and metrics:
+//
+//   - claimer (claim.go): claims due intents for every channel with room and
+//     hands them to the workers; idle, it asks producers to NOTIFY and sleeps.
+//   - workers (claim.go): one goroutine per call in flight, reused between
+//     calls; each decides its call's outcome and queues it.
+//   - completers (complete.go): write the queued outcomes in batches.
+//   - listener (listen.go): LISTENs for effectd_wakeup and wakes the claimer.
+//   - reconciler (reconcile.go): settles expired leases, on a timer and at
+//     once after a maybe-sent call.
+//   - refresher (refresh.go): rereads policies and pause flags.
+//   - pruner (prune.go): deletes terminal rows past retention.
+//   - poller (poll.go): asks providers what became of accepted effects.
+//
+// Start reads the channels once, then starts the workers, the completers and
+// the loops. Stop ends them in this order: the claimer first (no call starts
+// after it), then the listener, reconciler, refresher, pruner and poller;
+// then it waits for the workers' calls in flight until its context ends and
+// cancels the rest; then the completers write every queued outcome.
+//
+// Config's zero fields take the Default constants; New refuses a negative
+// field (or a ClaimBatch above MaxClaimBatch) with an ErrInvalid naming it.
 package dispatcher

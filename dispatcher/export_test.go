@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"context"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -8,7 +9,16 @@ import (
 
 // SetBeforeCall makes every worker run f between taking a claimed intent and
 // calling its provider. Call it before Start.
-func SetBeforeCall(d *Dispatcher, f func(id int64, attempt int32)) { d.beforeCall = f }
+func SetBeforeCall(d *Dispatcher, f func(id int64, attempt int32)) { d.workers.beforeCall = f }
+
+// Prune runs d's pruner once now and returns how many intents it deleted.
+func Prune(ctx context.Context, d *Dispatcher) (int64, error) { return d.pruner.prune(ctx) }
+
+// PollDeliveries runs d's delivery poller once now and returns how many
+// intents it polled.
+func PollDeliveries(ctx context.Context, d *Dispatcher) (int, error) {
+	return d.poller.pollDeliveries(ctx)
+}
 
 // Fenced returns how many outcomes of channel were fenced out.
 func Fenced(d *Dispatcher, channel string) float64 {
@@ -31,3 +41,6 @@ func Orphans(d *Dispatcher, channel string) float64 {
 func NextDelay(p Policy, attempt int, retryAfter time.Duration) time.Duration {
 	return jitteredBackoff(p, attempt, retryAfter)
 }
+
+// ConfigOf returns d's Config with its defaults applied.
+func ConfigOf(d *Dispatcher) Config { return d.cfg }

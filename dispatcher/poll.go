@@ -25,20 +25,35 @@ const pollLockKey = 0x65666671 // "effq"
 // pollBatch bounds the intents one round polls per channel.
 const pollBatch = 100
 
-func (d *Dispatcher) pollLoop(ctx context.Context) {
-	every(ctx, d.cfg.DeliveryPollInterval, nil, func() {
-		if _, err := d.PollDeliveries(ctx); err != nil {
-			d.logDB(ctx, "polling deliveries", err)
+// poller asks providers what became of accepted effects every interval.
+type poller struct {
+	loop
+	d        *Dispatcher
+	interval time.Duration
+}
+
+// Start polls every interval until Stop.
+func (pl *poller) Start(ctx context.Context) { pl.start(ctx, pl.run) }
+
+// Stop cancels a round in progress and waits for it; an answer already
+// received is still recorded.
+func (pl *poller) Stop() { pl.stop() }
+
+func (pl *poller) run(ctx context.Context) {
+	every(ctx, pl.interval, nil, func() {
+		if _, err := pl.pollDeliveries(ctx); err != nil {
+			pl.d.logDB(ctx, "polling deliveries", err)
 		}
 	})
 }
 
-// PollDeliveries asks the provider, for each SENT intent whose delivery is
+// pollDeliveries asks the provider, for each SENT intent whose delivery is
 // not final and whose next delay of the channel's delivery_poll has passed,
 // what became of it, and applies the answer through the delivery table. One
 // instance polls at a time; a channel with a rate polls at most that many
 // intents a second. It returns how many intents it polled.
-func (d *Dispatcher) PollDeliveries(ctx context.Context) (int, error) {
+func (pl *poller) pollDeliveries(ctx context.Context) (int, error) {
+	d := pl.d
 	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return 0, err
@@ -93,7 +108,7 @@ func (d *Dispatcher) PollDeliveries(ctx context.Context) (int, error) {
 			if ctx.Err() != nil {
 				break
 			}
-			if err := d.pollOne(ctx, conn, ch, x.id, x.attempts, x.ref, statemachine.Delivery(x.delivery), x.since); err != nil {
+			if err := pl.pollOne(ctx, conn, ch, x.id, x.attempts, x.ref, statemachine.Delivery(x.delivery), x.since); err != nil {
 				d.logDB(ctx, "recording a delivery poll", err, "intent", x.id)
 			}
 			total++
@@ -106,7 +121,7 @@ func (d *Dispatcher) PollDeliveries(ctx context.Context) (int, error) {
 }
 
 // pollOne asks the provider about one intent and records the answer.
-func (d *Dispatcher) pollOne(ctx context.Context, conn interface {
+func (pl *poller) pollOne(ctx context.Context, conn interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }, ch *channel, id int64, attempts int32, ref string, from statemachine.Delivery, since time.Time) error {
 	started := time.Now()
@@ -116,7 +131,7 @@ func (d *Dispatcher) pollOne(ctx context.Context, conn interface {
 	to, changed := from, false
 	outcome, errText := "poll: "+status, ""
 	if err != nil {
-		outcome, errText = "poll failed", truncate(err.Error(), 1000)
+		outcome, errText = "poll failed", truncate(err.Error(), maxErrorText)
 	} else {
 		to, changed = statemachine.Report(from, statemachine.Delivery(delivery), reversal)
 		outcome = "poll: " + detail + " → " + string(to)
@@ -125,14 +140,14 @@ func (d *Dispatcher) pollOne(ctx context.Context, conn interface {
 	if changed {
 		target = string(to)
 	}
-	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.WriteTimeout)
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), pl.d.cfg.WriteTimeout)
 	defer wcancel()
 	var moved int
 	if err := conn.QueryRow(wctx, query.RecordPoll, id, attempts, string(from), target, detail, started, outcome, errText, ref).Scan(&moved); err != nil {
 		return err
 	}
 	if moved == 1 {
-		d.countDelivery(ch.Name, EventResult{From: from, To: to}, since)
+		pl.d.countDelivery(ch.Name, EventResult{From: from, To: to}, since)
 	}
 	return nil
 }

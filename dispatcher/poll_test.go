@@ -55,7 +55,7 @@ func TestDeliveryPoll(t *testing.T) {
 	ctx := context.Background()
 	for i, want := range []string{"accepted", "delivered"} {
 		eventually(t, 10*time.Second, "poll "+want, func() bool {
-			n, err := d.PollDeliveries(ctx)
+			n, err := dispatcher.PollDeliveries(ctx, d)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,7 +73,7 @@ func TestDeliveryPoll(t *testing.T) {
 		pool.QueryRow(ctx, `SELECT now() > delivery_at + interval '3 ms' FROM effectd.intents WHERE event_id = 'e1'`).Scan(&past)
 		return past
 	})
-	if n, err := d.PollDeliveries(ctx); err != nil || n != 0 || p.count("SM1") != 2 {
+	if n, err := dispatcher.PollDeliveries(ctx, d); err != nil || n != 0 || p.count("SM1") != 2 {
 		t.Errorf("after delivered: polled %d (%v), %d polls in all; want no more", n, err, p.count("SM1"))
 	}
 	if x := r.row(t, "e1"); len(x.Outcomes) != 3 || x.Outcomes[1] != "poll:poll: sent → accepted" || x.Outcomes[2] != "poll:poll: delivered → delivered" {
@@ -90,7 +90,7 @@ func TestDeliveryPollOff(t *testing.T) {
 	r := rig{pool: pool, d: d}
 	r.enqueue(t, "e1")
 	r.waitStatus(t, "e1", "SENT")
-	if n, err := d.PollDeliveries(context.Background()); err != nil || n != 0 || p.count("SM1") != 0 {
+	if n, err := dispatcher.PollDeliveries(context.Background(), d); err != nil || n != 0 || p.count("SM1") != 0 {
 		t.Fatalf("PollDeliveries = %d, %v; polls %d; want none", n, err, p.count("SM1"))
 	}
 }

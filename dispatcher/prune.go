@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -14,20 +15,34 @@ const pruneLockKey = 0x65666670 // "effp"
 // pruneBatch is how many rows one DELETE removes, so no statement holds many locks long.
 const pruneBatch = 1000
 
-func (d *Dispatcher) pruneLoop(ctx context.Context) {
-	every(ctx, d.cfg.PruneInterval, nil, func() {
-		if _, err := d.Prune(ctx); err != nil {
-			d.logDB(ctx, "pruning", err)
+// pruner deletes terminal intents past their channel's retention every
+// interval.
+type pruner struct {
+	loop
+	d        *Dispatcher
+	interval time.Duration
+}
+
+// Start prunes every interval until Stop.
+func (pr *pruner) Start(ctx context.Context) { pr.start(ctx, pr.run) }
+
+// Stop cancels a prune in progress and waits for it.
+func (pr *pruner) Stop() { pr.stop() }
+
+func (pr *pruner) run(ctx context.Context) {
+	every(ctx, pr.interval, nil, func() {
+		if _, err := pr.prune(ctx); err != nil {
+			pr.d.logDB(ctx, "pruning", err)
 		}
 	})
 }
 
-// Prune deletes terminal intents (SENT, FAILED, SKIPPED, CANCELLED; never
+// prune deletes terminal intents (SENT, FAILED, SKIPPED, CANCELLED; never
 // IN_DOUBT or a row in flight) older than their channel's retention, with their
 // attempts, in small batches. Only one instance prunes at a time; the others
 // return at once. It returns how many intents it deleted.
-func (d *Dispatcher) Prune(ctx context.Context) (int64, error) {
-	conn, err := d.pool.Acquire(ctx)
+func (pr *pruner) prune(ctx context.Context) (int64, error) {
+	conn, err := pr.d.pool.Acquire(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -38,7 +53,7 @@ func (d *Dispatcher) Prune(ctx context.Context) (int64, error) {
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, pruneLockKey)
 	var total int64
-	for _, ch := range d.chans {
+	for _, ch := range pr.d.chans {
 		keep := ch.policy.Load().Retention.D()
 		for ctx.Err() == nil {
 			tag, err := conn.Exec(ctx, query.Prune, ch.Name, pruneBatch, pgtype.Interval{Microseconds: keep.Microseconds(), Valid: true})
@@ -52,12 +67,4 @@ func (d *Dispatcher) Prune(ctx context.Context) (int64, error) {
 		}
 	}
 	return total, ctx.Err()
-}
-
-// logDB logs a database error unless the dispatcher is stopping.
-func (d *Dispatcher) logDB(ctx context.Context, op string, err error, args ...any) {
-	if ctx.Err() != nil {
-		return
-	}
-	d.log.Warn(op, append(args, "error", err)...)
 }

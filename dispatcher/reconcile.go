@@ -30,25 +30,48 @@ type inDoubt struct {
 	status    statemachine.State
 }
 
-// reconcileLoop settles SENDING rows whose lease expired, every
-// ReconcileInterval and at once after a maybe-sent call.
-func (d *Dispatcher) reconcileLoop(ctx context.Context) {
-	every(ctx, d.cfg.ReconcileInterval, d.settle, func() {
+// The reconciler takes expired leases reconcileBatchSize at a time and
+// settles up to reconcileParallel of them at once (a lookup is a provider
+// call, bounded by the channel's lease).
+const (
+	reconcileBatchSize = 64
+	reconcileParallel  = 8
+)
+
+// reconciler settles SENDING rows whose lease expired, every interval and at
+// once after a maybe-sent call.
+type reconciler struct {
+	loop
+	d        *Dispatcher
+	interval time.Duration
+}
+
+// Start settles expired leases until Stop.
+func (rc *reconciler) Start(ctx context.Context) { rc.start(ctx, rc.run) }
+
+// Stop cancels the settlements in progress and waits for them. A lookup cut
+// short counts as one that could not tell: its row is settled by the
+// channel's lookup_fallback, written with a context of its own.
+func (rc *reconciler) Stop() { rc.stop() }
+
+func (rc *reconciler) run(ctx context.Context) {
+	every(ctx, rc.interval, rc.d.settle, func() {
 		for ctx.Err() == nil {
-			n, err := d.reconcileBatch(ctx, 64)
+			n, err := rc.settleBatch(ctx, reconcileBatchSize)
 			if err != nil {
-				d.logDB(ctx, "settling expired leases", err)
+				rc.d.logDB(ctx, "settling expired leases", err)
 			}
-			if n < 64 {
+			if n < reconcileBatchSize {
 				return
 			}
 		}
 	})
 }
 
-// reconcileBatch takes up to n expired leases and settles each by the channel's
+// settleBatch takes up to n expired leases and settles each by the channel's
 // in_doubt policy. Taking a row extends its lease, so other instances skip it.
-func (d *Dispatcher) reconcileBatch(ctx context.Context, n int) (int, error) {
+func (rc *reconciler) settleBatch(ctx context.Context, n int) (int, error) {
+	d := rc.d
 	rows, err := d.pool.Query(ctx, query.TakeExpired, n, d.names,
 		pgtype.Interval{Microseconds: d.cfg.SettleLease.Microseconds(), Valid: true})
 	if err != nil {
@@ -59,7 +82,7 @@ func (d *Dispatcher) reconcileBatch(ctx context.Context, n int) (int, error) {
 		return 0, err
 	}
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
+	sem := make(chan struct{}, reconcileParallel)
 	for _, r := range taken {
 		wg.Add(1)
 		sem <- struct{}{}
@@ -100,7 +123,7 @@ func (d *Dispatcher) decide(ctx context.Context, r inDoubt, withPolicy bool) Set
 			cancel()
 			switch {
 			case err != nil:
-				s.Outcome, s.Error = LookupAmbiguous, truncate(err.Error(), 1000)
+				s.Outcome, s.Error = LookupAmbiguous, truncate(err.Error(), maxErrorText)
 				mode = p.LookupFallback
 			case found:
 				s.Outcome, s.ProviderRef = LookupFound, ref
@@ -169,7 +192,7 @@ func (d *Dispatcher) apply(ctx context.Context, r inDoubt, s *Settlement, actor 
 	if s.Applied {
 		d.log.Info("in-doubt intent settled", "intent", r.id, "channel", r.channel, "outcome", s.Outcome, "to", s.To)
 		if s.To == statemachine.Pending {
-			d.poke(d.wake)
+			poke(d.wake)
 		}
 	}
 	return nil

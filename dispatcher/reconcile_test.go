@@ -142,7 +142,7 @@ func TestPrune(t *testing.T) {
 		VALUES ('old-doubt', 'c', '{}', 'c:old-doubt', 'IN_DOUBT', now() - interval '2 hours', now()),
 		       ('old-pending', 'c', '{}', 'c:old-pending', 'PENDING', now() - interval '2 hours', now() + interval '1 day')`)
 	r.pool.Exec(ctx, `UPDATE effectd.intents SET updated_at = now() - interval '2 hours' WHERE event_id = 'old-sent'`)
-	n, err := r.d.Prune(ctx)
+	n, err := dispatcher.Prune(ctx, r.d)
 	if err != nil || n != 1 {
 		t.Fatalf("Prune = %d, %v; want 1", n, err)
 	}
@@ -210,11 +210,11 @@ func TestPruneOneInstanceAtATime(t *testing.T) {
 	}
 	defer conn.Release()
 	conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, 0x65666670) // another instance is pruning
-	if n, err := r.d.Prune(ctx); err != nil || n != 0 {
+	if n, err := dispatcher.Prune(ctx, r.d); err != nil || n != 0 {
 		t.Fatalf("Prune while another instance prunes = %d, %v; want 0, nil", n, err)
 	}
 	conn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, 0x65666670)
-	if n, err := r.d.Prune(ctx); err != nil || n != 1 {
+	if n, err := dispatcher.Prune(ctx, r.d); err != nil || n != 1 {
 		t.Fatalf("Prune after = %d, %v; want 1", n, err)
 	}
 }

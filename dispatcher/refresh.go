@@ -1,0 +1,78 @@
+package dispatcher
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/effectd/effectd/internal/query"
+)
+
+// refresher rereads every channel's effective policy and pause flag each
+// interval, so that an override made through the admin API on any instance
+// reaches this one.
+type refresher struct {
+	loop
+	d        *Dispatcher
+	interval time.Duration
+}
+
+// Start rereads the channels every interval until Stop.
+func (r *refresher) Start(ctx context.Context) { r.start(ctx, r.run) }
+
+// Stop ends the loop and waits for it.
+func (r *refresher) Stop() { r.stop() }
+
+func (r *refresher) run(ctx context.Context) {
+	every(ctx, r.interval, nil, func() {
+		if err := r.refresh(ctx); err != nil {
+			r.d.logDB(ctx, "refreshing channel policies", err)
+		}
+	})
+}
+
+// refresh rereads every channel's policy and pause flag.
+func (r *refresher) refresh(ctx context.Context) error {
+	d := r.d
+	rows, err := d.pool.Query(ctx, query.Channels)
+	if err != nil {
+		return fmt.Errorf("read channels: %w", err)
+	}
+	defer rows.Close()
+	seen := map[string]bool{}
+	for rows.Next() {
+		var name, kind string
+		var registered, override []byte
+		var paused bool
+		if err := rows.Scan(&name, &kind, &registered, &override, &paused); err != nil {
+			return fmt.Errorf("read channels: %w", err)
+		}
+		ch := d.byName[name]
+		if ch == nil {
+			continue
+		}
+		seen[name] = true
+		p, err := EffectivePolicy(ch.Kind, registered, override)
+		if err != nil {
+			d.log.Warn("ignoring invalid stored policy; keeping the previous one", "channel", name, "error", err)
+		} else if *ch.policy.Load() != p {
+			ch.policy.Store(&p)
+			d.log.Info("channel policy changed", "channel", name)
+		}
+		if ch.paused.Swap(paused) != paused {
+			d.log.Info("channel pause changed", "channel", name, "paused", paused)
+			if !paused {
+				poke(d.wake)
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read channels: %w", err)
+	}
+	for _, n := range d.names {
+		if !seen[n] {
+			return fmt.Errorf("channel %q is not registered in the database: run effectd migrate --config", n)
+		}
+	}
+	return nil
+}
