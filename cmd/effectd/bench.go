@@ -16,7 +16,7 @@ import (
 func runBench(ctx context.Context, args []string, getenv env, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var o bench.Options
-	scenarios := fs.String("scenarios", "producer,drain,live,slow,memory", "comma-separated: drain, live, slow, producer, memory")
+	scenarios := fs.String("scenarios", "producer,drain,live,slow,memory,startup", "comma-separated: drain, live, slow, producer, memory, startup, soak")
 	fs.IntVar(&o.Events, "events", 20000, "drain: backlog size")
 	fs.IntVar(&o.Producers, "producers", 32, "concurrent producer connections")
 	fs.IntVar(&o.Rate, "rate", 1000, "live: events offered per second")
@@ -26,6 +26,11 @@ func runBench(ctx context.Context, args []string, getenv env, stdout, stderr io.
 	fs.IntVar(&o.Concurrency, "concurrency", 256, "drain, live: in-flight calls per instance")
 	fs.IntVar(&o.SlowConc, "slow-concurrency", 1000, "slow: in-flight calls per instance")
 	fs.IntVar(&o.MemEvents, "memory-events", 100000, "memory: backlog drained while resident memory is sampled")
+	fs.IntVar(&o.StartupEvents, "startup-events", 20000, "startup: backlog waiting when effectd serve starts")
+	fs.IntVar(&o.StartupRuns, "startup-runs", 3, "startup: how many starts (min, median and max are printed)")
+	fs.IntVar(&o.SoakRate, "soak-rate", 1500, "soak: events offered per second")
+	fs.DurationVar(&o.SoakDuration, "soak-duration", 20*time.Minute, "soak: how long to offer load (a line a minute)")
+	fs.DurationVar(&o.SoakRetention, "soak-retention", 2*time.Minute, "soak: how long terminal rows are kept before the pruner deletes them")
 	fs.BoolVar(&o.Durable, "durable", false, "fsync and synchronous_commit on (slower on this disk; see the README)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the temporary data directory")
 	fs.StringVar(&o.Profile, "profile", "", "write CPU profiles (effectd serve per scenario, and this process) into this directory")

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -14,10 +15,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/effectd/effectd/internal/localpg"
 	"github.com/effectd/effectd/migrations"
@@ -27,7 +30,7 @@ import (
 // Options select the scenarios and their sizes.
 type Options struct {
 	Binary      string        // the effectd binary run as `serve`
-	Scenarios   []string      // drain, live, slow, producer, memory
+	Scenarios   []string      // drain, live, slow, producer, memory, startup, soak
 	Events      int           // drain: backlog size
 	Producers   int           // concurrent producer connections
 	Rate        int           // live: events offered per second
@@ -40,6 +43,14 @@ type Options struct {
 	Durable     bool   // fsync and synchronous_commit on (default off: see the README)
 	Keep        bool   // keep the data directory
 	Profile     string // directory for CPU profiles of each effectd serve run
+
+	StartupEvents int // startup: backlog waiting when serve is started
+	StartupRuns   int // startup: how many starts
+
+	SoakRate      int           // soak: events offered per second
+	SoakDuration  time.Duration // soak: how long
+	SoakRetention time.Duration // soak: how long terminal rows are kept before the pruner deletes them
+	SoakInterval  time.Duration // soak: one line per interval [1m]; shorter only in tests
 }
 
 const secret = "whsec_ZWZmZWN0ZC1iZW5jaC1zZWNyZXQta2V5LTEyMzQ1Ng=="
@@ -53,10 +64,19 @@ type env struct {
 	sandbox *sandbox.Server
 	hookURL string
 	seq     int
+	// onCall, when set, sees every call reaching the sandbox: its webhook-id
+	// and when it arrived, before the receiver handles it.
+	onCall atomic.Pointer[func(key string, at time.Time)]
 }
 
 // Run runs the chosen scenarios and writes their figures to out.
 func Run(ctx context.Context, opt Options, out io.Writer) error {
+	opt.StartupEvents = cmp.Or(opt.StartupEvents, 20000)
+	opt.StartupRuns = cmp.Or(opt.StartupRuns, 3)
+	opt.SoakRate = cmp.Or(opt.SoakRate, 1500)
+	opt.SoakDuration = cmp.Or(opt.SoakDuration, 20*time.Minute)
+	opt.SoakRetention = cmp.Or(opt.SoakRetention, 2*time.Minute)
+	opt.SoakInterval = cmp.Or(opt.SoakInterval, time.Minute)
 	dir, err := os.MkdirTemp("", "effectd-bench-")
 	if err != nil {
 		return err
@@ -76,10 +96,10 @@ func Run(ctx context.Context, opt Options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: sb.Handler()}
+	e := &env{opt: opt, out: out, pg: pg, dir: dir, sandbox: sb, hookURL: "http://" + ln.Addr().String() + "/hooks/bench"}
+	srv := &http.Server{Handler: e.observe(sb.Handler())}
 	go srv.Serve(ln)
 	defer srv.Close()
-	e := &env{opt: opt, out: out, pg: pg, dir: dir, sandbox: sb, hookURL: "http://" + ln.Addr().String() + "/hooks/bench"}
 	fmt.Fprintf(out, "effectd bench: %d cores, %s, PostgreSQL %s (fsync %s), sandbox webhook receiver on loopback\n\n",
 		runtime.NumCPU(), runtime.Version(), pgVersion(ctx, pg), map[bool]string{true: "on", false: "off"}[opt.Durable])
 	for _, s := range opt.Scenarios {
@@ -95,8 +115,12 @@ func Run(ctx context.Context, opt Options, out io.Writer) error {
 			err = e.slow(ctx)
 		case "producer":
 			err = e.producer(ctx)
+		case "startup":
+			err = e.startup(ctx)
+		case "soak":
+			err = e.soak(ctx)
 		default:
-			err = fmt.Errorf("unknown scenario %q (want drain, live, slow, producer, memory)", s)
+			err = fmt.Errorf("unknown scenario %q (want drain, live, slow, producer, memory, startup, soak)", s)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", s, err)
@@ -115,6 +139,16 @@ func pgVersion(ctx context.Context, pg *localpg.Server) string {
 	var v string
 	conn.QueryRow(ctx, `SHOW server_version`).Scan(&v)
 	return v
+}
+
+// observe passes every request to h after telling onCall, if set, about it.
+func (e *env) observe(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if f := e.onCall.Load(); f != nil {
+			(*f)(r.Header.Get(standardwebhooks.HeaderWebhookID), time.Now())
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // database creates a fresh, migrated database and returns its URL and a pool.
@@ -149,14 +183,15 @@ func (e *env) database(ctx context.Context) (string, *pgxpool.Pool, error) {
 
 // config writes a one-channel YAML for the webhook receiver and registers it
 // with `effectd migrate`, so producers can enqueue before the dispatcher starts.
-func (e *env) config(ctx context.Context, dbURL string, concurrency int) (string, error) {
+// policy holds extra policy fields, such as ", retention: 1h".
+func (e *env) config(ctx context.Context, dbURL string, concurrency int, policy string) (string, error) {
 	path := filepath.Join(e.dir, fmt.Sprintf("effectd-%d.yaml", e.seq))
 	yaml := fmt.Sprintf(`channels:
   bench:
     provider: webhook
     webhook: { url: %q, secret_env: BENCH_WEBHOOK_SECRET, timeout: 30s }
-    policy: { concurrency: %d, lease: 60s, in_doubt: resend }
-`, e.hookURL, concurrency)
+    policy: { concurrency: %d, lease: 60s, in_doubt: resend%s }
+`, e.hookURL, concurrency, policy)
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		return "", err
 	}
@@ -171,6 +206,7 @@ func (e *env) config(ctx context.Context, dbURL string, concurrency int) (string
 // instance is a running `effectd serve`.
 type instance struct {
 	cmd     *exec.Cmd
+	exec    time.Time // just before the process was started
 	started time.Time // when it printed that the dispatcher runs
 	peakKB  int64
 	stopMem chan struct{}
@@ -179,7 +215,12 @@ type instance struct {
 
 // serve starts `effectd serve` on dbURL and returns once its dispatcher runs.
 func (e *env) serve(ctx context.Context, dbURL, cfg string, sampleMemory bool) (*instance, error) {
-	args := []string{"serve", "--config", cfg, "--addr", "127.0.0.1:0", "--insecure-no-auth", "--log-level", "error"}
+	return e.serveAt(ctx, dbURL, cfg, "127.0.0.1:0", sampleMemory)
+}
+
+// serveAt is serve with the admin API on addr.
+func (e *env) serveAt(ctx context.Context, dbURL, cfg, addr string, sampleMemory bool) (*instance, error) {
+	args := []string{"serve", "--config", cfg, "--addr", addr, "--insecure-no-auth", "--log-level", "error"}
 	if e.opt.Profile != "" {
 		args = append(args, "--cpuprofile", filepath.Join(e.opt.Profile, fmt.Sprintf("serve-%d.pprof", e.seq)))
 	}
@@ -190,6 +231,7 @@ func (e *env) serve(ctx context.Context, dbURL, cfg string, sampleMemory bool) (
 		return nil, err
 	}
 	cmd.Stderr = os.Stderr
+	execAt := time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -209,7 +251,7 @@ func (e *env) serve(ctx context.Context, dbURL, cfg string, sampleMemory bool) (
 		cmd.Process.Kill()
 		return nil, fmt.Errorf("effectd serve did not start within 30s")
 	}
-	in := &instance{cmd: cmd, started: time.Now(), stopMem: make(chan struct{}), memDone: make(chan struct{})}
+	in := &instance{cmd: cmd, exec: execAt, started: time.Now(), stopMem: make(chan struct{}), memDone: make(chan struct{})}
 	go func() {
 		defer close(in.memDone)
 		if !sampleMemory {

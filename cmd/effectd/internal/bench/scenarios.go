@@ -86,7 +86,7 @@ func (e *env) drainBacklog(ctx context.Context, name string, n, concurrency int)
 		return r, err
 	}
 	defer pool.Close()
-	cfg, err := e.config(ctx, url, concurrency)
+	cfg, err := e.config(ctx, url, concurrency, "")
 	if err != nil {
 		return r, err
 	}
@@ -142,7 +142,7 @@ func (e *env) live(ctx context.Context) error {
 		return err
 	}
 	defer pool.Close()
-	cfg, err := e.config(ctx, url, e.opt.Concurrency)
+	cfg, err := e.config(ctx, url, e.opt.Concurrency, "")
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,366 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// pruneEvery is how often effectd serve prunes (dispatcher.Config.PruneInterval's default).
+const pruneEvery = time.Minute
+
+// minRetention is the shortest retention a channel's policy accepts.
+const minRetention = time.Hour
+
+// soakMinute is one line of the soak: what happened in one interval.
+type soakMinute struct {
+	Minute  int
+	Offered int             // producer commits
+	Late    int             // commits started more than 10 ms after their slot
+	Sent    int             // first calls that reached the sandbox
+	lat     []time.Duration // commit → provider of those calls, sorted
+
+	IntentsHeap, IntentsIndexes, IntentsTotal int64 // bytes
+	IntentsLive, IntentsDead, IntentsAutovac  int64
+	AttemptsTotal                             int64 // bytes, with indexes
+	AttemptsDead, AttemptsAutovac             int64
+	RSSKB                                     int64 // effectd serve's resident memory
+}
+
+// size is what the bound is about: both tables with their indexes and TOAST.
+func (m soakMinute) size() int64 { return m.IntentsTotal + m.AttemptsTotal }
+
+// soakVerdict is the soak's pass rule applied to its lines.
+type soakVerdict struct {
+	Window            int // lines per compared window
+	FirstP99, LastP99 time.Duration
+	RefFrom, RefTo    int   // minutes (1-based, inclusive) of the reference size window; 0 when too short
+	SizeRef, SizeLast int64 // max size in the reference window and in the last window
+	Failures          []string
+}
+
+// pass reports whether no rule failed.
+func (v soakVerdict) pass() bool { return len(v.Failures) == 0 }
+
+// soakWindow is how many lines each compared window holds: five, or a fifth
+// (at least one) of a run shorter than ten lines.
+func soakWindow(n int) int {
+	if n >= 10 {
+		return 5
+	}
+	return max(1, n/5)
+}
+
+// judgeSoak applies the pass rule to the lines ms. steady is how many lines
+// pass before the table can be at its steady size (retention plus one prune
+// interval). The rule: the p99 of the last window's calls is at most 1.5× the
+// first window's; the largest size in the last window is at most 1.5× the
+// largest in the first window after steady, which must end before the last
+// window starts.
+func judgeSoak(lines []soakMinute, steady int) soakVerdict {
+	n := len(lines)
+	w := soakWindow(n)
+	v := soakVerdict{Window: w}
+	if n == 0 {
+		v.Failures = append(v.Failures, "no lines")
+		return v
+	}
+	p99 := func(win []soakMinute) (time.Duration, bool) {
+		var all []time.Duration
+		for _, m := range win {
+			all = append(all, m.lat...)
+		}
+		if len(all) == 0 {
+			return 0, false
+		}
+		slices.Sort(all)
+		return quantile(all, .99), true
+	}
+	first, okFirst := p99(lines[:w])
+	last, okLast := p99(lines[n-w:])
+	v.FirstP99, v.LastP99 = first, last
+	switch {
+	case !okFirst:
+		v.Failures = append(v.Failures, "no call reached the provider in the first window")
+	case !okLast:
+		v.Failures = append(v.Failures, "no call reached the provider in the last window")
+	case float64(last) > 1.5*float64(first):
+		v.Failures = append(v.Failures, fmt.Sprintf("last p99 %.1f ms > 1.5 × first p99 %.1f ms", ms(last), ms(first)))
+	}
+	if steady+w > n-w {
+		v.Failures = append(v.Failures, fmt.Sprintf("too short to judge the size: %d lines, need %d (%d to reach steady size, then two windows of %d)",
+			n, steady+2*w, steady, w))
+		return v
+	}
+	v.RefFrom, v.RefTo = steady+1, steady+w
+	for _, m := range lines[steady : steady+w] {
+		v.SizeRef = max(v.SizeRef, m.size())
+	}
+	for _, m := range lines[n-w:] {
+		v.SizeLast = max(v.SizeLast, m.size())
+	}
+	if float64(v.SizeLast) > 1.5*float64(v.SizeRef) {
+		v.Failures = append(v.Failures, fmt.Sprintf("size %.1f MB in the last window > 1.5 × %.1f MB", mb(v.SizeLast), mb(v.SizeRef)))
+	}
+	return v
+}
+
+func quantile(sorted []time.Duration, p float64) time.Duration {
+	return sorted[int(p*float64(len(sorted)-1))]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+func mb(b int64) float64         { return float64(b) / (1 << 20) }
+
+// arrival is the first call for offered event i reaching the sandbox.
+type arrival struct {
+	i  int
+	at time.Time
+}
+
+// soak: a steady rate offered for a long time against one effectd serve with
+// a short retention, one line per interval, then the verdict.
+func (e *env) soak(ctx context.Context) error {
+	o := e.opt
+	interval, retention := o.SoakInterval, o.SoakRetention
+	url, pool, err := e.database(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	cfg, err := e.config(ctx, url, o.Concurrency, fmt.Sprintf(", retention: %s", max(retention, minRetention)))
+	if err != nil {
+		return err
+	}
+	if retention < minRetention {
+		// A policy refuses a retention under an hour (the dedupe window), so
+		// terminal rows are dated back by the difference when they become
+		// terminal: the pruner, at its one-hour retention, deletes them
+		// `retention` after they finished.
+		if _, err := pool.Exec(ctx, fmt.Sprintf(ageSQL, (minRetention-retention).Milliseconds())); err != nil {
+			return fmt.Errorf("installing the ageing trigger: %w", err)
+		}
+	}
+	in, err := e.serve(ctx, url, cfg, false)
+	if err != nil {
+		return err
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			in.stop()
+		}
+	}()
+
+	prefix := fmt.Sprintf("s%d-", e.seq)
+	n := int(float64(o.SoakRate) * o.SoakDuration.Seconds())
+	if n < 1 {
+		return fmt.Errorf("--soak-rate × --soak-duration offers no event")
+	}
+	commits := make([]atomic.Int64, n) // unix nanoseconds of each commit
+	calls := make([]atomic.Int32, n)   // calls per event at the sandbox
+	var (
+		mu       sync.Mutex
+		arrived  []arrival
+		arrivedN atomic.Int64
+	)
+	seen := func(key string, at time.Time) {
+		rest, ok := strings.CutPrefix(key, "bench:"+prefix)
+		if !ok {
+			return
+		}
+		i, err := strconv.Atoi(rest)
+		if err != nil || i < 0 || i >= n {
+			return
+		}
+		if calls[i].Add(1) == 1 {
+			mu.Lock()
+			arrived = append(arrived, arrival{i, at})
+			mu.Unlock()
+			arrivedN.Add(1)
+		}
+	}
+	e.onCall.Store(&seen)
+	defer e.onCall.Store(nil)
+
+	fmt.Fprintf(e.out, "soak: %d events/s offered for %s by %d producers to 1 effectd serve (webhook channel, concurrency %d)\n",
+		o.SoakRate, o.SoakDuration, o.Producers, o.Concurrency)
+	fmt.Fprintf(e.out, "  retention %s (terminal rows pruned every %s), a line every %s\n", retention, pruneEvery, interval)
+	fmt.Fprintf(e.out, "  %4s %8s %8s %5s %7s %7s | %-37s | %-25s | %6s\n", "min", "offered", "sent", "late", "p50 ms", "p99 ms",
+		"intents: heap MB  idx MB  rows  dead  autovac", "attempts: MB  dead  autovac", "RSS MB")
+
+	start := time.Now().Add(50 * time.Millisecond)
+	var next, offered, late atomic.Int64
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, o.Producers)
+	var wg sync.WaitGroup
+	for range o.Producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for pctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				at := start.Add(time.Duration(float64(i) / float64(o.SoakRate) * float64(time.Second)))
+				if d := time.Until(at); d > 0 {
+					time.Sleep(d) // pacing the offered load, not waiting for a result
+				} else if d < -10*time.Millisecond {
+					late.Add(1)
+				}
+				if err := enqueueOne(pctx, pool, fmt.Sprintf("%s%07d", prefix, i)); err != nil {
+					errc <- err
+					cancel()
+					return
+				}
+				commits[i].Store(time.Now().UnixNano())
+				offered.Add(1)
+			}
+		}()
+	}
+	end := start.Add(o.SoakDuration)
+	var lines []soakMinute
+	var pending []arrival // calls that arrived before their commit time was stored
+	for k := 1; ; k++ {
+		tick := start.Add(time.Duration(k) * interval)
+		last := !tick.Before(end)
+		if last {
+			tick = end
+		}
+		select {
+		case <-time.After(time.Until(tick)):
+		case <-pctx.Done():
+		}
+		if pctx.Err() != nil {
+			wg.Wait()
+			select {
+			case err := <-errc:
+				return err
+			default:
+				return pctx.Err()
+			}
+		}
+		if last {
+			wg.Wait()
+			// The last line also counts the calls still under way at the end.
+			deadline := time.Now().Add(time.Minute)
+			for arrivedN.Load() < int64(n) && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		mu.Lock()
+		pending, arrived = append(pending, arrived...), nil
+		mu.Unlock()
+		m := soakMinute{Minute: k, Offered: int(offered.Swap(0)), Late: int(late.Swap(0))}
+		rest := pending[:0]
+		for _, a := range pending {
+			c := commits[a.i].Load()
+			if c == 0 {
+				rest = append(rest, a)
+				continue
+			}
+			m.lat = append(m.lat, a.at.Sub(time.Unix(0, c)))
+		}
+		pending = rest
+		slices.Sort(m.lat)
+		m.Sent = len(m.lat)
+		if err := tableStats(ctx, pool, &m); err != nil {
+			return err
+		}
+		m.RSSKB = rssKB(in.cmd.Process.Pid)
+		lines = append(lines, m)
+		fmt.Fprintln(e.out, m.line())
+		if last {
+			break
+		}
+	}
+
+	stopped = true
+	if err := in.stop(); err != nil {
+		return fmt.Errorf("effectd serve: %w", err)
+	}
+	var lost, dups, redelivered int
+	for i := range n {
+		switch a := e.sandbox.Ledger.Applied("webhook", fmt.Sprintf("bench:%s%07d", prefix, i)); {
+		case a == 0:
+			lost++
+		case a > 1:
+			dups += a - 1
+		}
+		redelivered += max(int(calls[i].Load())-1, 0)
+	}
+
+	steady := int((retention + pruneEvery + interval - 1) / interval)
+	v := judgeSoak(lines, steady)
+	if lost+dups > 0 {
+		v.Failures = append(v.Failures, fmt.Sprintf("lost %d, duplicates %d", lost, dups))
+	}
+	unit := fmt.Sprintf("%d lines", v.Window)
+	if interval == time.Minute {
+		unit = fmt.Sprintf("%d min", v.Window)
+	}
+	fmt.Fprintf(e.out, "  p99 commit → provider: first %s %.1f ms, last %s %.1f ms; rule: last ≤ 1.5 × first = %.1f ms\n",
+		unit, ms(v.FirstP99), unit, ms(v.LastP99), 1.5*ms(v.FirstP99))
+	if v.RefFrom > 0 {
+		fmt.Fprintf(e.out, "  size of intents + attempts (heap, indexes, TOAST): max %.1f MB in minutes %d–%d (the first after retention + one prune),"+
+			" max %.1f MB in the last %s; rule: ≤ 1.5 × %.1f = %.1f MB\n",
+			mb(v.SizeRef), v.RefFrom, v.RefTo, mb(v.SizeLast), unit, mb(v.SizeRef), 1.5*mb(v.SizeRef))
+	}
+	fmt.Fprintf(e.out, "  %d offered, applied once each per the sandbox's ledger: lost %d, duplicates %d (%d calls redelivered, deduplicated by webhook-id)\n",
+		n, lost, dups, redelivered)
+	if !v.pass() {
+		fmt.Fprintf(e.out, "  FAIL: %s\n", strings.Join(v.Failures, "; "))
+		return fmt.Errorf("FAIL: %s", strings.Join(v.Failures, "; "))
+	}
+	fmt.Fprintln(e.out, "  PASS")
+	return nil
+}
+
+// line formats m as one row under the soak's header.
+func (m soakMinute) line() string {
+	p50, p99 := 0.0, 0.0
+	if len(m.lat) > 0 {
+		p50, p99 = ms(quantile(m.lat, .50)), ms(quantile(m.lat, .99))
+	}
+	return fmt.Sprintf("  %4d %8d %8d %5d %7.1f %7.1f | %15.1f %7.1f %7d %6d %7d | %12.1f %5d %8d | %6.1f",
+		m.Minute, m.Offered, m.Sent, m.Late, p50, p99,
+		mb(m.IntentsHeap), mb(m.IntentsIndexes), m.IntentsLive, m.IntentsDead, m.IntentsAutovac,
+		mb(m.AttemptsTotal), m.AttemptsDead, m.AttemptsAutovac, float64(m.RSSKB)/1024)
+}
+
+// ageSQL dates a row back by %d milliseconds when it becomes terminal.
+const ageSQL = `
+CREATE FUNCTION public.bench_age_terminal() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.updated_at := NEW.updated_at - interval '%d milliseconds';
+    RETURN NEW;
+END $$;
+CREATE TRIGGER bench_age_terminal BEFORE UPDATE OF status ON effectd.intents FOR EACH ROW
+    WHEN (NEW.status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED') AND OLD.status IS DISTINCT FROM NEW.status)
+    EXECUTE FUNCTION public.bench_age_terminal();`
+
+// tableStats reads the sizes and vacuum figures of effectd.intents and effectd.attempts into m.
+func tableStats(ctx context.Context, pool *pgxpool.Pool, m *soakMinute) error {
+	err := pool.QueryRow(ctx, `
+SELECT pg_relation_size(i.relid), pg_indexes_size(i.relid), pg_total_relation_size(i.relid),
+       i.n_live_tup, i.n_dead_tup, i.autovacuum_count,
+       coalesce(pg_total_relation_size(a.relid), 0), coalesce(a.n_dead_tup, 0), coalesce(a.autovacuum_count, 0)
+FROM pg_stat_user_tables i
+LEFT JOIN pg_stat_user_tables a ON a.relid = to_regclass('effectd.attempts')
+WHERE i.relid = 'effectd.intents'::regclass`).Scan(
+		&m.IntentsHeap, &m.IntentsIndexes, &m.IntentsTotal, &m.IntentsLive, &m.IntentsDead, &m.IntentsAutovac,
+		&m.AttemptsTotal, &m.AttemptsDead, &m.AttemptsAutovac)
+	if err != nil {
+		return fmt.Errorf("table statistics: %w", err)
+	}
+	return nil
+}
