@@ -1,6 +1,8 @@
 // Package bench measures effectd on this machine: backlog drain, live latency
 // from producer commit to provider, throughput against a slow provider,
-// producer cost against a bare INSERT, and the dispatcher's resident memory.
+// producer cost against a bare INSERT, the dispatcher's resident memory, the
+// time from starting `effectd serve` to its first call with a backlog
+// waiting, and a long soak at a steady rate judged by a computed pass rule.
 // It starts its own PostgreSQL (localpg), the sandbox on loopback, and
 // `effectd serve` as a child process, and prints figures with their
 // configuration and the lost and duplicate counts.

@@ -61,9 +61,10 @@ func soakWindow(n int) int {
 // judgeSoak applies the pass rule to the lines ms. steady is how many lines
 // pass before the table can be at its steady size (retention plus one prune
 // interval). The rule: the p99 of the last window's calls is at most 1.5× the
-// first window's; the largest size in the last window is at most 1.5× the
-// largest in the first window after steady, which must end before the last
-// window starts.
+// first window's; at most 1% of commits started over 10 ms after their slot
+// (else the load offered was not the rate asked for); the largest size in the
+// last window is at most 1.5× the largest in the first window after steady,
+// which must end before the last window starts.
 func judgeSoak(lines []soakMinute, steady int) soakVerdict {
 	n := len(lines)
 	w := soakWindow(n)
@@ -93,6 +94,13 @@ func judgeSoak(lines []soakMinute, steady int) soakVerdict {
 		v.Failures = append(v.Failures, "no call reached the provider in the last window")
 	case float64(last) > 1.5*float64(first):
 		v.Failures = append(v.Failures, fmt.Sprintf("last p99 %.1f ms > 1.5 × first p99 %.1f ms", ms(last), ms(first)))
+	}
+	var offered, late int
+	for _, m := range lines {
+		offered, late = offered+m.Offered, late+m.Late
+	}
+	if float64(late) > 0.01*float64(offered) {
+		v.Failures = append(v.Failures, fmt.Sprintf("the rate was not kept: %d of %d commits started over 10 ms after their slot (over 1%%)", late, offered))
 	}
 	if steady+w > n-w {
 		v.Failures = append(v.Failures, fmt.Sprintf("too short to judge the size: %d lines, need %d (%d to reach steady size, then two windows of %d)",
@@ -311,9 +319,13 @@ func (e *env) soak(ctx context.Context) error {
 	fmt.Fprintf(e.out, "  p99 commit → provider: first %s %.1f ms, last %s %.1f ms; rule: last ≤ 1.5 × first = %.1f ms\n",
 		unit, ms(v.FirstP99), unit, ms(v.LastP99), 1.5*ms(v.FirstP99))
 	if v.RefFrom > 0 {
-		fmt.Fprintf(e.out, "  size of intents + attempts (heap, indexes, TOAST): max %.1f MB in minutes %d–%d (the first after retention + one prune),"+
+		ref := fmt.Sprintf("lines %d–%d", v.RefFrom, v.RefTo)
+		if v.RefFrom == v.RefTo {
+			ref = fmt.Sprintf("line %d", v.RefFrom)
+		}
+		fmt.Fprintf(e.out, "  size of intents + attempts (heap, indexes, TOAST): max %.1f MB in %s (the first after retention + one prune),"+
 			" max %.1f MB in the last %s; rule: ≤ 1.5 × %.1f = %.1f MB\n",
-			mb(v.SizeRef), v.RefFrom, v.RefTo, mb(v.SizeLast), unit, mb(v.SizeRef), 1.5*mb(v.SizeRef))
+			mb(v.SizeRef), ref, mb(v.SizeLast), unit, mb(v.SizeRef), 1.5*mb(v.SizeRef))
 	}
 	fmt.Fprintf(e.out, "  %d offered, applied once each per the sandbox's ledger: lost %d, duplicates %d (%d calls redelivered, deduplicated by webhook-id)\n",
 		n, lost, dups, redelivered)

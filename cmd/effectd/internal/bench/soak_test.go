@@ -79,6 +79,16 @@ func TestJudgeSoak(t *testing.T) {
 			return line(100, 10*ms, 40)
 		}), 1, "no call reached the provider in the last window"},
 		{"no line", nil, 0, "no lines"},
+		{"a rate not kept fails", run(20, func(i int) soakMinute {
+			m := line(100, 10*ms, 40)
+			m.Offered, m.Late = 100, map[bool]int{true: 25}[i == 0] // 25 of 2,000: 1.25%
+			return m
+		}), 3, "the rate was not kept: 25 of 2000 commits"},
+		{"a rate kept within 1% passes", run(20, func(i int) soakMinute {
+			m := line(100, 10*ms, 40)
+			m.Offered, m.Late = 100, map[bool]int{true: 20}[i == 0]
+			return m
+		}), 3, ""},
 	}
 	for _, c := range cases {
 		v := judgeSoak(c.lines, c.steady)
