@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectd/effectd/dispatcher"
 )
 
-// pruneEvery is how often effectd serve prunes (dispatcher.Config.PruneInterval's default).
-const pruneEvery = time.Minute
+// pruneEvery is how often effectd serve prunes.
+const pruneEvery = dispatcher.DefaultPruneInterval
 
 // minRetention is the shortest retention a channel's policy accepts.
 const minRetention = time.Hour
