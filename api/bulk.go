@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -22,56 +23,6 @@ const (
 	bulkSample   = 20               // intents a snapshot answer shows
 	bulkLifetime = 15 * time.Minute // how long a snapshot may be applied
 	bulkKeep     = 24 * time.Hour   // how long an expired snapshot is kept before it is deleted
-)
-
-const (
-	// freezeSQL records, for snapshot $1, the first maxBulk+1 intents matching
-	// the filter that the action applies to, with the state they are in now.
-	freezeSQL = `
-INSERT INTO effectd.bulk_rows (snapshot, intent_id, status, attempts)
-SELECT $1, id, status, attempts FROM effectd.intents
-WHERE status = ANY($2::text[])
-  AND ($3::text IS NULL OR channel = $3)
-  AND ($4::text IS NULL OR starts_with(event_id, $4))
-  AND ($6::text[] IS NULL OR channel = ANY($6))
-ORDER BY id
-LIMIT $5`
-
-	channelNamesSQL = `SELECT name FROM effectd.channels ORDER BY name`
-
-	insertSnapshotSQL = `
-INSERT INTO effectd.bulk_snapshots (action, resolve_as, filter, reason, actor, matched, expires_at)
-VALUES ($1, nullif($2, ''), $3, $4, $5, 0, now() + $6::interval)
-RETURNING id::text, expires_at`
-
-	// dropExtraSQL drops the row past the limit, read only to know that there was one.
-	dropExtraSQL = `
-DELETE FROM effectd.bulk_rows WHERE snapshot = $1
-  AND intent_id = (SELECT max(intent_id) FROM effectd.bulk_rows WHERE snapshot = $1)`
-
-	setMatchedSQL = `UPDATE effectd.bulk_snapshots SET matched = $2 WHERE id = $1`
-
-	sampleSQL = `
-SELECT ` + dispatcher.IntentColumns + ` FROM effectd.intents
-WHERE id IN (SELECT intent_id FROM effectd.bulk_rows WHERE snapshot = $1 ORDER BY intent_id LIMIT $2)
-ORDER BY id`
-
-	pruneSnapshotsSQL = `DELETE FROM effectd.bulk_snapshots WHERE expires_at < now() - $1::interval`
-
-	// claimSnapshotSQL marks a snapshot applied, so that it is applied once.
-	claimSnapshotSQL = `
-UPDATE effectd.bulk_snapshots SET applied_at = now(), applied_by = $2
-WHERE id = $1 AND applied_at IS NULL AND expires_at > now()
-RETURNING action, coalesce(resolve_as, ''), reason`
-
-	snapshotStateSQL = `SELECT applied_at, expires_at FROM effectd.bulk_snapshots WHERE id = $1`
-
-	snapshotRowsSQL = `
-SELECT b.intent_id, b.status, b.attempts, coalesce(i.channel, '')
-FROM effectd.bulk_rows b LEFT JOIN effectd.intents i ON i.id = b.intent_id
-WHERE b.snapshot = $1 ORDER BY b.intent_id`
-
-	finishSnapshotSQL = `UPDATE effectd.bulk_snapshots SET applied = $2, skipped = $3 WHERE id = $1`
 )
 
 // bulkFilter selects the intents of a bulk action.
@@ -225,7 +176,7 @@ func (h *handler) visibleChannels(ctx context.Context, p Principal) ([]string, e
 	if !p.scoped() {
 		return nil, nil
 	}
-	rows, _ := h.pool.Query(ctx, channelNamesSQL)
+	rows, _ := h.pool.Query(ctx, query.ChannelNames)
 	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, err
@@ -250,28 +201,29 @@ func (h *handler) freeze(ctx context.Context, req bulkRequest, states, visible [
 		return snap, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if _, err := tx.Exec(ctx, pruneSnapshotsSQL, bulkKeep.String()); err != nil {
+	if _, err := tx.Exec(ctx, query.BulkPrune, bulkKeep.String()); err != nil {
 		return snap, err
 	}
-	if err := tx.QueryRow(ctx, insertSnapshotSQL, req.Action, req.As, filter, req.Reason, actor, bulkLifetime.String()).
+	if err := tx.QueryRow(ctx, query.BulkCreate, req.Action, req.As, filter, req.Reason, actor, bulkLifetime.String()).
 		Scan(&snap.Snapshot, &snap.ExpiresAt); err != nil {
 		return snap, err
 	}
-	tag, err := tx.Exec(ctx, freezeSQL, snap.Snapshot, states, nullable(req.Filter.Channel), nullable(req.Filter.EventIDPrefix), maxBulk+1, visible)
+	n, err := query.FreezeBulk(ctx, tx, query.BulkFilter{Snapshot: snap.Snapshot, Limit: maxBulk + 1, States: states,
+		Channel: nullable(req.Filter.Channel), EventIDPrefix: nullable(req.Filter.EventIDPrefix), Channels: visible})
 	if err != nil {
 		return snap, err
 	}
-	snap.Matched, snap.More = int(tag.RowsAffected()), tag.RowsAffected() > maxBulk
+	snap.Matched, snap.More = int(n), n > maxBulk
 	if snap.More {
-		if _, err := tx.Exec(ctx, dropExtraSQL, snap.Snapshot); err != nil {
+		if _, err := tx.Exec(ctx, query.BulkDropExtra, snap.Snapshot); err != nil {
 			return snap, err
 		}
 		snap.Matched = maxBulk
 	}
-	if _, err := tx.Exec(ctx, setMatchedSQL, snap.Snapshot, snap.Matched); err != nil {
+	if _, err := tx.Exec(ctx, query.BulkSetMatched, snap.Snapshot, snap.Matched); err != nil {
 		return snap, err
 	}
-	rows, _ := tx.Query(ctx, sampleSQL, snap.Snapshot, bulkSample)
+	rows, _ := tx.Query(ctx, query.BulkSample, snap.Snapshot, bulkSample)
 	if snap.Sample, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (dispatcher.IntentRow, error) {
 		return dispatcher.ScanIntent(row)
 	}); err != nil {
@@ -309,7 +261,7 @@ func (h *handler) applyBulk(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var action, as, reason string
-	err = h.pool.QueryRow(ctx, claimSnapshotSQL, id, actor).Scan(&action, &as, &reason)
+	err = h.pool.QueryRow(ctx, query.BulkClaim, id, actor).Scan(&action, &as, &reason)
 	if errors.Is(err, pgx.ErrNoRows) {
 		h.fail(w, r, h.whyNotApplicable(ctx, id))
 		return
@@ -342,7 +294,7 @@ func (h *handler) applyRows(ctx context.Context, id string, ev statemachine.Even
 		Attempts int
 		Channel  string
 	}
-	rows, _ := h.pool.Query(ctx, snapshotRowsSQL, id)
+	rows, _ := h.pool.Query(ctx, query.BulkRows, id)
 	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[frozen])
 	if err != nil {
 		return res, err
@@ -368,7 +320,7 @@ func (h *handler) applyRows(ctx context.Context, id string, ev statemachine.Even
 	}
 	h.bulkRows.WithLabelValues(string(ev), "applied").Add(float64(res.Applied))
 	h.bulkRows.WithLabelValues(string(ev), "skipped").Add(float64(res.Skipped))
-	_, err = h.pool.Exec(context.WithoutCancel(ctx), finishSnapshotSQL, id, res.Applied, res.Skipped)
+	_, err = h.pool.Exec(context.WithoutCancel(ctx), query.BulkFinish, id, res.Applied, res.Skipped)
 	return res, err
 }
 
@@ -376,7 +328,7 @@ func (h *handler) applyRows(ctx context.Context, id string, ev statemachine.Even
 func (h *handler) whyNotApplicable(ctx context.Context, id string) error {
 	var applied *time.Time
 	var expires time.Time
-	err := h.pool.QueryRow(ctx, snapshotStateSQL, id).Scan(&applied, &expires)
+	err := h.pool.QueryRow(ctx, query.BulkState, id).Scan(&applied, &expires)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("snapshot %s: %w", id, dispatcher.ErrNotFound)

@@ -12,30 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/statemachine"
-)
-
-const (
-	channelColumns = `name, provider, policy, policy_override, paused, updated_at`
-
-	listChannelsSQL = `SELECT ` + channelColumns + ` FROM effectd.channels ORDER BY name`
-
-	getChannelSQL = `SELECT ` + channelColumns + ` FROM effectd.channels WHERE name = $1`
-
-	lockChannelSQL = getChannelSQL + ` FOR UPDATE`
-
-	// countsSQL counts live intents by channel and status; $1 NULL means every channel.
-	countsSQL = `
-SELECT channel, status, count(*) FROM effectd.intents
-WHERE $1::text IS NULL OR channel = $1
-GROUP BY channel, status`
-
-	setOverrideSQL = `UPDATE effectd.channels SET policy_override = $2, updated_at = now() WHERE name = $1`
-
-	setPausedSQL = `UPDATE effectd.channels SET paused = $2, updated_at = now() WHERE name = $1`
-
-	channelAuditSQL = `
-INSERT INTO effectd.audit (actor, action, channel, before, after) VALUES ($1, $2, $3, $4, $5)`
 )
 
 // channelRow is one row of effectd.channels.
@@ -96,7 +74,7 @@ func countByChannel(ctx context.Context, q interface {
 	if name != "" {
 		filter = &name
 	}
-	rows, err := q.Query(ctx, countsSQL, filter)
+	rows, err := q.Query(ctx, query.ChannelCounts, filter)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +95,7 @@ func countByChannel(ctx context.Context, q interface {
 // listChannels answers GET /v1/channels.
 func (h *handler) listChannels(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	rows, _ := h.pool.Query(ctx, listChannelsSQL)
+	rows, _ := h.pool.Query(ctx, query.ChannelList)
 	chans, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (channelRow, error) { return scanChannel(row) })
 	if err != nil {
 		h.fail(w, r, fmt.Errorf("list channels: %w", err))
@@ -153,7 +131,7 @@ func (h *handler) getChannel(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	c, err := scanChannel(h.pool.QueryRow(ctx, getChannelSQL, name))
+	c, err := scanChannel(h.pool.QueryRow(ctx, query.ChannelGet, name))
 	if errors.Is(err, pgx.ErrNoRows) {
 		h.fail(w, r, fmt.Errorf("channel %q: %w", truncate(name, 64), dispatcher.ErrNotFound))
 		return
@@ -192,7 +170,7 @@ func (h *handler) patchPolicy(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return "", nil, err
 		}
-		return setOverrideSQL, override, nil
+		return query.ChannelSetOverride, override, nil
 	})
 }
 
@@ -202,7 +180,7 @@ func (h *handler) pauseChannel(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	h.changeChannel(w, r, "channel.pause", func(channelRow) (string, any, error) { return setPausedSQL, true, nil })
+	h.changeChannel(w, r, "channel.pause", func(channelRow) (string, any, error) { return query.ChannelSetPaused, true, nil })
 }
 
 // resumeChannel answers POST /v1/channels/{name}/resume.
@@ -211,14 +189,7 @@ func (h *handler) resumeChannel(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	h.changeChannel(w, r, "channel.resume", func(channelRow) (string, any, error) { return setPausedSQL, false, nil })
-}
-
-// channelAudit is what an audit entry records of a channel.
-type channelAudit struct {
-	Paused         bool              `json:"paused"`
-	Policy         dispatcher.Policy `json:"policy"`
-	PolicyOverride json.RawMessage   `json:"policy_override"`
+	h.changeChannel(w, r, "channel.resume", func(channelRow) (string, any, error) { return query.ChannelSetPaused, false, nil })
 }
 
 // changeChannel locks the channel, runs update(sql, arg) as change decides,
@@ -231,7 +202,7 @@ func (h *handler) changeChannel(w http.ResponseWriter, r *http.Request, action s
 			return v, err
 		}
 		defer tx.Rollback(context.WithoutCancel(ctx))
-		before, err := scanChannel(tx.QueryRow(ctx, lockChannelSQL, name))
+		before, err := scanChannel(tx.QueryRow(ctx, query.ChannelLock, name))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return v, fmt.Errorf("channel %q: %w", truncate(name, 64), dispatcher.ErrNotFound)
 		}
@@ -245,19 +216,19 @@ func (h *handler) changeChannel(w http.ResponseWriter, r *http.Request, action s
 		if _, err := tx.Exec(ctx, sql, name, arg); err != nil {
 			return v, err
 		}
-		after, err := scanChannel(tx.QueryRow(ctx, getChannelSQL, name))
+		after, err := scanChannel(tx.QueryRow(ctx, query.ChannelGet, name))
 		if err != nil {
 			return v, err
 		}
-		b, err := auditJSON(before)
+		b, err := channelAudit(before)
 		if err != nil {
 			return v, err
 		}
-		a, err := auditJSON(after)
+		a, err := channelAudit(after)
 		if err != nil {
 			return v, err
 		}
-		if _, err := tx.Exec(ctx, channelAuditSQL, actor, action, name, b, a); err != nil {
+		if err := query.WriteAudit(ctx, tx, query.Audit{Actor: actor, Action: action, Channel: name, Before: b, After: a}); err != nil {
 			return v, err
 		}
 		counts, err := countByChannel(ctx, tx, name)
@@ -277,10 +248,16 @@ func (h *handler) changeChannel(w http.ResponseWriter, r *http.Request, action s
 	writeJSON(w, http.StatusOK, v)
 }
 
-func auditJSON(c channelRow) ([]byte, error) {
+// channelAudit is what an audit entry records of c: its effective policy,
+// its override and whether it is paused.
+func channelAudit(c channelRow) (query.AuditState, error) {
 	p, err := dispatcher.EffectivePolicy(c.Provider, c.Policy, c.Override)
 	if err != nil {
-		return nil, err
+		return query.AuditState{}, err
 	}
-	return json.Marshal(channelAudit{Paused: c.Paused, Policy: p, PolicyOverride: c.Override})
+	policy, err := json.Marshal(p)
+	if err != nil {
+		return query.AuditState{}, err
+	}
+	return query.AuditState{ChannelState: &query.ChannelState{Paused: c.Paused, Policy: policy, PolicyOverride: c.Override}}, nil
 }

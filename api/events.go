@@ -10,18 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/internal/query"
 )
-
-const listEventsSQL = `
-SELECT id, provider, event_id, channel, intent_id, object_ref, type, status, delivery, detail, outcome, payload, received_at
-FROM effectd.provider_events
-WHERE id > $1
-  AND (NOT $2 OR intent_id IS NULL)
-  AND ($3::text IS NULL OR channel = $3)
-  AND ($4::bigint IS NULL OR intent_id = $4)
-  AND ($5::text[] IS NULL OR channel = ANY ($5))
-ORDER BY id
-LIMIT $6`
 
 // ProviderEvent is one row of effectd.provider_events: an event a provider sent
 // (a Twilio status callback, a Stripe event).
@@ -88,7 +78,8 @@ func (h *handler) listEvents(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, fmt.Errorf("list provider events: %w", err))
 		return
 	}
-	rows, err := h.pool.Query(r.Context(), listEventsSQL, after, orphan, channel, intentID, sc.visible, limit+1)
+	rows, err := query.ListEvents(r.Context(), h.pool, query.EventFilter{After: after, Limit: limit + 1, OrphansOnly: orphan,
+		Channel: channel, IntentID: intentID, Channels: sc.visible})
 	if err != nil {
 		h.fail(w, r, fmt.Errorf("list provider events: %w", err))
 		return

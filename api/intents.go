@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -26,37 +27,6 @@ const (
 	maxLimit      = 1000
 	maxPageBytes  = 4 << 20
 	maxDetailRows = 200
-)
-
-const (
-	listIntentsSQL = `
-SELECT ` + dispatcher.IntentColumns + ` FROM effectd.intents
-WHERE id > $1
-  AND ($2::text IS NULL OR status = $2)
-  AND ($3::text IS NULL OR channel = $3)
-  AND ($4::text IS NULL OR event_id = $4)
-  AND ($6::text IS NULL OR delivery = $6)
-  AND ($7::text IS NULL OR event_id = $7 OR idempotency_key = $7 OR provider_ref = $7)
-  AND ($8::timestamptz IS NULL OR created_at >= $8)
-  AND ($9::timestamptz IS NULL OR created_at < $9)
-  AND ($10::text[] IS NULL OR channel = ANY ($10))
-ORDER BY id
-LIMIT $5`
-
-	getIntentSQL = `SELECT ` + dispatcher.IntentColumns + ` FROM effectd.intents WHERE id = $1`
-
-	// The newest $2 rows, oldest first.
-	listAttemptsSQL = `
-SELECT * FROM (
-    SELECT id, attempt, kind, started_at, finished_at, outcome, error, provider_ref
-    FROM effectd.attempts WHERE intent_id = $1 ORDER BY id DESC LIMIT $2) newest
-ORDER BY id`
-
-	listAuditSQL = `
-SELECT * FROM (
-    SELECT id, at, actor, action, reason, before, after
-    FROM effectd.audit WHERE intent_id = $1 ORDER BY id DESC LIMIT $2) newest
-ORDER BY id`
 )
 
 // intentPage is the response of GET /v1/intents.
@@ -149,7 +119,8 @@ func (h *handler) listIntents(w http.ResponseWriter, r *http.Request) {
 // reading at the first row it will not show.
 func (h *handler) intentPage(ctx context.Context, sc scope, limit, after int64, status, channel, eventID *string, f listFilter) (intentPage, error) {
 	page := intentPage{Intents: []dispatcher.IntentRow{}}
-	rows, err := h.pool.Query(ctx, listIntentsSQL, after, status, channel, eventID, limit+1, f.delivery, f.q, f.since, f.until, sc.visible)
+	rows, err := query.ListIntents(ctx, h.pool, query.IntentFilter{After: after, Limit: limit + 1, Status: status, Channel: channel,
+		EventID: eventID, Delivery: f.delivery, Search: f.q, Since: f.since, Until: f.until, Channels: sc.visible})
 	if err != nil {
 		return page, err
 	}
@@ -260,18 +231,18 @@ func (h *handler) intentDetail(ctx context.Context, id int64) (d intentDetail, e
 		return d, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	d.Intent, err = dispatcher.ScanIntent(tx.QueryRow(ctx, getIntentSQL, id))
+	d.Intent, err = dispatcher.ScanIntent(tx.QueryRow(ctx, query.SelectIntent, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return d, dispatcher.ErrNotFound
 	}
 	if err != nil {
 		return d, err
 	}
-	rows, _ := tx.Query(ctx, listAttemptsSQL, id, maxDetailRows+1)
+	rows, _ := tx.Query(ctx, query.ListAttempts, id, maxDetailRows+1)
 	if d.Attempts, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Attempt]); err != nil {
 		return d, err
 	}
-	rows, _ = tx.Query(ctx, listAuditSQL, id, maxDetailRows+1)
+	rows, _ = tx.Query(ctx, query.ListAudit, id, maxDetailRows+1)
 	if d.Audit, err = pgx.CollectRows(rows, pgx.RowToStructByPos[AuditEntry]); err != nil {
 		return d, err
 	}

@@ -12,12 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/effectd/effectd/dispatcher"
-)
-
-const (
-	channelRedactSQL = `SELECT name, redact FROM effectd.channels ORDER BY name`
-	intentChannelSQL = `SELECT channel FROM effectd.intents WHERE id = $1`
-	channelExistsSQL = `SELECT EXISTS (SELECT 1 FROM effectd.channels WHERE name = $1)`
+	"github.com/effectd/effectd/internal/query"
 )
 
 // scope is what one principal may see of the channels, read once per request.
@@ -33,7 +28,7 @@ func (h *handler) scopeOf(ctx context.Context, p Principal) (scope, error) {
 	if !p.scoped() && p.Can(ActionUnmask) {
 		return s, nil
 	}
-	rows, _ := h.pool.Query(ctx, channelRedactSQL)
+	rows, _ := h.pool.Query(ctx, query.ChannelRedact)
 	var name string
 	var fields []string
 	s.visible, s.redact = []string{}, map[string][]string{}
@@ -103,7 +98,7 @@ func (h *handler) authorizeIntent(ctx context.Context, p Principal, id int64, a 
 		return nil // the action itself reports a missing intent
 	}
 	var channel string
-	err := h.pool.QueryRow(ctx, intentChannelSQL, id).Scan(&channel)
+	err := h.pool.QueryRow(ctx, query.IntentChannel, id).Scan(&channel)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("intent %d: %w", id, dispatcher.ErrNotFound)
 	}
@@ -129,7 +124,7 @@ func (h *handler) authorizeChannel(ctx context.Context, p Principal, name string
 		return nil // the action itself reports a missing channel
 	}
 	var exists bool
-	if err := h.pool.QueryRow(ctx, channelExistsSQL, name).Scan(&exists); err != nil {
+	if err := h.pool.QueryRow(ctx, query.ChannelExists, name).Scan(&exists); err != nil {
 		return fmt.Errorf("channel %q: %w", truncate(name, 64), err)
 	}
 	if !exists {

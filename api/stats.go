@@ -7,28 +7,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/statemachine"
 )
 
-// gaugesSQL reads, per channel, what an operator watches: how long the oldest
-// due PENDING intent has waited for a worker (since its next_attempt_at: a
-// row held back by not_before or a retry's backoff is not late; one due since
-// -infinity, which enqueue refuses but the table may hold, is left out), SENDING rows
-// past their lease, and IN_DOUBT rows.
-const gaugesSQL = `
-SELECT c.name,
-       coalesce(extract(epoch FROM now() - min(i.next_attempt_at)
-                FILTER (WHERE i.status = 'PENDING' AND i.next_attempt_at <= now() AND isfinite(i.next_attempt_at))), 0)::float8,
-       count(i.id) FILTER (WHERE i.status = 'SENDING' AND i.lease_expires_at < now()),
-       count(i.id) FILTER (WHERE i.status = 'IN_DOUBT'),
-       count(i.id) FILTER (WHERE i.delivery = 'accepted'),
-       count(i.id) FILTER (WHERE i.delivery = 'delivered'),
-       count(i.id) FILTER (WHERE i.delivery = 'undelivered')
-FROM effectd.channels c LEFT JOIN effectd.intents i ON i.channel = c.name
-GROUP BY c.name
-ORDER BY c.name`
-
-// channelGauges is one row of gaugesSQL.
+// channelGauges is one row of query.ChannelGauges.
 type channelGauges struct {
 	Channel          string  `json:"-"`
 	OldestPendingAge float64 `json:"oldest_pending_age_seconds"`
@@ -41,9 +24,9 @@ type channelGauges struct {
 	} `json:"deliveries"` // SENT intents by what became of them, where known
 }
 
-// readGauges runs gaugesSQL.
+// readGauges runs query.ChannelGauges.
 func (h *handler) readGauges(ctx context.Context) ([]channelGauges, error) {
-	rows, err := h.pool.Query(ctx, gaugesSQL)
+	rows, err := h.pool.Query(ctx, query.ChannelGauges)
 	if err != nil {
 		return nil, err
 	}

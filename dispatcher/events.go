@@ -73,21 +73,20 @@ func (d *Dispatcher) RecordEvent(ctx context.Context, ev ProviderEvent) (res Eve
 	}
 	defer tx.Rollback(ctx)
 
-	var rowID int64
-	err = tx.QueryRow(ctx, query.RecordEvent, ev.Provider, ev.EventID, ev.Channel, ev.ObjectRef, ev.Type,
-		ev.Status, string(ev.Delivery), ev.Detail, ev.Payload).Scan(&rowID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return EventResult{Duplicate: true}, nil
-	}
+	rowID, inserted, err := query.RecordEvent(ctx, tx, query.Event{Provider: ev.Provider, EventID: ev.EventID,
+		Channel: ev.Channel, ObjectRef: ev.ObjectRef, Type: ev.Type, Status: ev.Status, Delivery: string(ev.Delivery),
+		Detail: ev.Detail, Payload: ev.Payload})
 	if err != nil {
 		return res, err
+	}
+	if !inserted {
+		return EventResult{Duplicate: true}, nil
 	}
 	res, sentAt, err := d.applyEvent(ctx, tx, ev)
 	if err != nil {
 		return res, err
 	}
-	if _, err := tx.Exec(ctx, `UPDATE effectd.provider_events SET intent_id = nullif($2, 0), outcome = $3 WHERE id = $1`,
-		rowID, res.IntentID, res.Outcome); err != nil {
+	if _, err := tx.Exec(ctx, query.EventOutcome, rowID, res.IntentID, res.Outcome); err != nil {
 		return res, err
 	}
 	if err := tx.Commit(ctx); err != nil {

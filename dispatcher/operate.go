@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -41,12 +42,8 @@ type IntentRow struct {
 	Problems []string `json:"problems,omitempty"`
 }
 
-// IntentColumns is the select list that ScanIntent reads, in its order.
-const IntentColumns = `id, event_id, channel, payload, status, attempts, next_attempt_at, lease_expires_at,
-	claimed_at, idempotency_key, provider_ref, last_error, ordering_key, occurred_at, created_at, updated_at,
-	delivery, delivery_detail, delivery_at`
-
-// ScanIntent reads one row selected with IntentColumns. A time that Go and
+// ScanIntent reads one intent selected whole (the column list of
+// internal/query's intent_columns.sql). A time that Go and
 // JSON cannot carry does not fail the read: it is clamped and named in Problems.
 func ScanIntent(row pgx.Row) (IntentRow, error) {
 	var r IntentRow
@@ -123,50 +120,6 @@ var operatorEvents = map[statemachine.Event]bool{
 	statemachine.ResolveSkip: true,
 }
 
-const (
-	selectIntent = `SELECT ` + IntentColumns + ` FROM effectd.intents WHERE id = $1`
-
-	// operateIntent is the fenced compare-and-set: it changes the row only if
-	// nobody moved it since it was read, and never a SENDING row under a live lease.
-	operateIntent = `
-UPDATE effectd.intents SET
-    status           = $4,
-    next_attempt_at  = CASE WHEN $4 = 'PENDING' THEN now() ELSE next_attempt_at END,
-    lease_expires_at = NULL,
-    provider_ref     = coalesce($5, provider_ref),
-    updated_at       = now()
-WHERE id = $1 AND status = $2 AND attempts = $3
-  AND NOT (status = 'SENDING' AND lease_expires_at > now())
-RETURNING ` + IntentColumns
-
-	insertOperatorAttempt = `
-INSERT INTO effectd.attempts (intent_id, attempt, kind, started_at, finished_at, outcome, error, provider_ref)
-VALUES ($1, $2, 'operator', now(), now(), $3, NULL, $4)`
-
-	// maybeAppliedSQL reads what the key-window rule needs: the channel's
-	// provider, the database's clock, and whether a call was ever made (a
-	// SKIPPED row may have been applied if it was called before it was skipped).
-	maybeAppliedSQL = `
-SELECT coalesce((SELECT provider FROM effectd.channels WHERE name = $2), ''), now(),
-       EXISTS (SELECT 1 FROM effectd.attempts WHERE intent_id = $1 AND kind IN ('send', 'lookup'))`
-
-	insertAudit = `
-INSERT INTO effectd.audit (actor, action, intent_id, channel, before, after, reason, bulk_snapshot)
-VALUES ($1, $2, $3, $4, $5, $6, nullif($7, ''), nullif($8, '')::uuid)`
-)
-
-// auditState is the part of an intent that an audit entry records: not the
-// payload, which may hold personal data.
-type auditState struct {
-	Status        statemachine.State `json:"status"`
-	Attempts      int                `json:"attempts"`
-	ProviderRef   *string            `json:"provider_ref"`
-	NextAttemptAt time.Time          `json:"next_attempt_at"`
-	Reason        string             `json:"reason,omitempty"`
-	Snapshot      string             `json:"snapshot,omitempty"`
-	Force         bool               `json:"force,omitempty"` // sent again past the key window on the operator's word
-}
-
 // Operate applies an operator event to an intent in one transaction: the state
 // machine decides whether it is allowed, a fenced compare-and-set applies it,
 // and an operator attempt and an audit entry record it. A refused or lost race
@@ -223,7 +176,7 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, aft
 			return before, after, err
 		}
 	}
-	after, err = ScanIntent(tx.QueryRow(ctx, operateIntent, op.IntentID, before.Status, before.Attempts, to, ref))
+	after, err = ScanIntent(tx.QueryRow(ctx, query.Operate, op.IntentID, before.Status, before.Attempts, to, ref))
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Someone moved the row since we read it, or its lease is live: report what it is now.
 		now, err := readIntent(ctx, tx, op.IntentID)
@@ -239,18 +192,12 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, aft
 		return before, after, err
 	}
 
-	if _, err := tx.Exec(ctx, insertOperatorAttempt, op.IntentID, before.Attempts, string(op.Event), ref); err != nil {
+	if _, err := tx.Exec(ctx, query.OperatorAttempt, op.IntentID, before.Attempts, string(op.Event), ref); err != nil {
 		return before, after, err
 	}
-	b, err := json.Marshal(snapshot(before, Operation{}))
-	if err != nil {
-		return before, after, err
-	}
-	a, err := json.Marshal(snapshot(after, op))
-	if err != nil {
-		return before, after, err
-	}
-	if _, err := tx.Exec(ctx, insertAudit, op.Actor, "intent."+string(op.Event), op.IntentID, after.Channel, b, a, op.Reason, op.Snapshot); err != nil {
+	if err := query.WriteAudit(ctx, tx, query.Audit{Actor: op.Actor, Action: "intent." + string(op.Event),
+		IntentID: op.IntentID, Channel: after.Channel, Before: intentAudit(before), After: intentAudit(after),
+		Reason: op.Reason, Snapshot: op.Snapshot, Force: op.Force}); err != nil {
 		return before, after, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -260,17 +207,46 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, aft
 }
 
 func readIntent(ctx context.Context, tx pgx.Tx, id int64) (IntentRow, error) {
-	r, err := ScanIntent(tx.QueryRow(ctx, selectIntent, id))
+	r, err := ScanIntent(tx.QueryRow(ctx, query.SelectIntent, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, fmt.Errorf("intent %d: %w", id, ErrNotFound)
 	}
 	return r, err
 }
 
-// snapshot is what the audit records of r; op's reason and bulk snapshot go with the state after.
-func snapshot(r IntentRow, op Operation) auditState {
-	return auditState{Status: r.Status, Attempts: r.Attempts, ProviderRef: r.ProviderRef, NextAttemptAt: r.NextAttemptAt,
-		Reason: op.Reason, Snapshot: op.Snapshot, Force: op.Force}
+// intentAudit is what an audit entry records of r.
+func intentAudit(r IntentRow) query.AuditState {
+	return query.AuditState{IntentState: &query.IntentState{Status: string(r.Status), Attempts: r.Attempts,
+		ProviderRef: r.ProviderRef, NextAttemptAt: r.NextAttemptAt}}
+}
+
+// settleAudited applies an operator's reconcile decision and writes its audit
+// entry in one transaction; it reports whether the decision was applied.
+func settleAudited(ctx context.Context, pool *pgxpool.Pool, s query.Settlement, actor string) (applied bool, err error) {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	before, err := readIntent(ctx, tx, s.IntentID)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil // gone since it was read: nothing to settle
+	}
+	if err != nil {
+		return false, err
+	}
+	if applied, err = query.Settle(ctx, tx, s); err != nil || !applied {
+		return false, err
+	}
+	after, err := readIntent(ctx, tx, s.IntentID)
+	if err != nil {
+		return false, err
+	}
+	if err := query.WriteAudit(ctx, tx, query.Audit{Actor: actor, Action: "intent.reconcile", IntentID: s.IntentID,
+		Channel: after.Channel, Before: intentAudit(before), After: intentAudit(after), Outcome: s.Outcome}); err != nil {
+		return false, err
+	}
+	return true, tx.Commit(ctx)
 }
 
 // checkKeyWindow refuses to send r again when it may have been applied (it is
@@ -283,7 +259,7 @@ func checkKeyWindow(ctx context.Context, tx pgx.Tx, r IntentRow) error {
 	var kind string
 	var now time.Time
 	var called bool
-	if err := tx.QueryRow(ctx, maybeAppliedSQL, r.ID, r.Channel).Scan(&kind, &now, &called); err != nil {
+	if err := tx.QueryRow(ctx, query.MaybeApplied, r.ID, r.Channel).Scan(&kind, &now, &called); err != nil {
 		return err
 	}
 	if r.Status == statemachine.Skipped && !called {

@@ -60,10 +60,10 @@ func (pl *poller) pollDeliveries(ctx context.Context) (int, error) {
 	}
 	defer conn.Release()
 	var got bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, pollLockKey).Scan(&got); err != nil || !got {
+	if err := conn.QueryRow(ctx, query.TryLock, pollLockKey).Scan(&got); err != nil || !got {
 		return 0, err
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, pollLockKey)
+	defer conn.Exec(context.WithoutCancel(ctx), query.Unlock, pollLockKey)
 	total := 0
 	for _, ch := range d.chans {
 		p := ch.policy.Load()
@@ -121,9 +121,7 @@ func (pl *poller) pollDeliveries(ctx context.Context) (int, error) {
 }
 
 // pollOne asks the provider about one intent and records the answer.
-func (pl *poller) pollOne(ctx context.Context, conn interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, ch *channel, id int64, attempts int32, ref string, from statemachine.Delivery, since time.Time) error {
+func (pl *poller) pollOne(ctx context.Context, conn query.DB, ch *channel, id int64, attempts int32, ref string, from statemachine.Delivery, since time.Time) error {
 	started := time.Now()
 	pctx, cancel := context.WithTimeout(ctx, ch.policy.Load().Lease.D())
 	status, delivery, detail, reversal, err := ch.poller.Poll(pctx, ref)
@@ -142,11 +140,12 @@ func (pl *poller) pollOne(ctx context.Context, conn interface {
 	}
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), pl.d.cfg.WriteTimeout)
 	defer wcancel()
-	var moved int
-	if err := conn.QueryRow(wctx, query.RecordPoll, id, attempts, string(from), target, detail, started, outcome, errText, ref).Scan(&moved); err != nil {
+	moved, err := query.RecordPoll(wctx, conn, query.Poll{IntentID: id, Attempts: attempts, From: string(from), To: target,
+		Detail: detail, StartedAt: started, Outcome: outcome, Error: errText, ProviderRef: ref})
+	if err != nil {
 		return err
 	}
-	if moved == 1 {
+	if moved {
 		pl.d.countDelivery(ch.Name, EventResult{From: from, To: to}, since)
 	}
 	return nil

@@ -173,8 +173,9 @@ func mustNext(from statemachine.State, ev statemachine.Event) statemachine.State
 }
 
 // apply writes s as a fenced compare-and-set and records the settlement as an
-// attempt of kind lookup, and, when an operator asked for it (actor), in the
-// audit, all in one statement. s.Applied reports whether this writer won.
+// attempt of kind lookup, in one statement; when an operator asked for it
+// (actor), with its audit entry in the same transaction. s.Applied reports
+// whether this writer won.
 func (d *Dispatcher) apply(ctx context.Context, r inDoubt, s *Settlement, actor string) error {
 	d.m.lookups.WithLabelValues(r.channel, s.Outcome).Inc()
 	if s.To == s.From {
@@ -182,13 +183,17 @@ func (d *Dispatcher) apply(ctx context.Context, r inDoubt, s *Settlement, actor 
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.WriteTimeout)
 	defer cancel()
-	var n int
-	err := d.pool.QueryRow(wctx, query.Settle, r.id, r.attempts, string(s.From), string(s.To),
-		nullString(s.ProviderRef), nullString(s.Error), time.Now(), s.Outcome+" → "+string(s.To), actor).Scan(&n)
+	q := query.Settlement{IntentID: r.id, Attempts: r.attempts, From: string(s.From), To: string(s.To),
+		ProviderRef: s.ProviderRef, Error: s.Error, StartedAt: time.Now(), Outcome: s.Outcome + " → " + string(s.To)}
+	var err error
+	if actor == "" {
+		s.Applied, err = query.Settle(wctx, d.pool, q)
+	} else {
+		s.Applied, err = settleAudited(wctx, d.pool, q, actor)
+	}
 	if err != nil {
 		return err
 	}
-	s.Applied = n == 1
 	if s.Applied {
 		d.log.Info("in-doubt intent settled", "intent", r.id, "channel", r.channel, "outcome", s.Outcome, "to", s.To)
 		if s.To == statemachine.Pending {

@@ -17,10 +17,10 @@ var mutations = []mutation{
 	{name: "settle: fence removed", file: "internal/query/settle.sql",
 		from: "WHERE id = $1 AND status = $3 AND attempts = $2", to: "WHERE id = $1",
 		pkg: "./dispatcher/", run: "^TestReconcileRacingResolve$"},
-	{name: "operate: fence removed", file: "dispatcher/operate.go",
+	{name: "operate: fence removed", file: "internal/query/operate.sql",
 		from: "WHERE id = $1 AND status = $2 AND attempts = $3", to: "WHERE id = $1",
 		pkg: "./dispatcher/", run: "^TestOperateRace$"},
-	{name: "operate: live lease not refused", file: "dispatcher/operate.go",
+	{name: "operate: live lease not refused", file: "internal/query/operate.sql",
 		from: "AND NOT (status = 'SENDING' AND lease_expires_at > now())", to: "",
 		pkg: "./dispatcher/", run: "^TestOperateLiveLeaseRefused$"},
 

@@ -1,3 +1,7 @@
+-- Applies a batch of dispatcher outcomes, one per row of the unnested arrays
+-- ($1 ids … $11 deliveries, in the order of the unnest below), as fenced
+-- compare-and-sets on (SENDING, attempts), records one attempt row per call,
+-- and returns the rows fenced out. Run it through query.Complete.
 WITH input AS (
     SELECT *
     FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[],

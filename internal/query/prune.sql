@@ -1,3 +1,5 @@
+-- Deletes up to $2 terminal intents of channel $1 (never IN_DOUBT) last
+-- changed more than $3 (an interval) ago, with their attempts.
 WITH doomed AS (
     SELECT id
     FROM effectd.intents

@@ -19,12 +19,6 @@ var SlowDown string
 //go:embed take_expired.sql
 var TakeExpired string
 
-// Settle applies one reconciler or lookup decision as a fenced compare-and-set,
-// records it as an attempt and, when $9 names an operator, in the audit.
-//
-//go:embed settle.sql
-var Settle string
-
 // Prune deletes up to $2 terminal intents of channel $1 older than $3, with their attempts.
 //
 //go:embed prune.sql
@@ -44,12 +38,6 @@ var Register string
 //
 //go:embed enqueue.sql
 var Enqueue string
-
-// RecordEvent stores a provider event once (provider $1, event id $2) as an
-// orphan, and returns its row id; nothing for a repeat.
-//
-//go:embed record_event.sql
-var RecordEvent string
 
 // EventIntent locks the intent of channel $1 that an event is about: intent
 // id $2, or when 0 the intent whose provider reference is $3.
@@ -74,8 +62,3 @@ var SetDelivery string
 //
 //go:embed poll_due.sql
 var PollDue string
-
-// RecordPoll records a delivery poll and applies what it found.
-//
-//go:embed record_poll.sql
-var RecordPoll string

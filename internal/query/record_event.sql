@@ -1,3 +1,8 @@
+-- Stores a provider event once: provider $1, event id $2 (unique together),
+-- channel $3, object reference $4, type $5, status $6, delivery $7, detail $8
+-- ('' = NULL for each of those four), payload $9, as an orphan until
+-- event_outcome.sql says more. Returns its row id; no row for a repeat. Run it
+-- through query.RecordEvent.
 INSERT INTO effectd.provider_events (provider, event_id, channel, object_ref, type, status, delivery, detail, outcome, payload)
 VALUES ($1, $2, $3, nullif($4, ''), $5, nullif($6, ''), nullif($7, ''), nullif($8, ''), 'orphan', $9)
 ON CONFLICT ON CONSTRAINT provider_events_unique DO NOTHING

@@ -1,3 +1,5 @@
+-- Upserts channel $1 from the configuration: provider $2, policy $3 (JSON),
+-- max_payload $4, notify $5; a row that already says the same is not touched.
 INSERT INTO effectd.channels AS c (name, provider, policy, max_payload, notify)
 VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (name) DO UPDATE

@@ -1,3 +1,10 @@
+-- Applies one reconciler or lookup decision to intent $1 (attempt $2) as a
+-- fenced compare-and-set from status $3 to $4, with provider reference $5 and
+-- error $6 when not NULL, and records it as an attempt of kind lookup started
+-- at $7 with outcome $8 (after the attempt the lease expired on, when that one
+-- left no row). Returns 1 when applied, 0 when fenced out. Run it through
+-- query.Settle; an operator's reconcile writes its audit entry in the same
+-- transaction (query.WriteAudit).
 WITH updated AS (
     UPDATE effectd.intents
     SET status           = $4,
@@ -11,15 +18,6 @@ WITH updated AS (
         updated_at       = now()
     WHERE id = $1 AND status = $3 AND attempts = $2
     RETURNING id, claimed_at, channel
-),
-audited AS (
-    -- an operator's reconcile is audited with the change it made
-    INSERT INTO effectd.audit (actor, action, intent_id, channel, before, after)
-    SELECT $9, 'intent.reconcile', $1, updated.channel,
-           jsonb_build_object('status', $3::text, 'attempts', $2::int),
-           jsonb_build_object('status', $4::text, 'attempts', $2::int, 'outcome', $8::text, 'provider_ref', $5::text)
-    FROM updated
-    WHERE $9 <> ''
 ),
 recorded AS (
     INSERT INTO effectd.attempts (intent_id, attempt, kind, started_at, finished_at, outcome, error, provider_ref)

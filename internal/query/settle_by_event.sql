@@ -1,3 +1,6 @@
+-- Settles intent $1 (attempts $2, status $3: SENDING or IN_DOUBT) as SENT
+-- with provider reference $4, fenced, and records an attempt of kind
+-- callback with outcome $5. Returns the intent id, or no row when fenced out.
 WITH updated AS (
     UPDATE effectd.intents
     SET status           = 'SENT',

@@ -1,3 +1,6 @@
+-- Takes up to $1 SENDING intents of channels $2 whose lease expired, by
+-- extending their lease by $3 (an interval) so that one reconciler settles
+-- each, and returns them.
 WITH expired AS (
     SELECT id
     FROM effectd.intents

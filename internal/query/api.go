@@ -1,0 +1,78 @@
+package query
+
+import (
+	"context"
+	_ "embed"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The admin API's reads and writes of channels.
+var (
+	// ChannelGet reads channel $1: name, provider, policy, policy_override, paused, updated_at.
+	//
+	//go:embed channel_get.sql
+	ChannelGet string
+
+	// ChannelLock is ChannelGet that locks the row for a change in the same transaction.
+	//
+	//go:embed channel_lock.sql
+	ChannelLock string
+
+	// ChannelList reads every channel as ChannelGet does, by name.
+	//
+	//go:embed channel_list.sql
+	ChannelList string
+
+	// ChannelCounts counts live intents by channel and status, of channel $1 (NULL: all).
+	//
+	//go:embed channel_counts.sql
+	ChannelCounts string
+
+	// ChannelSetOverride stores $2 as channel $1's policy override.
+	//
+	//go:embed channel_set_override.sql
+	ChannelSetOverride string
+
+	// ChannelSetPaused pauses or resumes ($2) channel $1.
+	//
+	//go:embed channel_set_paused.sql
+	ChannelSetPaused string
+
+	// ChannelExists reports whether channel $1 is registered.
+	//
+	//go:embed channel_exists.sql
+	ChannelExists string
+
+	// ChannelRedact lists each channel's name and redacted payload fields.
+	//
+	//go:embed channel_redact.sql
+	ChannelRedact string
+
+	// ChannelGauges reads, per channel, the oldest due PENDING intent's wait,
+	// SENDING past lease, IN_DOUBT, and SENT intents by delivery.
+	//
+	//go:embed channel_gauges.sql
+	ChannelGauges string
+)
+
+//go:embed list_events.sql
+var listEventsSQL string
+
+// EventFilter selects a page of provider events for ListEvents. A nil field
+// does not filter.
+type EventFilter struct {
+	After       int64 // ids above this one
+	Limit       int64
+	OrphansOnly bool
+	Channel     *string
+	IntentID    *int64
+	Channels    []string // among these channels; nil: every channel
+}
+
+// ListEvents reads up to f.Limit provider events by id: id, provider,
+// event_id, channel, intent_id, object_ref, type, status, delivery, detail,
+// outcome, payload, received_at.
+func ListEvents(ctx context.Context, db DB, f EventFilter) (pgx.Rows, error) {
+	return db.Query(ctx, listEventsSQL, f.After, f.Limit, f.OrphansOnly, f.Channel, f.IntentID, f.Channels)
+}

@@ -1,0 +1,86 @@
+package query
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"time"
+)
+
+//go:embed audit.sql
+var auditSQL string
+
+// ListAudit reads the newest $2 audit entries of intent $1, oldest first:
+// id, at, actor, action, reason, before, after.
+//
+//go:embed list_audit.sql
+var ListAudit string
+
+// Audit is one entry of effectd.audit: who changed what, why, and the subject
+// before and after the change. Every change made through the admin API (an
+// intent's transition, alone or in a bulk action, an operator's reconcile, a
+// channel's policy, pause or resume) is written by WriteAudit, so every entry
+// has one shape.
+type Audit struct {
+	Actor    string // a token name
+	Action   string // intent.<event>, intent.reconcile, channel.policy, channel.pause, channel.resume
+	IntentID int64  // 0 for a channel's entry
+	Channel  string
+	Before   AuditState
+	After    AuditState
+	Reason   string // why, as the operator gave it; "" = not given
+	Snapshot string // the bulk snapshot the change comes from; "" = none
+	Force    bool   // sent again past the provider's key window on the operator's word
+	Outcome  string // what an operator's reconcile found, e.g. "found → SENT"
+}
+
+// AuditState is the subject of an audit entry as the entry records it: an
+// intent or a channel. The before and after columns hold its fields, and
+// after also the facts of the change (reason, snapshot, force, outcome).
+type AuditState struct {
+	*IntentState
+	*ChannelState
+}
+
+// IntentState is what an audit entry records of an intent: not its payload,
+// which may hold personal data.
+type IntentState struct {
+	Status        string    `json:"status"`
+	Attempts      int       `json:"attempts"`
+	ProviderRef   *string   `json:"provider_ref"`
+	NextAttemptAt time.Time `json:"next_attempt_at"`
+}
+
+// ChannelState is what an audit entry records of a channel.
+type ChannelState struct {
+	Paused         bool            `json:"paused"`
+	Policy         json.RawMessage `json:"policy"`          // the effective policy
+	PolicyOverride json.RawMessage `json:"policy_override"` // what the API changed; null: nothing
+}
+
+// auditAfter is the after column: the subject and why it changed.
+type auditAfter struct {
+	AuditState
+	Reason   string `json:"reason,omitempty"`
+	Snapshot string `json:"snapshot,omitempty"`
+	Force    bool   `json:"force,omitempty"`
+	Outcome  string `json:"outcome,omitempty"`
+}
+
+// WriteAudit writes e through db; run it in the transaction that makes the change.
+func WriteAudit(ctx context.Context, db DB, e Audit) error {
+	before, err := json.Marshal(e.Before)
+	if err != nil {
+		return err
+	}
+	after, err := json.Marshal(auditAfter{AuditState: e.After, Reason: e.Reason, Snapshot: e.Snapshot, Force: e.Force, Outcome: e.Outcome})
+	if err != nil {
+		return err
+	}
+	var intent *int64
+	if e.IntentID != 0 {
+		intent = &e.IntentID
+	}
+	_, err = db.Exec(ctx, auditSQL, e.Actor, e.Action, intent, e.Channel, before, after, e.Reason, e.Snapshot)
+	return err
+}

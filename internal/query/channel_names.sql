@@ -1,0 +1,2 @@
+-- Lists the registered channels' names.
+SELECT name FROM effectd.channels ORDER BY name

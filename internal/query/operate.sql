@@ -1,0 +1,16 @@
+-- An operator's transition of intent $1 from status $2 with $3 attempts to
+-- status $4, setting provider reference $5 when not NULL: a fenced
+-- compare-and-set that changes the row only if nobody moved it since it was
+-- read, and never a SENDING row under a live lease. Returns the intent after,
+-- whole (see intent_columns.sql), or no row.
+UPDATE effectd.intents SET
+    status           = $4,
+    next_attempt_at  = CASE WHEN $4 = 'PENDING' THEN now() ELSE next_attempt_at END,
+    lease_expires_at = NULL,
+    provider_ref     = coalesce($5, provider_ref),
+    updated_at       = now()
+WHERE id = $1 AND status = $2 AND attempts = $3
+  AND NOT (status = 'SENDING' AND lease_expires_at > now())
+RETURNING id, event_id, channel, payload, status, attempts, next_attempt_at, lease_expires_at,
+    claimed_at, idempotency_key, provider_ref, last_error, ordering_key, occurred_at, created_at, updated_at,
+    delivery, delivery_detail, delivery_at

@@ -1,0 +1,2 @@
+-- Deletes console session $1.
+DELETE FROM effectd.console_sessions WHERE token = $1

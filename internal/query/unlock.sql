@@ -1,0 +1,2 @@
+-- Releases session advisory lock $1.
+SELECT pg_advisory_unlock($1)
