@@ -4,7 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
+	"io/fs"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -52,26 +59,53 @@ func Up(ctx context.Context, pool *pgxpool.Pool) (err error) {
 	return nil
 }
 
-// Current reports whether every embedded migration has been applied.
+// Current reports whether every embedded migration has been applied. It reads
+// the version table in one round trip (serve calls it before its first claim,
+// and /metrics on every scrape).
 func Current(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
-	db := stdlib.OpenDBFromPool(pool)
-	defer db.Close()
-	var exists bool
-	if err := db.QueryRowContext(ctx, `SELECT to_regclass($1) IS NOT NULL`, versionTable).Scan(&exists); err != nil {
-		return false, fmt.Errorf("migrations.Current: %w", err)
-	}
-	if !exists {
-		return false, nil
-	}
-	p, err := provider(db)
+	want, err := embeddedVersions()
 	if err != nil {
 		return false, err
 	}
-	pending, err := p.HasPending(ctx)
+	var applied []int64
+	err = pool.QueryRow(ctx, `SELECT coalesce(array_agg(version_id), '{}') FROM `+versionTable+` WHERE is_applied`,
+		pgx.QueryExecModeSimpleProtocol).Scan(&applied)
+	var pgErr *pgconn.PgError // undefined table or schema: never migrated
+	if errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000") {
+		return false, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("migrations.Current: %w", err)
 	}
-	return !pending, nil
+	have := make(map[int64]bool, len(applied))
+	for _, v := range applied {
+		have[v] = true
+	}
+	for _, v := range want {
+		if !have[v] {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// embeddedVersions lists the versions of the embedded migrations, from their
+// file names (00N_name.up.sql), as goose numbers them.
+func embeddedVersions() ([]int64, error) {
+	names, err := fs.Glob(FS, "*.sql")
+	if err != nil {
+		return nil, fmt.Errorf("migrations: %w", err)
+	}
+	out := make([]int64, 0, len(names))
+	for _, name := range names {
+		num, _, _ := strings.Cut(name, "_")
+		v, err := strconv.ParseInt(num, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("migrations: %s: the name does not start with a version number", name)
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 func provider(db *sql.DB) (*goose.Provider, error) {

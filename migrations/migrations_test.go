@@ -59,3 +59,31 @@ func TestUpConcurrent(t *testing.T) {
 		t.Fatalf("wakeup rows = %d, %v; want 1 (a migration ran twice?)", n, err)
 	}
 }
+
+// TestCurrentSeesEachMissingMigration: a database missing any one embedded
+// migration, the newest or one in the middle, is behind.
+func TestCurrentSeesEachMissingMigration(t *testing.T) {
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	var versions []int64
+	if err := pool.QueryRow(ctx, `SELECT array_agg(version_id ORDER BY version_id) FROM effectd.goose_db_version WHERE version_id > 0`).Scan(&versions); err != nil {
+		t.Fatal(err)
+	}
+	if len(versions) < 2 {
+		t.Fatalf("applied versions = %v; want every embedded migration", versions)
+	}
+	for _, v := range []int64{versions[len(versions)-1], versions[1]} {
+		if _, err := pool.Exec(ctx, `DELETE FROM effectd.goose_db_version WHERE version_id = $1`, v); err != nil {
+			t.Fatal(err)
+		}
+		if current, err := migrations.Current(ctx, pool); err != nil || current {
+			t.Errorf("Current without version %d = %v, %v; want false", v, current, err)
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO effectd.goose_db_version (version_id, is_applied) VALUES ($1, true)`, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if current, err := migrations.Current(ctx, pool); err != nil || !current {
+		t.Fatalf("Current with every version = %v, %v; want true", current, err)
+	}
+}
