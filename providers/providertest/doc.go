@@ -5,9 +5,10 @@
 // maybe-sent with the effect applied once, a hang is cut by the caller's
 // deadline, and Lookup (when the provider has one) tells found from absent.
 //
-// Errors are classified by behaviour exactly as the dispatcher does (see
-// Classify): through Retryable() bool, MaybeSent() bool and
-// RetryAfter() time.Duration found with errors.As.
+// Errors are classified by behaviour with effect.Classify, the function the
+// dispatcher uses: through Retryable() bool, MaybeSent() bool and
+// RetryAfter() time.Duration found with errors.As. Effects carry the meta keys
+// effect.MetaEventID and effect.MetaIntentID, as the dispatcher passes them.
 //
 // To add a provider, call Run from its tests with a Harness:
 //

@@ -3,12 +3,12 @@ package providertest
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/providers/sandbox"
 )
 
@@ -80,7 +80,7 @@ func (e *Env) Key(i int) string { return fmt.Sprintf("contract:evt_%d", i) }
 
 // Meta is the meta of effect i, as the dispatcher passes it.
 func (e *Env) Meta(i int) map[string]string {
-	return map[string]string{"effectd_event_id": fmt.Sprintf("evt_%d", i), "effectd_intent_id": fmt.Sprint(i)}
+	return map[string]string{effect.MetaEventID: fmt.Sprintf("evt_%d", i), effect.MetaIntentID: fmt.Sprint(i)}
 }
 
 // Send sends effect i (Key(i), Payload(i), Meta(i)) within the suite's call timeout.
@@ -110,36 +110,6 @@ func (e *Env) RequireEffects(t *testing.T, n int) []sandbox.Effect {
 		}
 	}
 	return effects
-}
-
-// Class is how the dispatcher reads a provider error.
-type Class struct {
-	Retryable  bool
-	MaybeSent  bool
-	RetryAfter time.Duration
-}
-
-// Classify reads err as the dispatcher does: without Retryable() an error is
-// retryable and maybe sent; with it, maybe sent only if MaybeSent() says so;
-// a deadline exceeded is always retryable and maybe sent.
-func Classify(err error) Class {
-	c := Class{Retryable: true, MaybeSent: true}
-	var r interface{ Retryable() bool }
-	if errors.As(err, &r) {
-		c.Retryable, c.MaybeSent = r.Retryable(), false
-	}
-	var m interface{ MaybeSent() bool }
-	if errors.As(err, &m) {
-		c.MaybeSent = m.MaybeSent()
-	}
-	var ra interface{ RetryAfter() time.Duration }
-	if errors.As(err, &ra) {
-		c.RetryAfter = ra.RetryAfter()
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		c.Retryable, c.MaybeSent = true, true
-	}
-	return c
 }
 
 // Run runs the contract suite, one parallel subtest per case, each on its own
@@ -255,12 +225,12 @@ func testRepeat(t *testing.T, e *Env) {
 }
 
 // requireError fails t unless err is classified as want.
-func requireError(t *testing.T, err error, want Class) {
+func requireError(t *testing.T, err error, want effect.Class) {
 	t.Helper()
 	if err == nil {
 		t.Fatal("Send succeeded, want an error")
 	}
-	if got := Classify(err); got != want {
+	if got := effect.Classify(err); got != want {
 		t.Fatalf("error %q classified %+v, want %+v", err, got, want)
 	}
 }
@@ -268,7 +238,7 @@ func requireError(t *testing.T, err error, want Class) {
 func testServerError(t *testing.T, e *Env) {
 	e.Fault(sandbox.Fault{ErrorRate: 1, ErrorStatus: 500})
 	_, err := e.Send(t, 1)
-	requireError(t, err, Class{Retryable: true})
+	requireError(t, err, effect.Class{Retryable: true})
 	e.RequireEffects(t, 0)
 
 	e.Fault(sandbox.Fault{})
@@ -281,7 +251,7 @@ func testServerError(t *testing.T, e *Env) {
 func testRateLimited(t *testing.T, e *Env) {
 	e.Fault(sandbox.Fault{ErrorRate: 1, ErrorStatus: 429, RetryAfter: 7})
 	_, err := e.Send(t, 1)
-	requireError(t, err, Class{Retryable: true, RetryAfter: 7 * time.Second})
+	requireError(t, err, effect.Class{Retryable: true, RetryAfter: 7 * time.Second})
 	e.RequireEffects(t, 0)
 }
 
@@ -292,7 +262,7 @@ func testPermanent(t *testing.T, e *Env) {
 	}
 	e.Fault(f)
 	_, err := e.Send(t, 1)
-	requireError(t, err, Class{})
+	requireError(t, err, effect.Class{})
 	e.RequireEffects(t, 0)
 }
 
@@ -302,7 +272,7 @@ func testDropped(t *testing.T, e *Env) {
 	if err == nil {
 		t.Fatal("Send succeeded though the answer was dropped")
 	}
-	c := Classify(err)
+	c := effect.Classify(err)
 	if !c.MaybeSent {
 		t.Fatalf("error %q classified %+v, want maybe sent", err, c)
 	}
@@ -344,7 +314,7 @@ func testHang(t *testing.T, e *Env) {
 	if err == nil {
 		t.Fatal("Send succeeded though the sandbox never answered")
 	}
-	if c := Classify(err); !c.Retryable || !c.MaybeSent {
+	if c := effect.Classify(err); !c.Retryable || !c.MaybeSent {
 		t.Fatalf("error %q classified %+v, want retryable and maybe sent", err, c)
 	}
 	e.RequireEffects(t, 0)

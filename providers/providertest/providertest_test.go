@@ -83,33 +83,3 @@ func TestSuiteWithLooker(t *testing.T) {
 		})
 	}
 }
-
-func TestClassify(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name string
-		err  error
-		want providertest.Class
-	}{
-		{"plain error", fmt.Errorf("boom"), providertest.Class{Retryable: true, MaybeSent: true}},
-		{"deadline", fmt.Errorf("send: %w", context.DeadlineExceeded), providertest.Class{Retryable: true, MaybeSent: true}},
-		{"retryable only", classified{retryable: true}, providertest.Class{Retryable: true}},
-		{"permanent", fmt.Errorf("wrapped: %w", classified{}), providertest.Class{}},
-		{"maybe sent", classified{retryable: true, maybeSent: true, after: time.Second},
-			providertest.Class{Retryable: true, MaybeSent: true, RetryAfter: time.Second}},
-	} {
-		if got := providertest.Classify(tc.err); got != tc.want {
-			t.Errorf("%s: Classify = %+v, want %+v", tc.name, got, tc.want)
-		}
-	}
-}
-
-type classified struct {
-	retryable, maybeSent bool
-	after                time.Duration
-}
-
-func (c classified) Error() string             { return "classified" }
-func (c classified) Retryable() bool           { return c.retryable }
-func (c classified) MaybeSent() bool           { return c.maybeSent }
-func (c classified) RetryAfter() time.Duration { return c.after }

@@ -10,21 +10,21 @@ import (
 	"time"
 
 	stripeapi "github.com/stripe/stripe-go/v76"
+
+	"github.com/effectd/effectd/providers/effect"
 )
 
 // Error is a failed Stripe call, classified by what the caller may do next.
 type Error struct {
-	Op         string        // what was attempted, e.g. "stripe refund"
-	Status     int           // HTTP status; 0 when no answer arrived
-	Type       string        // Stripe's error type, e.g. "idempotency_error"
-	Code       string        // Stripe's error code, e.g. "card_declined"
-	Message    string        // Stripe's message or a description of the failure
-	RequestID  string        // Stripe's Request-Id, for support
-	Replayed   bool          // the answer was a replay of the key's saved first response
-	retryable  bool          //
-	maybeSent  bool          //
-	retryAfter time.Duration //
-	err        error         // the underlying error, if any
+	Op        string       // what was attempted, e.g. "stripe refund"
+	Status    int          // HTTP status; 0 when no answer arrived
+	Type      string       // Stripe's error type, e.g. "idempotency_error"
+	Code      string       // Stripe's error code, e.g. "card_declined"
+	Message   string       // Stripe's message or a description of the failure
+	RequestID string       // Stripe's Request-Id, for support
+	Replayed  bool         // the answer was a replay of the key's saved first response
+	class     effect.Class // what the caller may do next
+	err       error        // the underlying error, if any
 }
 
 // Error describes the failure in one line.
@@ -59,13 +59,13 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.err }
 
 // Retryable reports whether repeating the call with the same key may succeed.
-func (e *Error) Retryable() bool { return e.retryable }
+func (e *Error) Retryable() bool { return e.class.Retryable }
 
 // MaybeSent reports whether Stripe may have acted on the call.
-func (e *Error) MaybeSent() bool { return e.maybeSent }
+func (e *Error) MaybeSent() bool { return e.class.MaybeSent }
 
 // RetryAfter is the delay Stripe asked for, or 0.
-func (e *Error) RetryAfter() time.Duration { return e.retryAfter }
+func (e *Error) RetryAfter() time.Duration { return e.class.RetryAfter }
 
 // permanent returns a non-retryable error that was certainly not sent.
 func permanent(op string, format string, args ...any) *Error {
@@ -94,21 +94,19 @@ func classify(op string, err error, x *exchange) *Error {
 	if e.Status == 0 {
 		// No answer: a transport error or timeout. Once the request was
 		// written Stripe may have acted; the same key makes repeating safe.
-		e.retryable, e.maybeSent = true, x.wrote.Load()
+		e.class = effect.Class{Retryable: true, MaybeSent: x.wrote.Load()}
 		return e
 	}
 	h := x.header
 	e.Replayed = h.Get("Idempotent-Replayed") == "true"
-	if s, err := strconv.Atoi(h.Get("Retry-After")); err == nil && s > 0 {
-		e.retryAfter = time.Duration(s) * time.Second
-	}
+	e.class.RetryAfter = effect.ParseRetryAfter(h.Get("Retry-After"), time.Now())
 	switch h.Get("Stripe-Should-Retry") {
 	case "true":
-		e.retryable = true
+		e.class.Retryable = true
 	case "false":
-		e.retryable = false
+		e.class.Retryable = false
 	default:
-		e.retryable = e.Status == http.StatusConflict || e.Status == http.StatusTooManyRequests || e.Status >= 500
+		e.class.Retryable = e.Status == http.StatusConflict || e.Status == http.StatusTooManyRequests || e.Status >= 500
 	}
 	return e
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	stripeapi "github.com/stripe/stripe-go/v76"
+
+	"github.com/effectd/effectd/providers/effect"
 )
 
 // ReplayWindow is how long after an intent was created Lookup trusts Stripe to
@@ -54,9 +56,9 @@ func (p *Provider) replay(ctx context.Context, key string, pl payload, meta map[
 // list finds the object by what was stamped on it, past the key window.
 func (p *Provider) list(ctx context.Context, pl payload, meta map[string]string, created time.Time) (string, bool, error) {
 	op := "stripe lookup " + pl.Type + " by list"
-	event := meta[metaEventID]
+	event := meta[effect.MetaEventID]
 	if event == "" {
-		return "", false, fmt.Errorf("%s: meta %s is empty", op, metaEventID)
+		return "", false, fmt.Errorf("%s: meta %s is empty", op, effect.MetaEventID)
 	}
 	ctx, x, cancel := p.traced(ctx)
 	defer cancel()
@@ -64,7 +66,7 @@ func (p *Provider) list(ctx context.Context, pl payload, meta map[string]string,
 	seen := 0
 	match := func(id string, md map[string]string) bool {
 		seen++
-		if md[metaEventID] == event {
+		if md[effect.MetaEventID] == event {
 			matches = append(matches, id)
 		}
 		return seen < lookupListLimit
@@ -109,7 +111,7 @@ func (p *Provider) list(ctx context.Context, pl payload, meta map[string]string,
 		consistent = false
 		sp := &stripeapi.PaymentIntentSearchParams{}
 		sp.Context, sp.Limit = ctx, stripeapi.Int64(100)
-		sp.Query = fmt.Sprintf("metadata['%s']:'%s'", metaEventID, strings.NewReplacer(`\`, `\\`, "'", `\'`).Replace(event))
+		sp.Query = fmt.Sprintf("metadata['%s']:'%s'", effect.MetaEventID, strings.NewReplacer(`\`, `\\`, "'", `\'`).Replace(event))
 		it := p.api.PaymentIntents.Search(sp)
 		for it.Next() && match(it.PaymentIntent().ID, it.PaymentIntent().Metadata) {
 		}
@@ -122,11 +124,11 @@ func (p *Provider) list(ctx context.Context, pl payload, meta map[string]string,
 		return matches[0], true, nil
 	case len(matches) > 1:
 		return "", false, fmt.Errorf("%s: ambiguous: %d objects carry %s=%q: %s",
-			op, len(matches), metaEventID, event, strings.Join(matches, ", "))
+			op, len(matches), effect.MetaEventID, event, strings.Join(matches, ", "))
 	case seen >= lookupListLimit:
 		return "", false, fmt.Errorf("%s: no match in the newest %d objects; not reading further", op, lookupListLimit)
 	case !consistent:
-		return "", false, fmt.Errorf("%s: the search API found no payment intent with %s=%q, but search is eventually consistent: cannot tell", op, metaEventID, event)
+		return "", false, fmt.Errorf("%s: the search API found no payment intent with %s=%q, but search is eventually consistent: cannot tell", op, effect.MetaEventID, event)
 	}
 	return "", false, nil
 }

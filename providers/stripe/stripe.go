@@ -15,13 +15,8 @@ import (
 	stripeapi "github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/client"
 
+	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/providers/fieldrule"
-)
-
-// Meta keys stamped on every created object; the dispatcher supplies them.
-const (
-	metaEventID  = "effectd_event_id"
-	metaIntentID = "effectd_intent_id"
 )
 
 // Config configures a Provider.
@@ -191,8 +186,8 @@ func (p *Provider) Send(ctx context.Context, key string, raw json.RawMessage, me
 	if key == "" {
 		return "", permanent(op, "empty idempotency key")
 	}
-	if pl.Type == "transfer" && meta[metaEventID] == "" {
-		return "", permanent(op, "meta %s is empty: it is the transfer_group", metaEventID)
+	if pl.Type == "transfer" && meta[effect.MetaEventID] == "" {
+		return "", permanent(op, "meta %s is empty: it is the transfer_group", effect.MetaEventID)
 	}
 	return p.call(ctx, op, func(ctx context.Context) (string, error) { return p.create(ctx, key, pl, meta) })
 }
@@ -239,7 +234,7 @@ func (p *Provider) create(ctx context.Context, key string, pl payload, meta map[
 	default: // transfer
 		tr, err := p.api.Transfers.New(&stripeapi.TransferParams{
 			Params: params, Amount: pl.Amount, Currency: stripeapi.String(strings.ToLower(pl.Currency)),
-			Destination: stripeapi.String(pl.Destination), TransferGroup: stripeapi.String(meta[metaEventID]),
+			Destination: stripeapi.String(pl.Destination), TransferGroup: stripeapi.String(meta[effect.MetaEventID]),
 		})
 		if err != nil {
 			return "", err

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/providers/sandbox"
 )
 
@@ -30,7 +31,7 @@ func setup(t *testing.T, opts sandbox.Options) (*sandbox.Server, *Provider) {
 }
 
 func meta(event string) map[string]string {
-	return map[string]string{metaEventID: event, metaIntentID: "42"}
+	return map[string]string{effect.MetaEventID: event, effect.MetaIntentID: "42"}
 }
 
 const refundPayload = `{"type":"refund","payment_intent":"pi_123","amount":500,"reason":"requested_by_customer"}`

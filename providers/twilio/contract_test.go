@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/providers/providertest"
 	"github.com/effectd/effectd/providers/sandbox"
 	"github.com/effectd/effectd/providers/twilio"
@@ -40,7 +41,7 @@ func TestContract(t *testing.T) {
 			}},
 			{Name: "unsubscribed_is_permanent", Run: func(t *testing.T, e *providertest.Env) {
 				_, err := e.Provider.Send(t.Context(), e.Key(1), sms(sandbox.TwilioUnsubscribedNumber, "hi"), e.Meta(1))
-				if c := providertest.Classify(err); err == nil || c != (providertest.Class{}) {
+				if c := effect.Classify(err); err == nil || c != (effect.Class{}) {
 					t.Fatalf("Send to an unsubscribed number: %v classified %+v, want permanent", err, c)
 				}
 				e.RequireEffects(t, 0)

@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/twilio/twilio-go/client"
+
+	"github.com/effectd/effectd/providers/effect"
 )
 
 // Error is a failed Send or Lookup, classified by what the caller may do next.
@@ -31,10 +32,8 @@ type Error struct {
 	Code    int    // Twilio error code; 0 when none
 	Message string // Twilio's message or the failure
 
-	retryable  bool
-	maybeSent  bool
-	retryAfter time.Duration
-	err        error
+	class effect.Class
+	err   error
 }
 
 // Error describes the failure with the recipient's number masked.
@@ -60,13 +59,13 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.err }
 
 // Retryable reports whether trying again later may succeed.
-func (e *Error) Retryable() bool { return e.retryable }
+func (e *Error) Retryable() bool { return e.class.Retryable }
 
 // MaybeSent reports whether Twilio may have created the message anyway.
-func (e *Error) MaybeSent() bool { return e.maybeSent }
+func (e *Error) MaybeSent() bool { return e.class.MaybeSent }
 
 // RetryAfter is how long Twilio asked us to wait, 0 when it did not say.
-func (e *Error) RetryAfter() time.Duration { return e.retryAfter }
+func (e *Error) RetryAfter() time.Duration { return e.class.RetryAfter }
 
 // classify turns an error from twilio-go into an *Error, using what tr saw.
 func classify(op, to string, err error, tr *callTransport) *Error {
@@ -78,32 +77,19 @@ func classify(op, to string, err error, tr *callTransport) *Error {
 	}
 	switch {
 	case e.Status == 0: // no answer
-		e.retryable, e.maybeSent = true, tr.written()
+		e.class = effect.Class{Retryable: true, MaybeSent: tr.written()}
 	case e.Status < 300: // an answer twilio-go could not read
-		e.retryable, e.maybeSent = true, true
+		e.class = effect.Class{Retryable: true, MaybeSent: true}
 	case e.Status == http.StatusTooManyRequests || e.Code == 20429:
-		e.retryable = true
-		e.retryAfter = parseRetryAfter(tr.retryAfter(), time.Now())
+		e.class = effect.Class{Retryable: true, RetryAfter: effect.ParseRetryAfter(tr.retryAfter(), time.Now())}
 	case e.Status >= 500:
-		e.retryable = true
-		e.maybeSent = e.Status == http.StatusBadGateway || e.Status == http.StatusGatewayTimeout
-		e.retryAfter = parseRetryAfter(tr.retryAfter(), time.Now())
+		e.class = effect.Class{
+			Retryable:  true,
+			MaybeSent:  e.Status == http.StatusBadGateway || e.Status == http.StatusGatewayTimeout,
+			RetryAfter: effect.ParseRetryAfter(tr.retryAfter(), time.Now()),
+		}
 	}
 	return e
-}
-
-// parseRetryAfter reads a Retry-After header: seconds or an HTTP date.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.Atoi(v); err == nil && s > 0 {
-		return time.Duration(s) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
 }
 
 // longDigits finds runs of digits long enough to be phone numbers.

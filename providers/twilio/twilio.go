@@ -16,6 +16,7 @@ import (
 	"github.com/twilio/twilio-go/client"
 	openapi "github.com/twilio/twilio-go/rest/api/v2010"
 
+	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/providers/fieldrule"
 )
 
@@ -27,9 +28,6 @@ const (
 	// lookupLimit bounds each of the two listings Lookup makes.
 	lookupLimit = 50
 )
-
-// metaIntentID is the meta key of our intent id (dispatcher.MetaIntentID).
-const metaIntentID = "effectd_intent_id"
 
 // defaultTimeout bounds one Send or one Lookup when Config.Timeout is zero.
 const defaultTimeout = 10 * time.Second
@@ -181,7 +179,7 @@ func (p *Provider) Send(ctx context.Context, key string, payload json.RawMessage
 	}
 	if msg.Sid == nil || *msg.Sid == "" {
 		// Twilio accepted something but did not say what: look it up.
-		return "", &Error{Op: "send", To: m.To, Status: tr.status(), Message: "answer without a message sid", retryable: true, maybeSent: true}
+		return "", &Error{Op: "send", To: m.To, Status: tr.status(), Message: "answer without a message sid", class: effect.Class{Retryable: true, MaybeSent: true}}
 	}
 	return *msg.Sid, nil
 }
@@ -192,9 +190,9 @@ func (p *Provider) statusCallback(meta map[string]string) string {
 		return ""
 	}
 	u := *p.callback
-	if id := meta[metaIntentID]; id != "" {
+	if id := meta[effect.MetaIntentID]; id != "" {
 		q := u.Query()
-		q.Set(metaIntentID, id)
+		q.Set(effect.MetaIntentID, id)
 		u.RawQuery = q.Encode()
 	}
 	return u.String()

@@ -7,5 +7,7 @@
 // Errors are *Error values classified by behaviour (Retryable, MaybeSent,
 // RetryAfter): a 2xx answer is success; 408, 425, 429 and 5xx are retryable;
 // other answers, redirects included, are permanent; a call that failed after
-// the request was written is retryable and may have been sent.
+// the request was written is retryable and may have been sent. A Retry-After
+// is read with effect.ParseRetryAfter. It imports no effectd package but the
+// shared vocabulary providers/effect.
 package webhook

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/effectd/effectd/providers/effect"
 )
 
 // DefaultTimeout bounds one delivery when Config.Timeout is zero.
@@ -106,15 +108,15 @@ const (
 // JSON answer, else key. Errors are *Error.
 func (p *Provider) Send(ctx context.Context, key string, payload json.RawMessage, meta map[string]string) (ref string, err error) {
 	if key == "" {
-		return "", p.fail(0, "", errors.New("empty idempotency key"), false, false, 0)
+		return "", p.fail(0, "", errors.New("empty idempotency key"), effect.Class{})
 	}
 	if !json.Valid(payload) {
-		return "", p.fail(0, "", errors.New("payload is not valid JSON"), false, false, 0)
+		return "", p.fail(0, "", errors.New("payload is not valid JSON"), effect.Class{})
 	}
 	now := p.now()
 	sig, err := p.signer.Sign(key, now, payload)
 	if err != nil {
-		return "", p.fail(0, "", fmt.Errorf("sign: %w", err), false, false, 0)
+		return "", p.fail(0, "", fmt.Errorf("sign: %w", err), effect.Class{})
 	}
 
 	var state atomic.Int32
@@ -132,7 +134,7 @@ func (p *Provider) Send(ctx context.Context, key string, payload json.RawMessage
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(payload))
 	if err != nil {
-		return "", p.fail(0, "", fmt.Errorf("build request: %w", err), false, false, 0)
+		return "", p.fail(0, "", fmt.Errorf("build request: %w", err), effect.Class{})
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "effectd")
@@ -149,9 +151,9 @@ func (p *Provider) Send(ctx context.Context, key string, payload json.RawMessage
 	if err != nil {
 		switch state.Load() {
 		case stateIdle, stateNotSent:
-			return "", p.fail(0, "", fmt.Errorf("not sent: %w", err), true, false, 0)
+			return "", p.fail(0, "", fmt.Errorf("not sent: %w", err), effect.Class{Retryable: true})
 		default: // written, or still being written when the call gave up
-			return "", p.fail(0, "", fmt.Errorf("may have been sent, no answer: %w", err), true, true, 0)
+			return "", p.fail(0, "", fmt.Errorf("may have been sent, no answer: %w", err), effect.Class{Retryable: true, MaybeSent: true})
 		}
 	}
 	defer resp.Body.Close()
@@ -162,16 +164,16 @@ func (p *Provider) Send(ctx context.Context, key string, payload json.RawMessage
 	case s >= 200 && s < 300:
 		return referenceOf(resp.Header, body, key), nil
 	case s == http.StatusRequestTimeout, s == http.StatusTooEarly, s == http.StatusTooManyRequests, s >= 500:
-		return "", p.fail(s, excerpt(body), nil, true, false, retryAfter(resp.Header.Get("Retry-After"), p.now()))
+		return "", p.fail(s, excerpt(body), nil, effect.Class{Retryable: true, RetryAfter: effect.ParseRetryAfter(resp.Header.Get("Retry-After"), p.now())})
 	case s >= 300 && s < 400:
-		return "", p.fail(s, excerpt(body), fmt.Errorf("redirect to %q not followed", resp.Header.Get("Location")), false, false, 0)
+		return "", p.fail(s, excerpt(body), fmt.Errorf("redirect to %q not followed", resp.Header.Get("Location")), effect.Class{})
 	default:
-		return "", p.fail(s, excerpt(body), nil, false, false, 0)
+		return "", p.fail(s, excerpt(body), nil, effect.Class{})
 	}
 }
 
-func (p *Provider) fail(status int, body string, err error, retryable, maybeSent bool, after time.Duration) *Error {
-	return &Error{URL: p.target, Status: status, Body: body, Err: err, retryable: retryable, maybeSent: maybeSent, retryAfter: after}
+func (p *Provider) fail(status int, body string, err error, class effect.Class) *Error {
+	return &Error{URL: p.target, Status: status, Body: body, Err: err, class: class}
 }
 
 // referenceOf picks the receiver's reference for a delivery, falling back to key.
@@ -186,23 +188,6 @@ func referenceOf(h http.Header, body []byte, key string) string {
 		return answer.ID
 	}
 	return key
-}
-
-// retryAfter parses a Retry-After header, in seconds or as an HTTP date; 0 when absent or invalid.
-func retryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if secs <= 0 || secs > int64(365*24*time.Hour/time.Second) {
-			return 0
-		}
-		return time.Duration(secs) * time.Second
-	}
-	if at, err := http.ParseTime(v); err == nil && at.After(now) {
-		return at.Sub(now)
-	}
-	return 0
 }
 
 // excerpt shortens a response body to one printable line for error messages.
@@ -228,9 +213,7 @@ type Error struct {
 	Body   string // an excerpt of the receiver's answer
 	Err    error  // the underlying cause when there is one (transport error, context error)
 
-	retryable  bool
-	maybeSent  bool
-	retryAfter time.Duration
+	class effect.Class
 }
 
 // Error describes the failure with its status and an excerpt of the answer.
@@ -252,10 +235,10 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 // Retryable reports whether the same delivery may succeed later.
-func (e *Error) Retryable() bool { return e.retryable }
+func (e *Error) Retryable() bool { return e.class.Retryable }
 
 // MaybeSent reports whether the receiver may have got the webhook anyway.
-func (e *Error) MaybeSent() bool { return e.maybeSent }
+func (e *Error) MaybeSent() bool { return e.class.MaybeSent }
 
 // RetryAfter is how long the receiver asked to wait before retrying; 0 if it did not say.
-func (e *Error) RetryAfter() time.Duration { return e.retryAfter }
+func (e *Error) RetryAfter() time.Duration { return e.class.RetryAfter }

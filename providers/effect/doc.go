@@ -1,0 +1,11 @@
+// Package effect is the vocabulary the dispatcher and the providers share
+// about one call that makes an effect: the meta names stamped on it, how a
+// failed call's error is classified (retryable, permanent, maybe sent, rate
+// limited with a Retry-After), and how a Retry-After header is read.
+//
+// A provider's error states its class through the optional methods
+// Retryable() bool, MaybeSent() bool and RetryAfter() time.Duration; Classify
+// reads them with errors.As, as the dispatcher and the contract suite
+// (providers/providertest) both do. It imports no effectd package, so every
+// provider may use it and still import nothing else of ours.
+package effect
