@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -325,7 +326,7 @@ func (w *workers) call(ch *channel, c *claimed) completion {
 	}
 	ctx, cancel := context.WithDeadline(w.ctx, c.deadline)
 	defer cancel()
-	meta := map[string]string{MetaEventID: c.eventID, MetaIntentID: strconv.FormatInt(c.id, 10)}
+	meta := map[string]string{effect.MetaEventID: c.eventID, effect.MetaIntentID: strconv.FormatInt(c.id, 10)}
 	ref, err := ch.Provider.Send(ctx, c.key, c.payload, meta)
 	out.finished = time.Now()
 	w.d.m.calls.WithLabelValues(ch.Name).Observe(out.finished.Sub(out.started).Seconds())
@@ -335,24 +336,24 @@ func (w *workers) call(ch *channel, c *claimed) completion {
 	}
 	out.err = truncate(err.Error(), maxErrorText)
 	out.logErr = RedactText(out.err, c.payload, ch.Redact)
-	class := classify(err)
-	if class.retryAfter > 0 {
-		w.slowDown(ch, class.retryAfter)
+	class := effect.Classify(err)
+	if class.RetryAfter > 0 {
+		w.slowDown(ch, class.RetryAfter)
 	}
 	last := int(c.attempts) >= p.MaxAttempts
 	next := out.finished
-	if class.retryable {
-		next = out.finished.Add(w.d.backoff(*p, int(c.attempts), class.retryAfter))
+	if class.Retryable {
+		next = out.finished.Add(w.d.backoff(*p, int(c.attempts), class.RetryAfter))
 	}
 	switch {
-	case class.maybeSent && (!ch.keyed || pastKeyWindow(ch.Kind, c.createdAt, next)):
+	case class.MaybeSent && (!ch.keyed || pastKeyWindow(ch.Kind, c.createdAt, next)):
 		// No key to repeat the call safely (none, or the provider will have
 		// forgotten it by the next attempt): settle it by lookup or policy now.
 		out.stayInDoubt, out.outcome = true, "maybe_sent"
 		poke(w.d.settle)
-	case class.maybeSent && last:
+	case class.MaybeSent && last:
 		out.event, out.outcome = statemachine.Doubt, "in_doubt"
-	case class.retryable && !last:
+	case class.Retryable && !last:
 		out.event, out.outcome = statemachine.Retry, "retry"
 		out.next = next
 	default:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/pgtest"
+	"github.com/effectd/effectd/providers/effect"
 )
 
 // scripted is a provider whose answers a test decides per key and call number.
@@ -26,7 +27,7 @@ func (s *scripted) Send(ctx context.Context, key string, _ json.RawMessage, meta
 	s.calls[key]++
 	n := s.calls[key]
 	s.mu.Unlock()
-	if meta[dispatcher.MetaEventID] == "" || meta[dispatcher.MetaIntentID] == "" {
+	if meta[effect.MetaEventID] == "" || meta[effect.MetaIntentID] == "" {
 		return "", fmt.Errorf("meta missing: %v", meta)
 	}
 	return s.answer(key, n)

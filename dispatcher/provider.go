@@ -3,17 +3,18 @@ package dispatcher
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 )
 
 // Provider sends one effect. key is the intent's idempotency key, identical on
 // every attempt; meta holds stable facts to stamp on the created object
-// (effectd_event_id, effectd_intent_id). It returns the provider's reference.
+// (effect.MetaEventID, effect.MetaIntentID). It returns the provider's
+// reference.
 //
-// Errors are classified by behaviour, through the optional methods
-// Retryable() bool, MaybeSent() bool and RetryAfter() time.Duration. An error
-// without them is treated as retryable and maybe sent.
+// Errors are classified by behaviour with effect.Classify, through the
+// optional methods Retryable() bool, MaybeSent() bool and
+// RetryAfter() time.Duration. An error without them is treated as retryable
+// and maybe sent.
 type Provider interface {
 	Send(ctx context.Context, key string, payload json.RawMessage, meta map[string]string) (ref string, err error)
 }
@@ -30,38 +31,4 @@ type Looker interface {
 // call that may have been sent is safely repeated with the same key.
 type Keyed interface {
 	Idempotent() bool
-}
-
-// Meta keys that every provider receives.
-const (
-	MetaEventID  = "effectd_event_id"
-	MetaIntentID = "effectd_intent_id"
-)
-
-// errorClass is what the dispatcher needs to know about a provider error.
-type errorClass struct {
-	retryable  bool
-	maybeSent  bool
-	retryAfter time.Duration
-}
-
-func classify(err error) errorClass {
-	c := errorClass{retryable: true, maybeSent: true}
-	var r interface{ Retryable() bool }
-	if errors.As(err, &r) {
-		c.retryable = r.Retryable()
-		c.maybeSent = false
-	}
-	var m interface{ MaybeSent() bool }
-	if errors.As(err, &m) {
-		c.maybeSent = m.MaybeSent()
-	}
-	var ra interface{ RetryAfter() time.Duration }
-	if errors.As(err, &ra) {
-		c.retryAfter = ra.RetryAfter()
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		c.retryable, c.maybeSent = true, true
-	}
-	return c
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/pgtest"
+	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/providers/sandbox"
 	"github.com/effectd/effectd/providers/stripe"
 	"github.com/effectd/effectd/providers/twilio"
@@ -146,7 +147,7 @@ func TestRefundAndSMSThroughSQL(t *testing.T) {
 		Metadata map[string]string `json:"metadata"`
 	}
 	json.Unmarshal(effects[0].Body, &body)
-	if body.Metadata[dispatcher.MetaEventID] != "evt-refund-1" || body.Metadata[dispatcher.MetaIntentID] != strconv.FormatInt(refund, 10) {
+	if body.Metadata[effect.MetaEventID] != "evt-refund-1" || body.Metadata[effect.MetaIntentID] != strconv.FormatInt(refund, 10) {
 		t.Errorf("refund metadata = %v", body.Metadata)
 	}
 	if msgs := r.sb.TwilioMessages(smsTo); len(msgs) != 1 || msgs[0].SID != sid {
@@ -201,7 +202,7 @@ func TestCrashedRefundSettlesByKeyReplay(t *testing.T) {
 			lease_expires_at = now() - interval '1 second' WHERE id = $1`, id)
 		var err error
 		applied, err = r.stripe.Send(ctx, "refund:evt-refund-3", json.RawMessage(payload),
-			map[string]string{dispatcher.MetaEventID: "evt-refund-3", dispatcher.MetaIntentID: strconv.FormatInt(id, 10)})
+			map[string]string{effect.MetaEventID: "evt-refund-3", effect.MetaIntentID: strconv.FormatInt(id, 10)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -248,7 +249,7 @@ func TestErrorClassesEndToEnd(t *testing.T) {
 			before: func(t *testing.T, r *paymentRig, id int64) {
 				// Someone used our key with other parameters first.
 				_, err := r.stripe.Send(context.Background(), "refund:evt", json.RawMessage(`{"type":"refund","payment_intent":"pi_e","amount":999}`),
-					map[string]string{dispatcher.MetaEventID: "evt", dispatcher.MetaIntentID: strconv.FormatInt(id, 10)})
+					map[string]string{effect.MetaEventID: "evt", effect.MetaIntentID: strconv.FormatInt(id, 10)})
 				if err != nil {
 					t.Fatal(err)
 				}

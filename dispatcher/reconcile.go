@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -118,7 +119,7 @@ func (d *Dispatcher) decide(ctx context.Context, r inDoubt, withPolicy bool) Set
 		switch {
 		case ch.looker != nil:
 			lctx, cancel := context.WithTimeout(ctx, min(p.Lease.D(), d.cfg.SettleLease/2))
-			meta := map[string]string{MetaEventID: r.eventID, MetaIntentID: strconv.FormatInt(r.id, 10)}
+			meta := map[string]string{effect.MetaEventID: r.eventID, effect.MetaIntentID: strconv.FormatInt(r.id, 10)}
 			ref, found, err := ch.looker.Lookup(lctx, r.key, r.payload, meta, r.createdAt, r.claimedAt)
 			cancel()
 			switch {

@@ -7,6 +7,7 @@ import (
 	"github.com/stripe/stripe-go/v76/webhook"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/providers/stripe"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -50,7 +51,7 @@ func (h *handler) stripe(w http.ResponseWriter, r *http.Request) {
 	ref, _ := obj["id"].(string)
 	var id int64
 	if meta, ok := obj["metadata"].(map[string]any); ok {
-		s, _ := meta[dispatcher.MetaIntentID].(string)
+		s, _ := meta[effect.MetaIntentID].(string)
 		id = intentID(s)
 	}
 	out := stripe.OutcomeOf(kind, obj, string(evt.Type))

@@ -8,6 +8,7 @@ import (
 	"github.com/twilio/twilio-go/client"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/providers/twilio"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -65,7 +66,7 @@ func (h *handler) twilio(w http.ResponseWriter, r *http.Request) {
 		Provider:  "twilio",
 		EventID:   sid + ":" + status,
 		Channel:   c.Name,
-		IntentID:  intentID(r.URL.Query().Get(dispatcher.MetaIntentID)),
+		IntentID:  intentID(r.URL.Query().Get(effect.MetaIntentID)),
 		ObjectRef: sid,
 		Type:      status,
 		Status:    status,

@@ -60,7 +60,7 @@ var mutations = []mutation{
 		from: "case r.status == statemachine.Sending && leaseUntil != nil:", to: "case false:",
 		pkg: "./dispatcher/", run: "^TestReconcileRefusesLiveLease$"},
 	{name: "maybe sent: keyed call FAILED on its last attempt", file: "dispatcher/claim.go",
-		from: "case class.maybeSent && last:", to: "case false:",
+		from: "case class.MaybeSent && last:", to: "case false:",
 		pkg: "./dispatcher/", run: "^TestMaybeSentKeyed$"},
 	{name: "max_age: old intents sent", file: "dispatcher/claim.go",
 		from: "if p.MaxAge > 0 && out.started.Sub(c.occurredAt) > p.MaxAge.D() {", to: "if false {",

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/providers/sandbox"
 	"github.com/effectd/effectd/providers/twilio"
 )
@@ -51,7 +52,7 @@ func sms(to, body string) json.RawMessage {
 	return b
 }
 
-var meta = map[string]string{dispatcher.MetaEventID: "ev-1", dispatcher.MetaIntentID: "42"}
+var meta = map[string]string{effect.MetaEventID: "ev-1", effect.MetaIntentID: "42"}
 
 // twilioError asserts err is a *twilio.Error and returns it.
 func twilioError(t *testing.T, err error) *twilio.Error {

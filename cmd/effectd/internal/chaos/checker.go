@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/providers/sandbox"
 )
 
@@ -316,10 +317,10 @@ func effectTarget(e sandbox.Effect) (t target, ok bool) {
 		var b struct {
 			Metadata map[string]string `json:"metadata"`
 		}
-		if json.Unmarshal(e.Body, &b) != nil || b.Metadata["effectd_event_id"] == "" {
+		if json.Unmarshal(e.Body, &b) != nil || b.Metadata[effect.MetaEventID] == "" {
 			return t, false
 		}
-		t.channel, t.event = "refund", b.Metadata["effectd_event_id"]
+		t.channel, t.event = "refund", b.Metadata[effect.MetaEventID]
 	case "twilio":
 		var b struct {
 			To   string `json:"to"`
