@@ -49,6 +49,8 @@ type Attempt struct {
 }
 
 // AuditEntry is one row of effectd.audit: a change made through the API.
+// Before and After are stored as written: in the shape of query.AuditState
+// (and after also why it changed), or as earlier versions wrote them.
 type AuditEntry struct {
 	ID     int64           `json:"id"`
 	At     time.Time       `json:"at"`
