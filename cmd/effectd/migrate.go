@@ -35,7 +35,7 @@ func runMigrate(ctx context.Context, args []string, getenv env, stdout, stderr i
 			return err
 		}
 	}
-	pool, err := connect(ctx, dsn, 0)
+	pool, err := connect(ctx, dsn)
 	if err != nil {
 		return err
 	}
@@ -66,16 +66,12 @@ func runMigrate(ctx context.Context, args []string, getenv env, stdout, stderr i
 
 // connect opens a pool and waits up to 30 s for the database to answer, so a
 // service started beside its database does not fail on the first try.
-func connect(ctx context.Context, dsn string, warm int32) (*pgxpool.Pool, error) {
+func connect(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
 	cfg.MaxConns = max(cfg.MaxConns, 16)
-	// Connections opened in parallel at start (pgxpool dials MinConns in the
-	// background), so that the first claim and completions do not each wait
-	// for a backend to start; pool_min_conns in DATABASE_URL wins if larger.
-	cfg.MinConns = max(cfg.MinConns, min(cfg.MaxConns, warm))
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)

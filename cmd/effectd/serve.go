@@ -125,17 +125,12 @@ type serveOptions struct {
 	ingress     []ingress.Channel // the channels whose events it receives
 }
 
-// warmConns is how many database connections serve opens at start: the
-// claim loop, the completers, the reconciler, the pruner, the poller, the
-// wake-up listener and the admin API each hold one while they work.
-const warmConns = 8
-
 // serve runs the dispatcher and the admin API until ctx ends, then drains.
 func serve(ctx context.Context, o serveOptions) error {
 	if o.limits == (httpLimits{}) {
 		o.limits = adminLimits
 	}
-	pool, err := connect(ctx, o.dsn, warmConns)
+	pool, err := connect(ctx, o.dsn)
 	if err != nil {
 		return err
 	}
