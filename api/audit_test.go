@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -41,7 +42,7 @@ func TestAuditOneShape(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	d, err := dispatcher.New(e.pool, dispatcher.Config{Logger: slog.New(slog.DiscardHandler), Channels: []dispatcher.Channel{
-		{Name: "refund", Kind: "stripe", Provider: foundProvider{}, Policy: dispatcher.DefaultPolicy("stripe")}}})
+		{Name: "refund", Kind: "stripe", Provider: foundProvider{}, Policy: policy.Default("stripe")}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -37,7 +38,7 @@ type channel struct {
 	Name           string                       `json:"name"`
 	Provider       string                       `json:"provider"`
 	Paused         bool                         `json:"paused"`
-	Policy         dispatcher.Policy            `json:"policy"`          // effective: defaults ← YAML ← override
+	Policy         policy.Policy                `json:"policy"`          // effective: defaults ← YAML ← override
 	PolicyYAML     json.RawMessage              `json:"policy_yaml"`     // what the YAML set
 	PolicyOverride json.RawMessage              `json:"policy_override"` // what the API changed
 	Counts         map[statemachine.State]int64 `json:"counts"`          // live intents by status
@@ -46,7 +47,7 @@ type channel struct {
 
 // view returns c as the API shows it, with counts.
 func (c channelRow) view(counts map[statemachine.State]int64) (channel, error) {
-	p, err := dispatcher.EffectivePolicy(c.Provider, c.Policy, c.Override)
+	p, err := policy.Effective(c.Provider, c.Policy, c.Override)
 	if err != nil {
 		return channel{}, fmt.Errorf("channel %q: stored policy: %w", c.Name, err)
 	}
@@ -251,13 +252,13 @@ func (h *handler) changeChannel(w http.ResponseWriter, r *http.Request, action s
 // channelAudit is what an audit entry records of c: its effective policy,
 // its override and whether it is paused.
 func channelAudit(c channelRow) (query.AuditState, error) {
-	p, err := dispatcher.EffectivePolicy(c.Provider, c.Policy, c.Override)
+	p, err := policy.Effective(c.Provider, c.Policy, c.Override)
 	if err != nil {
 		return query.AuditState{}, err
 	}
-	policy, err := json.Marshal(p)
+	effective, err := json.Marshal(p)
 	if err != nil {
 		return query.AuditState{}, err
 	}
-	return query.AuditState{ChannelState: &query.ChannelState{Paused: c.Paused, Policy: policy, PolicyOverride: c.Override}}, nil
+	return query.AuditState{ChannelState: &query.ChannelState{Paused: c.Paused, Policy: effective, PolicyOverride: c.Override}}, nil
 }

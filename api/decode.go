@@ -6,17 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
-	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/go-chi/chi/v5"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -237,145 +235,24 @@ func parseRetry(body []byte) (retryRequest, error) {
 	return req, nil
 }
 
-// policyFields are the top-level keys of a policy in JSON.
-var policyFields = func() map[string]bool {
-	m, err := policyMap(dispatcher.DefaultPolicy(""))
-	if err != nil {
-		panic(err)
-	}
-	out := make(map[string]bool, len(m))
-	for k := range m {
-		out[k] = true
-	}
-	return out
-}()
-
-func policyMap(p dispatcher.Policy) (map[string]json.RawMessage, error) {
-	b, err := json.Marshal(p)
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]json.RawMessage
-	return m, json.Unmarshal(b, &m)
-}
-
 // applyPolicyPatch returns the new run-time override after a PATCH body, a
-// JSON merge patch (RFC 7396) of the stored override: a key replaces that key,
-// an object such as backoff merges key by key (so {"backoff":{"base":"2s"}}
-// leaves max to the YAML), and a null removes that key's override. Values are
-// stored as the effective policy writes them ("1m" as "1m0s"). Unknown
-// top-level keys are malformed; invalid values are ErrInvalid, naming the field.
-func applyPolicyPatch(provider string, policy, override, patch []byte) (map[string]json.RawMessage, error) {
+// JSON merge patch (RFC 7396) of the stored override, merged by policy.Patch.
+// A body that is not a JSON object or names an unknown top-level key is
+// malformed; an invalid value is ErrInvalid, naming the field.
+func applyPolicyPatch(provider string, registered, override, patch []byte) (map[string]json.RawMessage, error) {
 	var fields map[string]json.RawMessage
 	if err := decodeObject(patch, &fields); err != nil {
 		return nil, err
 	}
-	if len(fields) == 0 {
-		return nil, fmt.Errorf("%w: the patch names no policy field", dispatcher.ErrInvalid)
-	}
-	for _, k := range slices.Sorted(maps.Keys(fields)) {
-		if !policyFields[k] {
-			return nil, fmt.Errorf("%w: unknown policy field %q", errMalformed, k)
-		}
-		// Decode each field alone first, so that a wrong type names its field.
-		var v any
-		dec := json.NewDecoder(bytes.NewReader(fields[k]))
-		dec.UseNumber() // 1e400 is the probe's to refuse, naming the field
-		if err := dec.Decode(&v); err != nil {
-			return nil, fmt.Errorf("%w: policy.%s: %v", errMalformed, k, err)
-		}
-		if v = withoutNulls(v); v == nil {
-			continue
-		}
-		one, _ := json.Marshal(map[string]any{k: v})
-		var probe dispatcher.Policy
-		if err := json.Unmarshal(one, &probe); err != nil {
-			return nil, fmt.Errorf("%w: policy.%s: %s", dispatcher.ErrInvalid, k, strings.TrimPrefix(err.Error(), "json: "))
-		}
-	}
-	if len(bytes.TrimSpace(override)) == 0 {
-		override = []byte("{}")
-	}
-	merged, err := jsonpatch.MergePatch(override, patch)
-	if err != nil {
-		return nil, fmt.Errorf("stored policy_override: %w", err)
-	}
-	var out map[string]any
-	dec := json.NewDecoder(bytes.NewReader(merged))
-	dec.UseNumber() // a number past float64 in a nested key reaches the policy's check below
-	if err := dec.Decode(&out); err != nil {
-		return nil, fmt.Errorf("stored policy_override: %w", err)
-	}
-	out = withoutEmpty(out)
-	outJSON, err := json.Marshal(out)
-	if err != nil {
-		return nil, err
-	}
-	// Removing an override can expose a YAML value that no longer fits the rest.
-	effective, err := dispatcher.EffectivePolicy(provider, policy, outJSON)
-	if err != nil {
+	out, err := policy.Patch(provider, registered, override, patch)
+	var bad *policy.Error
+	switch {
+	case errors.Is(err, policy.ErrUnknownField):
+		return nil, fmt.Errorf("%w: %v", errMalformed, err)
+	case errors.As(err, &bad):
 		return nil, fmt.Errorf("%w: %v", dispatcher.ErrInvalid, err)
 	}
-	b, err := json.Marshal(effective)
-	if err != nil {
-		return nil, err
-	}
-	var canonical map[string]any
-	if err := json.Unmarshal(b, &canonical); err != nil {
-		return nil, err
-	}
-	result := map[string]json.RawMessage{}
-	for k, v := range out {
-		if result[k], err = json.Marshal(canonicalize(v, canonical[k])); err != nil {
-			return nil, err
-		}
-	}
-	return result, nil
-}
-
-// withoutNulls returns v with every null member of its objects removed; nil when v is null.
-func withoutNulls(v any) any {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return v
-	}
-	out := map[string]any{}
-	for k, x := range m {
-		if x = withoutNulls(x); x != nil {
-			out[k] = x
-		}
-	}
-	return out
-}
-
-// withoutEmpty returns m without the objects that a patch emptied.
-func withoutEmpty(m map[string]any) map[string]any {
-	for k, v := range m {
-		if sub, ok := v.(map[string]any); ok {
-			if sub = withoutEmpty(sub); len(sub) == 0 {
-				delete(m, k)
-			}
-		}
-	}
-	return m
-}
-
-// canonicalize returns, for each leaf of the override value v, the value the
-// effective policy has there.
-func canonicalize(v, effective any) any {
-	m, ok := v.(map[string]any)
-	e, eok := effective.(map[string]any)
-	if !ok || !eok {
-		if effective == nil {
-			return v
-		}
-		return effective
-	}
-	out := make(map[string]any, len(m))
-	for k, x := range m {
-		out[k] = canonicalize(x, e[k])
-	}
-	return out
+	return out, err
 }
 
 // checkText refuses a path or query value that PostgreSQL cannot take as text

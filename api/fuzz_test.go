@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/policy"
 )
 
 // classified reports whether err maps to a 4xx in errorTable, never a 500.
@@ -53,7 +54,7 @@ func FuzzPolicyPatch(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := dispatcher.EffectivePolicy("twilio", yaml, b)
+		p, err := policy.Effective("twilio", yaml, b)
 		if err != nil {
 			t.Fatalf("stored override %s does not load: %v", b, err)
 		}

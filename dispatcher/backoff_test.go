@@ -7,11 +7,12 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/pgtest"
+	"github.com/effectd/effectd/policy"
 )
 
-func backoffPolicy(base, max time.Duration) dispatcher.Policy {
-	p := dispatcher.DefaultPolicy("webhook")
-	p.Backoff = dispatcher.Backoff{Base: dispatcher.Duration(base), Max: dispatcher.Duration(max)}
+func backoffPolicy(base, max time.Duration) policy.Policy {
+	p := policy.Default("webhook")
+	p.Backoff = policy.Backoff{Base: policy.Duration(base), Max: policy.Duration(max)}
 	return p
 }
 

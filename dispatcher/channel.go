@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/policy"
 )
 
 // Channel is a named destination bound to one provider and one policy.
@@ -21,10 +22,10 @@ type Channel struct {
 	Name       string
 	Kind       string // webhook | stripe | twilio
 	Provider   Provider
-	Policy     Policy   // from the configuration; the admin API's overrides apply on top
-	MaxPayload int      // bytes; 0 means DefaultMaxPayload
-	Redact     []string // top-level payload fields that viewers and logs see as "***"
-	Notify     *Notify  // nil: the producer is not told about outcomes
+	Policy     policy.Policy // from the configuration; the admin API's overrides apply on top
+	MaxPayload int           // bytes; 0 means DefaultMaxPayload
+	Redact     []string      // top-level payload fields that viewers and logs see as "***"
+	Notify     *Notify       // nil: the producer is not told about outcomes
 }
 
 // Notify tells a channel's producer about its intents' outcomes: each listed
@@ -70,7 +71,7 @@ func Register(ctx context.Context, pool *pgxpool.Pool, channels []Channel) error
 		if err := c.Policy.Validate(); err != nil {
 			return fmt.Errorf("channels.%s.%w", c.Name, err)
 		}
-		policy, err := json.Marshal(c.Policy)
+		registered, err := json.Marshal(c.Policy)
 		if err != nil {
 			return err
 		}
@@ -84,7 +85,7 @@ func Register(ctx context.Context, pool *pgxpool.Pool, channels []Channel) error
 				return err
 			}
 		}
-		if _, err := pool.Exec(ctx, query.Register, c.Name, c.Kind, policy, max, notify); err != nil {
+		if _, err := pool.Exec(ctx, query.Register, c.Name, c.Kind, registered, max, notify); err != nil {
 			return fmt.Errorf("dispatcher.Register(%q): %w", c.Name, err)
 		}
 		if _, err := pool.Exec(ctx, setRedact, c.Name, append([]string{}, c.Redact...)); err != nil {
@@ -101,7 +102,7 @@ func Register(ctx context.Context, pool *pgxpool.Pool, channels []Channel) error
 // in-flight count, refreshed from the database.
 type channel struct {
 	Channel
-	policy    atomic.Pointer[Policy]
+	policy    atomic.Pointer[policy.Policy]
 	paused    atomic.Bool
 	inflight  atomic.Int64
 	coolUntil atomic.Int64 // unix nanoseconds: a provider asked us to slow down
@@ -135,19 +136,3 @@ func (c *channel) room(batch int, now time.Time) (int, time.Duration) {
 // burst is how many tokens a rate-limited channel may save up: a tenth of a
 // second's worth, at least one.
 func burst(perSecond float64) float64 { return math.Max(1, perSecond/10) }
-
-// EffectivePolicy is the provider's default, then the registered (YAML) policy,
-// then the admin API's override, each replacing the top-level fields it names.
-func EffectivePolicy(kind string, registered, override []byte) (Policy, error) {
-	p := DefaultPolicy(kind)
-	var err error
-	for _, layer := range [][]byte{registered, override} {
-		if len(layer) == 0 || string(layer) == "{}" {
-			continue
-		}
-		if p, err = p.Merge(layer); err != nil {
-			return p, err
-		}
-	}
-	return p, nil
-}

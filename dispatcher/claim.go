@@ -343,7 +343,7 @@ func (w *workers) call(ch *channel, c *claimed) completion {
 	last := int(c.attempts) >= p.MaxAttempts
 	next := out.finished
 	if class.Retryable {
-		next = out.finished.Add(w.d.backoff(*p, int(c.attempts), class.RetryAfter))
+		next = out.finished.Add(p.Backoff.Delay(int(c.attempts), class.RetryAfter))
 	}
 	switch {
 	case class.MaybeSent && (!ch.keyed || pastKeyWindow(ch.Kind, c.createdAt, next)):

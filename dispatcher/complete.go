@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -192,17 +191,4 @@ func sentDelivery(kind string) statemachine.Delivery {
 		return statemachine.Delivered
 	}
 	return statemachine.Accepted
-}
-
-// jitteredBackoff is exponential from the policy's base, capped at its max,
-// with equal jitter (half fixed, half random), and never earlier than a
-// provider's Retry-After.
-func jitteredBackoff(p Policy, attempt int, retryAfter time.Duration) time.Duration {
-	d := p.Backoff.Base.D()
-	for i := 1; i < attempt && d < p.Backoff.Max.D(); i++ {
-		d *= 2
-	}
-	d = min(d, p.Backoff.Max.D())
-	d = d/2 + rand.N(d/2+1)
-	return max(d, retryAfter)
 }

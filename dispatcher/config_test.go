@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/policy"
 )
 
 // TestNewRefusesInvalidConfig: a Config field no default can mend makes New
@@ -15,7 +16,7 @@ import (
 // running with a ticker that cannot tick.
 func TestNewRefusesInvalidConfig(t *testing.T) {
 	t.Parallel()
-	chans := []dispatcher.Channel{{Name: "c", Kind: "webhook", Provider: &scripted{}, Policy: dispatcher.DefaultPolicy("webhook")}}
+	chans := []dispatcher.Channel{{Name: "c", Kind: "webhook", Provider: &scripted{}, Policy: policy.Default("webhook")}}
 	for _, tc := range []struct {
 		field string
 		cfg   dispatcher.Config
@@ -52,8 +53,8 @@ func TestNewRefusesInvalidConfig(t *testing.T) {
 // SettleLease twice the longest lease plus WriteTimeout.
 func TestNewDefaults(t *testing.T) {
 	t.Parallel()
-	pol := dispatcher.DefaultPolicy("webhook")
-	pol.Lease = dispatcher.Duration(45 * time.Second)
+	pol := policy.Default("webhook")
+	pol.Lease = policy.Duration(45 * time.Second)
 	chans := []dispatcher.Channel{{Name: "c", Kind: "webhook", Provider: &scripted{}, Policy: pol}}
 	d, err := dispatcher.New(nil, dispatcher.Config{Channels: chans, PruneInterval: time.Hour})
 	if err != nil {

@@ -115,14 +115,13 @@ func (c Config) withDefaults() (Config, error) {
 // completers write; the listener, reconciler, refresher, pruner and poller
 // run beside them.
 type Dispatcher struct {
-	pool    *pgxpool.Pool
-	cfg     Config
-	log     *slog.Logger
-	m       *metrics
-	chans   []*channel
-	byName  map[string]*channel
-	names   []string
-	backoff func(p Policy, attempt int, retryAfter time.Duration) time.Duration
+	pool   *pgxpool.Pool
+	cfg    Config
+	log    *slog.Logger
+	m      *metrics
+	chans  []*channel
+	byName map[string]*channel
+	names  []string
 
 	// Signals between the services; each holds at most one pending signal.
 	wake   chan struct{} // the claimer should claim now: a NOTIFY, an unpause, a row back to PENDING
@@ -151,15 +150,14 @@ func New(pool *pgxpool.Pool, cfg Config) (*Dispatcher, error) {
 		return nil, fmt.Errorf("dispatcher.New: %w", err)
 	}
 	d := &Dispatcher{
-		pool:    pool,
-		cfg:     cfg,
-		log:     cmp.Or(cfg.Logger, slog.Default()),
-		m:       newMetrics(cfg.Registerer),
-		byName:  map[string]*channel{},
-		wake:    make(chan struct{}, 1),
-		slot:    make(chan struct{}, 1),
-		settle:  make(chan struct{}, 1),
-		backoff: jitteredBackoff,
+		pool:   pool,
+		cfg:    cfg,
+		log:    cmp.Or(cfg.Logger, slog.Default()),
+		m:      newMetrics(cfg.Registerer),
+		byName: map[string]*channel{},
+		wake:   make(chan struct{}, 1),
+		slot:   make(chan struct{}, 1),
+		settle: make(chan struct{}, 1),
 	}
 	for _, c := range cfg.Channels {
 		if c.Provider == nil {

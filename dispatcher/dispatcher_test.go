@@ -12,6 +12,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/pgtest"
+	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/providers/effect"
 )
 
@@ -56,16 +57,16 @@ func (e providerErr) RetryAfter() time.Duration { return e.after }
 // worker can take a second to reach its call, and a lease that ends first adds
 // an attempt that the exact sequences below do not expect. Tests about expired
 // leases shorten it (shortLease) or backdate lease_expires_at.
-func fastPolicy(kind string) dispatcher.Policy {
-	p := dispatcher.DefaultPolicy(kind)
-	p.Backoff = dispatcher.Backoff{Base: dispatcher.Duration(time.Millisecond), Max: dispatcher.Duration(5 * time.Millisecond)}
+func fastPolicy(kind string) policy.Policy {
+	p := policy.Default(kind)
+	p.Backoff = policy.Backoff{Base: policy.Duration(time.Millisecond), Max: policy.Duration(5 * time.Millisecond)}
 	p.MaxAttempts = 3
-	p.Lease = dispatcher.Duration(30 * time.Second)
+	p.Lease = policy.Duration(30 * time.Second)
 	return p
 }
 
 // shortLease is the shortest lease a policy may have.
-const shortLease = dispatcher.Duration(time.Second)
+const shortLease = policy.Duration(time.Second)
 
 type rig struct {
 	pool *pgxpool.Pool
@@ -73,7 +74,7 @@ type rig struct {
 }
 
 // start registers one channel "c" with provider p and policy pol, and runs a dispatcher.
-func start(t *testing.T, kind string, p dispatcher.Provider, pol dispatcher.Policy) rig {
+func start(t *testing.T, kind string, p dispatcher.Provider, pol policy.Policy) rig {
 	t.Helper()
 	pool := pgtest.New(t)
 	chans := []dispatcher.Channel{{Name: "c", Kind: kind, Provider: p, Policy: pol}}
@@ -233,10 +234,10 @@ func TestMaybeSentUnkeyed(t *testing.T) {
 		policy, want string
 		calls        int
 	}{
-		{dispatcher.InDoubtManual, "IN_DOUBT", 1},
-		{dispatcher.InDoubtSkip, "SKIPPED", 1},
-		{dispatcher.InDoubtResend, "SENT", 2},
-		{dispatcher.InDoubtLookup, "IN_DOUBT", 1}, // no Lookup: the fallback (manual) decides
+		{policy.InDoubtManual, "IN_DOUBT", 1},
+		{policy.InDoubtSkip, "SKIPPED", 1},
+		{policy.InDoubtResend, "SENT", 2},
+		{policy.InDoubtLookup, "IN_DOUBT", 1}, // no Lookup: the fallback (manual) decides
 	} {
 		t.Run(c.policy, func(t *testing.T) {
 			t.Parallel()
@@ -265,7 +266,7 @@ func TestMaxAgeSkips(t *testing.T) {
 	t.Parallel()
 	p := &scripted{calls: map[string]int{}, answer: func(string, int) (string, error) { return "ref", nil }}
 	pol := fastPolicy("webhook")
-	pol.MaxAge = dispatcher.Duration(time.Minute)
+	pol.MaxAge = policy.Duration(time.Minute)
 	r := start(t, "webhook", keyedProvider{p}, pol)
 	if ok, err := enqueue(t, r.pool, dispatcher.Intent{EventID: "old", Channel: "c", Payload: `{}`, OccurredAt: time.Now().Add(-2 * time.Minute)}); err != nil || !ok {
 		t.Fatal(ok, err)
@@ -292,7 +293,7 @@ func TestLateCompletionFenced(t *testing.T) {
 		return "ref-second", nil
 	}}
 	pol := fastPolicy("webhook")
-	pol.InDoubt = dispatcher.InDoubtResend
+	pol.InDoubt = policy.InDoubtResend
 	pol.Lease = shortLease
 	r := start(t, "webhook", keyedProvider{p}, pol)
 	r.enqueue(t, "slow")
@@ -391,7 +392,7 @@ func TestStalledWorkerDoesNotCallLate(t *testing.T) {
 	t.Parallel()
 	p := &scripted{calls: map[string]int{}, answer: func(string, int) (string, error) { return "ref", nil }}
 	pol := fastPolicy("twilio")
-	pol.InDoubt = dispatcher.InDoubtResend
+	pol.InDoubt = policy.InDoubtResend
 	pol.Lease = shortLease
 	pool := pgtest.New(t)
 	chans := []dispatcher.Channel{{Name: "c", Kind: "twilio", Provider: p, Policy: pol}}
@@ -465,7 +466,7 @@ func TestStopDrainsAndRecords(t *testing.T) {
 	pool := pgtest.New(t)
 	ctx := context.Background()
 	pol := fastPolicy("webhook")
-	pol.Lease = dispatcher.Duration(time.Minute)
+	pol.Lease = policy.Duration(time.Minute)
 	chans := []dispatcher.Channel{{Name: "c", Kind: "webhook", Provider: keyedProvider{p}, Policy: pol}}
 	d := run(t, pool, dispatcher.Config{Channels: chans}) // its cleanup's second Stop is a no-op
 	r := rig{pool: pool, d: d}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/pgtest"
+	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/providers/sandbox"
 	"github.com/effectd/effectd/providers/webhook"
 )
@@ -35,7 +36,7 @@ func TestEndToEndExactlyOnce(t *testing.T) {
 	}
 	pool := pgtest.New(t)
 	ctx := context.Background()
-	pol := dispatcher.DefaultPolicy("webhook")
+	pol := policy.Default("webhook")
 	pol.Concurrency = 64
 	chans := []dispatcher.Channel{{Name: "hook", Kind: "webhook", Provider: wh, Policy: pol}}
 	run(t, pool, dispatcher.Config{Channels: chans})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/pgtest"
+	"github.com/effectd/effectd/policy"
 )
 
 // FuzzEnqueue feeds arbitrary event ids, channels and payloads to
@@ -48,7 +49,7 @@ func FuzzEnqueue(f *testing.F) {
 	pool := pgtest.New(f)
 	var chans []dispatcher.Channel
 	for name, kind := range map[string]string{"hook": "webhook", "refund": "stripe", "sms": "twilio"} {
-		chans = append(chans, dispatcher.Channel{Name: name, Kind: kind, Policy: dispatcher.DefaultPolicy(kind)})
+		chans = append(chans, dispatcher.Channel{Name: name, Kind: kind, Policy: policy.Default(kind)})
 	}
 	if err := dispatcher.Register(context.Background(), pool, chans); err != nil {
 		f.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/pgtest"
+	"github.com/effectd/effectd/policy"
 )
 
 // registered returns a database with a webhook, a stripe and a twilio channel.
@@ -23,7 +24,7 @@ func registered(t *testing.T) *pgxpool.Pool {
 	pool := pgtest.New(t)
 	var chans []dispatcher.Channel
 	for name, kind := range map[string]string{"hook": "webhook", "refund": "stripe", "sms": "twilio"} {
-		chans = append(chans, dispatcher.Channel{Name: name, Kind: kind, Policy: dispatcher.DefaultPolicy(kind)})
+		chans = append(chans, dispatcher.Channel{Name: name, Kind: kind, Policy: policy.Default(kind)})
 	}
 	if err := dispatcher.Register(context.Background(), pool, chans); err != nil {
 		t.Fatal(err)

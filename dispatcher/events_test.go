@@ -14,6 +14,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/pgtest"
+	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -29,8 +30,8 @@ func newEventRig(t *testing.T, notify *dispatcher.Notify) eventRig {
 	pool := pgtest.New(t)
 	p := &scripted{calls: map[string]int{}, answer: func(string, int) (string, error) { return "x", nil }}
 	chans := []dispatcher.Channel{
-		{Name: "sms", Kind: "twilio", Provider: p, Policy: dispatcher.DefaultPolicy("twilio"), Notify: notify},
-		{Name: "hook", Kind: "webhook", Provider: p, Policy: dispatcher.DefaultPolicy("webhook")},
+		{Name: "sms", Kind: "twilio", Provider: p, Policy: policy.Default("twilio"), Notify: notify},
+		{Name: "hook", Kind: "webhook", Provider: p, Policy: policy.Default("webhook")},
 	}
 	if err := dispatcher.Register(context.Background(), pool, chans); err != nil {
 		t.Fatal(err)

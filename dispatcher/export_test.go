@@ -5,6 +5,8 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/effectd/effectd/policy"
 )
 
 // SetBeforeCall makes every worker run f between taking a claimed intent and
@@ -38,8 +40,8 @@ func Orphans(d *Dispatcher, channel string) float64 {
 }
 
 // NextDelay is the delay before the next attempt after attempt failed.
-func NextDelay(p Policy, attempt int, retryAfter time.Duration) time.Duration {
-	return jitteredBackoff(p, attempt, retryAfter)
+func NextDelay(p policy.Policy, attempt int, retryAfter time.Duration) time.Duration {
+	return p.Backoff.Delay(attempt, retryAfter)
 }
 
 // ConfigOf returns d's Config with its defaults applied.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/policy"
 )
 
 // TestLateOutcomeWhileNewerAttemptSends: attempt 1 stalls past its lease; the
@@ -29,8 +30,8 @@ func TestLateOutcomeWhileNewerAttemptSends(t *testing.T) {
 		return "", providerErr{retryable: false}
 	}}
 	pol := fastPolicy("webhook")
-	pol.InDoubt = dispatcher.InDoubtResend
-	pol.Lease = dispatcher.Duration(time.Minute) // attempt 2 keeps its lease for the whole test
+	pol.InDoubt = policy.InDoubtResend
+	pol.Lease = policy.Duration(time.Minute) // attempt 2 keeps its lease for the whole test
 	r := start(t, "webhook", keyedProvider{p}, pol)
 	defer close(second)
 	r.enqueue(t, "e")
@@ -85,7 +86,7 @@ func TestLateOutcomeAfterSettlement(t *testing.T) {
 		return "ref-late", nil
 	}}
 	pol := fastPolicy("webhook")
-	pol.InDoubt = dispatcher.InDoubtSkip
+	pol.InDoubt = policy.InDoubtSkip
 	r := start(t, "webhook", keyedProvider{p}, pol)
 	defer func() {
 		select {

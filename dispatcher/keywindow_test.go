@@ -12,6 +12,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/pgtest"
+	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/providers/stripe"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -203,7 +204,7 @@ func TestKeyWindowMaybeSentCall(t *testing.T) {
 			t.Parallel()
 			s := maybeSentOnce()
 			pol := fastPolicy("stripe")
-			pol.InDoubt = dispatcher.InDoubtResend
+			pol.InDoubt = policy.InDoubtResend
 			r := start(t, "stripe", keyedProvider{s}, pol)
 			seedAged(t, r.pool, "c", "stripe", "e", statemachine.Pending, c.age, false)
 			got := r.waitStatus(t, "e", c.want)

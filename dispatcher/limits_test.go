@@ -10,6 +10,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/pgtest"
+	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -77,9 +78,9 @@ func TestEnqueueSMSBodyAndMaxPayload(t *testing.T) {
 	pool := pgtest.New(t)
 	ctx := context.Background()
 	chans := []dispatcher.Channel{
-		{Name: "sms", Kind: "twilio", Policy: dispatcher.DefaultPolicy("twilio")},
-		{Name: "small-hook", Kind: "webhook", Policy: dispatcher.DefaultPolicy("webhook"), MaxPayload: 1024},
-		{Name: "small-sms", Kind: "twilio", Policy: dispatcher.DefaultPolicy("twilio"), MaxPayload: 1024},
+		{Name: "sms", Kind: "twilio", Policy: policy.Default("twilio")},
+		{Name: "small-hook", Kind: "webhook", Policy: policy.Default("webhook"), MaxPayload: 1024},
+		{Name: "small-sms", Kind: "twilio", Policy: policy.Default("twilio"), MaxPayload: 1024},
 	}
 	if err := dispatcher.Register(ctx, pool, chans); err != nil {
 		t.Fatal(err)

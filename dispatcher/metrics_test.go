@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/policy"
 )
 
 // TestMetricsStartAtZero: every labelled series of every configured channel
@@ -15,7 +16,7 @@ func TestMetricsStartAtZero(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	var chans []dispatcher.Channel
 	for _, name := range []string{"a", "b"} {
-		chans = append(chans, dispatcher.Channel{Name: name, Kind: "webhook", Provider: &scripted{}, Policy: dispatcher.DefaultPolicy("webhook")})
+		chans = append(chans, dispatcher.Channel{Name: name, Kind: "webhook", Provider: &scripted{}, Policy: policy.Default("webhook")})
 	}
 	if _, err := dispatcher.New(nil, dispatcher.Config{Channels: chans, Registerer: reg}); err != nil {
 		t.Fatal(err)

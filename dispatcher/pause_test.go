@@ -9,12 +9,13 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/pgtest"
+	"github.com/effectd/effectd/policy"
 )
 
 // staleRig runs one dispatcher on channels c and d whose policies and pause
 // flags it rereads only once an hour: what it does about a pause can only come
 // from the claim statement itself.
-func staleRig(t *testing.T, pol dispatcher.Policy) (rig, *scripted) {
+func staleRig(t *testing.T, pol policy.Policy) (rig, *scripted) {
 	t.Helper()
 	p := &scripted{calls: map[string]int{}, answer: func(string, int) (string, error) { return "ref", nil }}
 	pool := pgtest.New(t)

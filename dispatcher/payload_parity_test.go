@@ -13,6 +13,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/pgtest"
+	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/providers/stripe"
 	"github.com/effectd/effectd/providers/twilio"
 )
@@ -183,8 +184,8 @@ func newJudge(tb testing.TB) *judge {
 	pool := pgtest.New(tb)
 	ctx := context.Background()
 	err := dispatcher.Register(ctx, pool, []dispatcher.Channel{
-		{Name: "refund", Kind: "stripe", Policy: dispatcher.DefaultPolicy("stripe")},
-		{Name: "sms", Kind: "twilio", Policy: dispatcher.DefaultPolicy("twilio")},
+		{Name: "refund", Kind: "stripe", Policy: policy.Default("stripe")},
+		{Name: "sms", Kind: "twilio", Policy: policy.Default("twilio")},
 	})
 	if err != nil {
 		tb.Fatal(err)

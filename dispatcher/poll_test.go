@@ -9,6 +9,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/pgtest"
+	"github.com/effectd/effectd/policy"
 )
 
 // polled sends at once and answers polls from a script: the n-th poll of a
@@ -46,7 +47,7 @@ func TestDeliveryPoll(t *testing.T) {
 	t.Parallel()
 	p := &polled{polls: map[string]int{}, statuses: []string{"sent", "delivered"}}
 	pol := fastPolicy("twilio")
-	pol.DeliveryPoll = dispatcher.PollDelays{dispatcher.Duration(time.Millisecond), dispatcher.Duration(2 * time.Millisecond), dispatcher.Duration(3 * time.Millisecond)}
+	pol.DeliveryPoll = policy.PollDelays{policy.Duration(time.Millisecond), policy.Duration(2 * time.Millisecond), policy.Duration(3 * time.Millisecond)}
 	pool := pgtest.New(t)
 	d := run(t, pool, dispatcher.Config{Channels: []dispatcher.Channel{{Name: "c", Kind: "twilio", Provider: p, Policy: pol}}, DeliveryPollInterval: time.Hour})
 	r := rig{pool: pool, d: d}
@@ -99,11 +100,11 @@ func TestDeliveryPollOff(t *testing.T) {
 func TestPollDelaysValidate(t *testing.T) {
 	for _, bad := range []string{`{"delivery_poll":["10m","1m"]}`, `{"delivery_poll":["0s"]}`, `{"delivery_poll":"1m"}`,
 		`{"delivery_poll":["1s","2s","3s","4s","5s","6s","7s","8s","9s"]}`} {
-		if _, err := dispatcher.DefaultPolicy("twilio").Merge([]byte(bad)); err == nil {
+		if _, err := policy.Default("twilio").Merge([]byte(bad)); err == nil {
 			t.Errorf("Merge(%s) accepted", bad)
 		}
 	}
-	p, err := dispatcher.DefaultPolicy("twilio").Merge([]byte(`{"delivery_poll":["1m","10m","1h","24h"]}`))
+	p, err := policy.Default("twilio").Merge([]byte(`{"delivery_poll":["1m","10m","1h","24h"]}`))
 	if err != nil || len(p.DeliveryPoll.List()) != 4 || p.DeliveryPoll[3].D() != 24*time.Hour {
 		t.Fatalf("Merge = %+v, %v", p.DeliveryPoll, err)
 	}

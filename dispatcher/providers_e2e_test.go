@@ -14,6 +14,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/pgtest"
+	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/providers/sandbox"
 	"github.com/effectd/effectd/providers/stripe"
@@ -54,8 +55,8 @@ func newPaymentRig(t *testing.T, preStart func(r *paymentRig)) *paymentRig {
 		t.Fatal(err)
 	}
 	refund, sms := fastPolicy("stripe"), fastPolicy("twilio")
-	refund.InDoubt, refund.LookupFallback = dispatcher.InDoubtLookup, dispatcher.InDoubtManual
-	sms.InDoubt, sms.LookupFallback = dispatcher.InDoubtLookup, dispatcher.InDoubtManual
+	refund.InDoubt, refund.LookupFallback = policy.InDoubtLookup, policy.InDoubtManual
+	sms.InDoubt, sms.LookupFallback = policy.InDoubtLookup, policy.InDoubtManual
 	chans := []dispatcher.Channel{
 		{Name: "refund", Kind: "stripe", Provider: st, Policy: refund},
 		{Name: "sms", Kind: "twilio", Provider: tw, Policy: sms},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/pgtest"
+	"github.com/effectd/effectd/policy"
 )
 
 // clocked records when each call happened and which instance made it.
@@ -44,7 +45,7 @@ func (f providerFunc) Send(ctx context.Context, key string, _ json.RawMessage, _
 }
 
 // twoInstances runs two dispatchers on one database and one channel "c".
-func twoInstances(t *testing.T, pol dispatcher.Policy, c *clocked) *rig {
+func twoInstances(t *testing.T, pol policy.Policy, c *clocked) *rig {
 	t.Helper()
 	pool := pgtest.New(t)
 	for _, name := range []string{"a", "b"} {

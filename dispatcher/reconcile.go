@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -115,7 +116,7 @@ func (d *Dispatcher) decide(ctx context.Context, r inDoubt, withPolicy bool) Set
 	ch := d.byName[r.channel]
 	p := ch.policy.Load()
 	mode := p.InDoubt
-	if mode == InDoubtLookup || !withPolicy {
+	if mode == policy.InDoubtLookup || !withPolicy {
 		switch {
 		case ch.looker != nil:
 			lctx, cancel := context.WithTimeout(ctx, min(p.Lease.D(), d.cfg.SettleLease/2))
@@ -138,7 +139,7 @@ func (d *Dispatcher) decide(ctx context.Context, r inDoubt, withPolicy bool) Set
 		case ch.keyed:
 			// Sending again with the same key is the lookup: the provider
 			// replays the first result instead of applying twice.
-			mode = InDoubtResend
+			mode = policy.InDoubtResend
 		default:
 			mode = p.LookupFallback
 		}
@@ -148,7 +149,7 @@ func (d *Dispatcher) decide(ctx context.Context, r inDoubt, withPolicy bool) Set
 		return s
 	}
 	switch mode {
-	case InDoubtResend:
+	case policy.InDoubtResend:
 		if pastKeyWindow(ch.Kind, r.createdAt, time.Now()) {
 			// The provider has forgotten the key: sending again could apply
 			// the effect twice. Only a lookup that proves it absent may.
@@ -157,7 +158,7 @@ func (d *Dispatcher) decide(ctx context.Context, r inDoubt, withPolicy bool) Set
 			return s
 		}
 		s.To = mustNext(r.status, statemachine.Absent)
-	case InDoubtSkip:
+	case policy.InDoubtSkip:
 		s.To = mustNext(r.status, statemachine.Abandon)
 	default:
 		s.To = mustNext(r.status, statemachine.Doubt)

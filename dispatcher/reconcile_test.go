@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -56,7 +57,7 @@ func TestLookupSettles(t *testing.T) {
 			t.Parallel()
 			s := maybeSentOnce()
 			pol := fastPolicy("twilio")
-			pol.InDoubt, pol.LookupFallback = dispatcher.InDoubtLookup, c.fallback
+			pol.InDoubt, pol.LookupFallback = policy.InDoubtLookup, c.fallback
 			r := start(t, "twilio", looking{s, c.lookup}, pol)
 			r.enqueue(t, "e")
 			got := r.waitStatus(t, "e", c.want)
@@ -77,7 +78,7 @@ func TestReconcileNow(t *testing.T) {
 	found := false
 	s := maybeSentOnce()
 	pol := fastPolicy("twilio")
-	pol.InDoubt = dispatcher.InDoubtManual
+	pol.InDoubt = policy.InDoubtManual
 	r := start(t, "twilio", looking{s, func(string) (string, bool, error) {
 		if found {
 			return "SM-late", true, nil
@@ -130,7 +131,7 @@ func TestPrune(t *testing.T) {
 	t.Parallel()
 	s := &scripted{calls: map[string]int{}, answer: func(string, int) (string, error) { return "ref", nil }}
 	pol := fastPolicy("webhook")
-	pol.Retention = dispatcher.Duration(time.Hour)
+	pol.Retention = policy.Duration(time.Hour)
 	r := start(t, "webhook", keyedProvider{s}, pol)
 	r.enqueue(t, "old-sent", "new-sent")
 	r.waitStatus(t, "old-sent", "SENT")
@@ -170,7 +171,7 @@ func TestReconcileRefusesLiveLease(t *testing.T) {
 	release := make(chan struct{})
 	s := &scripted{calls: map[string]int{}, answer: func(string, int) (string, error) { <-release; return "ref", nil }}
 	pol := fastPolicy("twilio")
-	pol.Lease = dispatcher.Duration(time.Minute)
+	pol.Lease = policy.Duration(time.Minute)
 	r := start(t, "twilio", looking{s, func(string) (string, bool, error) { return "", false, nil }}, pol)
 	defer close(release)
 	r.enqueue(t, "e")
@@ -198,7 +199,7 @@ func TestPruneOneInstanceAtATime(t *testing.T) {
 	t.Parallel()
 	s := &scripted{calls: map[string]int{}, answer: func(string, int) (string, error) { return "ref", nil }}
 	pol := fastPolicy("webhook")
-	pol.Retention = dispatcher.Duration(time.Hour)
+	pol.Retention = policy.Duration(time.Hour)
 	r := start(t, "webhook", keyedProvider{s}, pol)
 	r.enqueue(t, "old")
 	r.waitStatus(t, "old", "SENT")
@@ -228,7 +229,7 @@ func TestReconcileRacingResolve(t *testing.T) {
 	entered, answer := make(chan struct{}), make(chan struct{})
 	s := &scripted{calls: map[string]int{}, answer: func(string, int) (string, error) { return "ref-resent", nil }}
 	pol := fastPolicy("twilio")
-	pol.InDoubt = dispatcher.InDoubtManual
+	pol.InDoubt = policy.InDoubtManual
 	r := start(t, "twilio", looking{s, func(string) (string, bool, error) {
 		close(entered)
 		<-answer

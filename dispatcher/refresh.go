@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/policy"
 )
 
 // refresher rereads every channel's effective policy and pause flag each
@@ -52,7 +53,7 @@ func (r *refresher) refresh(ctx context.Context) error {
 			continue
 		}
 		seen[name] = true
-		p, err := EffectivePolicy(ch.Kind, registered, override)
+		p, err := policy.Effective(ch.Kind, registered, override)
 		if err != nil {
 			d.log.Warn("ignoring invalid stored policy; keeping the previous one", "channel", name, "error", err)
 		} else if *ch.policy.Load() != p {

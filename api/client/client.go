@@ -15,6 +15,7 @@ import (
 
 	"github.com/effectd/effectd/api"
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -218,7 +219,7 @@ type Channel struct {
 	Name           string                       `json:"name"`
 	Provider       string                       `json:"provider"`
 	Paused         bool                         `json:"paused"`
-	Policy         dispatcher.Policy            `json:"policy"`
+	Policy         policy.Policy                `json:"policy"`
 	PolicyYAML     json.RawMessage              `json:"policy_yaml"`
 	PolicyOverride json.RawMessage              `json:"policy_override"`
 	Counts         map[statemachine.State]int64 `json:"counts"`

@@ -17,7 +17,7 @@ import (
 
 	"github.com/effectd/effectd/api"
 	"github.com/effectd/effectd/api/client"
-	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -363,7 +363,7 @@ type policyField struct {
 	New                 string // in a preview: the value after the change, when it differs
 }
 
-func policyFields(ch client.Channel, p dispatcher.Policy) ([]policyField, error) {
+func policyFields(ch client.Channel, p policy.Policy) ([]policyField, error) {
 	var eff, yaml, over map[string]json.RawMessage
 	b, err := json.Marshal(p)
 	if err != nil {
@@ -458,7 +458,7 @@ func previewPolicy(api *client.Client, r *http.Request, name, patch string) ([]p
 		}
 	}
 	ob, _ := json.Marshal(over)
-	after, err := dispatcher.EffectivePolicy(ch.Provider, ch.PolicyYAML, ob)
+	after, err := policy.Effective(ch.Provider, ch.PolicyYAML, ob)
 	if err != nil {
 		return nil, err
 	}

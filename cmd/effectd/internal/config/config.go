@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/providers/stripe"
 	"github.com/effectd/effectd/providers/twilio"
 	"github.com/effectd/effectd/providers/webhook"
@@ -65,9 +66,9 @@ type StripeSpec struct {
 // WebhookSpec configures a webhook channel; the signing secret comes from the
 // environment variable named by SecretEnv.
 type WebhookSpec struct {
-	URL       string              `yaml:"url"`
-	SecretEnv string              `yaml:"secret_env"`
-	Timeout   dispatcher.Duration `yaml:"timeout"`
+	URL       string          `yaml:"url"`
+	SecretEnv string          `yaml:"secret_env"`
+	Timeout   policy.Duration `yaml:"timeout"`
 }
 
 var channelName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
@@ -231,17 +232,16 @@ func build(name string, s ChannelSpec, getenv func(string) string) (dispatcher.C
 	if st := deref(s.Stripe); st.WebhookSecretEnv != "" && getenv(st.WebhookSecretEnv) == "" {
 		return c, bad(fmt.Sprintf("the environment variable %s is not set", quote(st.WebhookSecretEnv)), "stripe", "webhook_secret_env")
 	}
-	c.Policy = dispatcher.DefaultPolicy(s.Provider)
+	c.Policy = policy.Default(s.Provider)
 	if !s.Policy.IsZero() {
 		if err := decode([]string{"channels", name, "policy"}, &s.Policy, reflect.ValueOf(&c.Policy).Elem()); err != nil {
 			return c, err
 		}
 	}
 	if err := c.Policy.Validate(); err != nil {
-		var in *dispatcher.InputError
-		if errors.As(err, &in) {
-			field, msg := strings.Split(in.Field, "."), strings.TrimPrefix(in.Message, in.Field+": ")
-			return c, bad(msg, field...)
+		var in *policy.Error
+		if errors.As(err, &in) && in.Field != "" {
+			return c, bad(in.Msg, strings.Split(in.Field, ".")...)
 		}
 		return c, bad(err.Error(), "policy")
 	}

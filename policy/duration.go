@@ -1,4 +1,4 @@
-package dispatcher
+package policy
 
 import (
 	"encoding/json"

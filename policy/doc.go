@@ -1,0 +1,10 @@
+// Package policy holds a channel's Policy: how it sends, retries and settles
+// its intents. It owns the defaults (the Default… constants and Default), the
+// checks (Validate, whose *Error names the field), the layering of the YAML
+// and the admin API's overrides over the defaults (Merge, Effective, and
+// Patch for a JSON merge patch of the override), and the retry delay
+// (Backoff.Delay, exponential with equal jitter).
+//
+// The configuration, the dispatcher and the admin API read these from here.
+// Like statemachine, it imports no effectd package.
+package policy

@@ -1,0 +1,146 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// In-doubt policies: what the reconciler does with a call whose lease expired.
+const (
+	InDoubtLookup = "lookup" // ask the provider
+	InDoubtResend = "resend" // send again (risk: a duplicate)
+	InDoubtSkip   = "skip"   // do not send (risk: a gap)
+	InDoubtManual = "manual" // IN_DOUBT: hand to an operator
+)
+
+// The defaults of a channel whose YAML says nothing. MaxAge, RatePerSecond
+// and DeliveryPoll default to zero: no age limit, no rate limit, no polling.
+const (
+	DefaultMaxAttempts    = 8
+	DefaultBackoffBase    = Duration(time.Second)
+	DefaultBackoffMax     = Duration(10 * time.Minute)
+	DefaultLease          = Duration(30 * time.Second)
+	DefaultInDoubt        = InDoubtLookup // where the provider can look up
+	DefaultWebhookInDoubt = InDoubtResend // receivers deduplicate by webhook-id, so sending again is the lookup
+	DefaultLookupFallback = InDoubtManual
+	DefaultConcurrency    = 16
+	DefaultRetention      = Duration(360 * time.Hour)
+)
+
+// The bounds Validate holds a policy to.
+const (
+	MinLease       = Duration(time.Second)
+	MaxConcurrency = 10000
+	MinRetention   = Duration(time.Hour)
+)
+
+// Backoff is the exponential retry delay, from Base doubling up to Max, with
+// equal jitter (see Delay).
+type Backoff struct {
+	Base Duration `json:"base" yaml:"base"`
+	Max  Duration `json:"max" yaml:"max"`
+}
+
+// Policy is how a channel sends, retries and settles its intents.
+type Policy struct {
+	MaxAttempts    int      `json:"max_attempts" yaml:"max_attempts"`
+	Backoff        Backoff  `json:"backoff" yaml:"backoff"`
+	Lease          Duration `json:"lease" yaml:"lease"`
+	InDoubt        string   `json:"in_doubt" yaml:"in_doubt"`
+	LookupFallback string   `json:"lookup_fallback" yaml:"lookup_fallback"`
+	MaxAge         Duration `json:"max_age" yaml:"max_age"`
+	RatePerSecond  float64  `json:"rate_per_second" yaml:"rate_per_second"`
+	Concurrency    int      `json:"concurrency" yaml:"concurrency"`
+	Retention      Duration `json:"retention" yaml:"retention"`
+	// DeliveryPoll lists the delays after SENT at which the provider is asked
+	// what became of the effect, until its delivery is final; empty: never.
+	DeliveryPoll PollDelays `json:"delivery_poll" yaml:"delivery_poll"`
+}
+
+// Default returns the policy of a channel of provider kind whose YAML says
+// nothing: the Default constants, with in_doubt resend for a webhook.
+func Default(kind string) Policy {
+	p := Policy{
+		MaxAttempts:    DefaultMaxAttempts,
+		Backoff:        Backoff{Base: DefaultBackoffBase, Max: DefaultBackoffMax},
+		Lease:          DefaultLease,
+		InDoubt:        DefaultInDoubt,
+		LookupFallback: DefaultLookupFallback,
+		Concurrency:    DefaultConcurrency,
+		Retention:      DefaultRetention,
+	}
+	if kind == "webhook" {
+		p.InDoubt = DefaultWebhookInDoubt
+	}
+	return p
+}
+
+// Error is an invalid policy: Field names the field as policy.<field>, such
+// as policy.backoff.max, or is empty when the policy as a whole is refused.
+type Error struct {
+	Field string
+	Msg   string
+}
+
+// Error reads "policy.backoff.max: must be at least backoff.base".
+func (e *Error) Error() string {
+	if e.Field == "" {
+		return e.Msg
+	}
+	return e.Field + ": " + e.Msg
+}
+
+// Validate returns an *Error naming the first invalid field.
+func (p Policy) Validate() error {
+	bad := func(field, msg string) error { return &Error{Field: "policy." + field, Msg: msg} }
+	switch {
+	case p.MaxAttempts < 1:
+		return bad("max_attempts", fmt.Sprintf("must be at least 1, got %d", p.MaxAttempts))
+	case p.Backoff.Base <= 0:
+		return bad("backoff.base", "must be positive")
+	case p.Backoff.Max < p.Backoff.Base:
+		return bad("backoff.max", "must be at least backoff.base")
+	case p.Lease < MinLease:
+		return bad("lease", "must be at least "+short(MinLease))
+	case !slices.Contains([]string{InDoubtLookup, InDoubtResend, InDoubtSkip, InDoubtManual}, p.InDoubt):
+		return bad("in_doubt", "must be lookup, resend, skip or manual, got "+quoteShort(p.InDoubt))
+	case !slices.Contains([]string{InDoubtResend, InDoubtSkip, InDoubtManual}, p.LookupFallback):
+		return bad("lookup_fallback", "must be resend, skip or manual, got "+quoteShort(p.LookupFallback))
+	case p.MaxAge < 0:
+		return bad("max_age", "must not be negative")
+	case math.IsNaN(p.RatePerSecond) || math.IsInf(p.RatePerSecond, 0):
+		return bad("rate_per_second", "must be a finite number")
+	case p.RatePerSecond < 0:
+		return bad("rate_per_second", "must not be negative")
+	case p.Concurrency < 1 || p.Concurrency > MaxConcurrency:
+		return bad("concurrency", fmt.Sprintf("must be between 1 and %d, got %d", MaxConcurrency, p.Concurrency))
+	case p.Retention < MinRetention:
+		return bad("retention", "must be at least "+short(MinRetention))
+	}
+	return nil
+}
+
+// short writes d as a message does: 1h rather than 1h0m0s.
+func short(d Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
+
+// quoteShort quotes s for a message, cut to a few dozen bytes: a refused
+// value is never echoed whole.
+func quoteShort(s string) string {
+	if len(s) > 40 {
+		return strconv.Quote(s[:40]) + "…"
+	}
+	return strconv.Quote(s)
+}
