@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/providers/sandbox"
 )
@@ -243,14 +244,7 @@ func Check(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, l
 }
 
 func loadIntents(ctx context.Context, pool *pgxpool.Pool) ([]intentRow, error) {
-	rows, err := pool.Query(ctx, `
-		SELECT i.id, i.event_id, i.channel, i.status, coalesce(i.provider_ref, ''), i.idempotency_key,
-		       count(a.id) FILTER (WHERE a.kind = 'lookup' AND a.outcome LIKE 'ambiguous%' AND a.outcome LIKE '%PENDING'),
-		       count(a.id) FILTER (WHERE a.kind = 'lookup' AND a.outcome LIKE 'policy%' AND a.outcome LIKE '%PENDING'),
-		       count(a.id) FILTER (WHERE a.outcome LIKE '%(fenced out)'),
-		       count(a.id) FILTER (WHERE a.kind = 'lookup' AND a.outcome LIKE 'ambiguous%')
-		FROM effectd.intents i LEFT JOIN effectd.attempts a ON a.intent_id = i.id
-		GROUP BY i.id`)
+	rows, err := pool.Query(ctx, query.ChaosIntents)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: reading intents: %w", err)
 	}
@@ -278,12 +272,7 @@ type lateCompletion struct {
 // settlement of the same attempt (kind lookup) that are not marked
 // "(fenced out)": once an attempt is settled, its late answer must change nothing.
 func lateCompletions(ctx context.Context, pool *pgxpool.Pool) ([]lateCompletion, error) {
-	rows, err := pool.Query(ctx, `
-		SELECT DISTINCT i.id, i.channel, i.event_id
-		FROM effectd.attempts l
-		JOIN effectd.attempts s ON s.intent_id = l.intent_id AND s.attempt = l.attempt AND s.kind = 'send' AND s.id > l.id
-		JOIN effectd.intents i ON i.id = l.intent_id
-		WHERE l.kind = 'lookup' AND s.outcome NOT LIKE '%(fenced out)' AND s.outcome <> 'lease expired'`)
+	rows, err := pool.Query(ctx, query.ChaosLateCompletions)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: reading attempts: %w", err)
 	}
@@ -354,12 +343,7 @@ func attemptDetails(ctx context.Context, pool *pgxpool.Pool, ids []int64) ([]str
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, err := pool.Query(ctx, `
-		SELECT i.id, i.channel, i.event_id, i.status, coalesce(i.provider_ref, '-'), a.attempt, a.kind,
-		       to_char(a.started_at, 'HH24:MI:SS.MS'), coalesce(to_char(a.finished_at, 'HH24:MI:SS.MS'), '-'),
-		       a.outcome, left(coalesce(a.error, ''), 120), coalesce(a.provider_ref, '-')
-		FROM effectd.intents i JOIN effectd.attempts a ON a.intent_id = i.id
-		WHERE i.id = ANY($1) ORDER BY i.id, a.id`, ids)
+	rows, err := pool.Query(ctx, query.ChaosAttemptDetails, ids)
 	if err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/internal/localpg"
+	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/providers/sandbox"
 )
 
@@ -237,7 +238,7 @@ func (h *harness) run(ctx context.Context) (*Report, error) {
 			}
 		}
 		var open int
-		err := h.pool.QueryRow(ctx, `SELECT count(*) FROM effectd.intents WHERE status IN ('PENDING', 'SENDING')`).Scan(&open)
+		err := h.pool.QueryRow(ctx, query.CountOpen).Scan(&open)
 		if err == nil && open == 0 {
 			break
 		}

@@ -1,0 +1,11 @@
+-- The chaos checker's view of every intent: id, event id, channel, status,
+-- provider reference ('' = none), idempotency key, and counts of its attempts:
+-- ambiguous lookups that sent it again, policy resends, outcomes fenced out,
+-- ambiguous lookups.
+SELECT i.id, i.event_id, i.channel, i.status, coalesce(i.provider_ref, ''), i.idempotency_key,
+       count(a.id) FILTER (WHERE a.kind = 'lookup' AND a.outcome LIKE 'ambiguous%' AND a.outcome LIKE '%PENDING'),
+       count(a.id) FILTER (WHERE a.kind = 'lookup' AND a.outcome LIKE 'policy%' AND a.outcome LIKE '%PENDING'),
+       count(a.id) FILTER (WHERE a.outcome LIKE '%(fenced out)'),
+       count(a.id) FILTER (WHERE a.kind = 'lookup' AND a.outcome LIKE 'ambiguous%')
+FROM effectd.intents i LEFT JOIN effectd.attempts a ON a.intent_id = i.id
+GROUP BY i.id
