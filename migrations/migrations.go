@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
+
+	"github.com/effectd/effectd/policy"
 )
 
 // FS holds the schema migrations, 00N_name.up.sql, in the order they apply.
@@ -56,7 +58,21 @@ func Up(ctx context.Context, pool *pgxpool.Pool) (err error) {
 	if _, err := p.Up(ctx); err != nil {
 		return fmt.Errorf("migrations.Up: %w", err)
 	}
+	if err := writeDefaults(ctx, conn); err != nil {
+		return fmt.Errorf("migrations.Up: policy defaults: %w", err)
+	}
 	return nil
+}
+
+// writeDefaults copies into effectd.policy_defaults the policy defaults that
+// SQL reads, from package policy, so that SQL spells none of its own.
+func writeDefaults(ctx context.Context, conn *sql.Conn) error {
+	retention := fmt.Sprintf("%d microseconds", policy.DefaultRetention.D().Microseconds())
+	_, err := conn.ExecContext(ctx, `
+INSERT INTO effectd.policy_defaults AS d (retention) VALUES ($1::interval)
+ON CONFLICT (id) DO UPDATE SET retention = excluded.retention
+WHERE d.retention IS DISTINCT FROM excluded.retention`, retention)
+	return err
 }
 
 // Current reports whether every embedded migration has been applied. It reads

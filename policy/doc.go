@@ -5,6 +5,8 @@
 // Patch for a JSON merge patch of the override), and the retry delay
 // (Backoff.Delay, exponential with equal jitter).
 //
-// The configuration, the dispatcher and the admin API read these from here.
-// Like statemachine, it imports no effectd package.
+// The configuration, the dispatcher and the admin API read these from here;
+// SQL reads the retention default from effectd.policy_defaults, which
+// migrations.Up copies from DefaultRetention. Like statemachine, it imports
+// no effectd package.
 package policy

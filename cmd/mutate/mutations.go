@@ -31,6 +31,12 @@ var mutations = []mutation{
 	{name: "enqueue: old copies past retention accepted", file: "migrations/*.up.sql",
 		from: "IF occurred_at < now() - retention THEN", to: "IF false THEN",
 		pkg: "./dispatcher/", run: "^TestEnqueueBadInput$"},
+	{name: "enqueue: a retention default spelled in SQL, not read from package policy", file: "migrations/*.up.sql",
+		from: "(SELECT d.retention FROM effectd.policy_defaults d)", to: "interval '360 hours'",
+		pkg: "./migrations/", run: "^TestRetentionFromOnePlace$"},
+	{name: "enqueue: the override's retention ignored", file: "migrations/*.up.sql",
+		from: "coalesce(c.policy_override ->> 'retention', c.policy ->> 'retention')::interval", to: "(c.policy ->> 'retention')::interval",
+		pkg: "./migrations/", run: "^TestRetentionFromOnePlace$"},
 	// The boundary is written twice (enqueue's fast path, then the function);
 	// moving either down is masked by the other, so each is moved up.
 	{name: "key: enqueue keeps a 256-byte key unhashed", file: "migrations/*.up.sql",
