@@ -1,7 +1,6 @@
 package statemachine
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/looplab/fsm"
@@ -116,16 +115,6 @@ func NextDelivery(d Delivery, ev DeliveryEvent) (Delivery, error) {
 		return to, nil
 	}
 	return "", &DeliveryError{From: d, Event: ev}
-}
-
-// ApplyDelivery runs ev through a looplab/fsm machine starting in d: the slow,
-// reference form of NextDelivery.
-func ApplyDelivery(ctx context.Context, d Delivery, ev DeliveryEvent) (Delivery, error) {
-	m := fsm.NewFSM(dname(d), DeliveryTable, nil)
-	if err := m.Event(ctx, string(ev)); err != nil {
-		return "", &DeliveryError{From: d, Event: ev}
-	}
-	return Delivery(m.Current()), nil
 }
 
 // DeliveryEventFor is the event that a provider's report of delivery to

@@ -1,5 +1,8 @@
 // Package statemachine holds the lifecycle of an intent: its states, the events
-// that move it, and the one table of allowed transitions, built on looplab/fsm.
+// that move it, and the one table of allowed transitions (Table, in looplab/fsm's
+// form), with the same for what became of a sent effect (DeliveryTable). Next and
+// NextDelivery read the tables; the tests check them against looplab/fsm running
+// the same tables, and Sources lists where an event may start.
 //
 // The table decides whether a transition is legal and where it leads; the
 // database applies it as a fenced compare-and-set. Nothing here has side effects.

@@ -1,7 +1,6 @@
 package statemachine
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
@@ -24,16 +23,6 @@ const (
 
 // States lists every state, in lifecycle order.
 var States = []State{Pending, Sending, Sent, Failed, InDoubt, Skipped, Cancelled}
-
-// Terminal reports whether no automatic event leaves s.
-// SENT and CANCELLED are final; FAILED, SKIPPED and IN_DOUBT wait for an operator.
-func (s State) Terminal() bool {
-	switch s {
-	case Sent, Failed, Skipped, Cancelled, InDoubt:
-		return true
-	}
-	return false
-}
 
 // Valid reports whether s is one of the known states.
 func (s State) Valid() bool {
@@ -162,19 +151,4 @@ func Sources(ev Event) []State {
 		}
 	}
 	return nil
-}
-
-// New returns a looplab/fsm machine over Table, starting in s.
-func New(s State) *fsm.FSM {
-	return fsm.NewFSM(string(s), Table, nil)
-}
-
-// Apply runs ev through a looplab/fsm machine starting in s and returns the new state.
-// It is the slow, reference form of Next.
-func Apply(ctx context.Context, s State, ev Event) (State, error) {
-	m := New(s)
-	if err := m.Event(ctx, string(ev)); err != nil {
-		return "", &TransitionError{From: s, Event: ev}
-	}
-	return State(m.Current()), nil
 }

@@ -13,7 +13,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // Options tune a cluster. The zero value is a durable server on a free port.
@@ -114,13 +113,6 @@ func (s *Server) Stop() error {
 	return s.run(context.Background(), "pg_ctl", "-D", filepath.Join(s.Dir, "data"), "-m", "fast", "-w", "stop")
 }
 
-// Restart stops the server and starts it again with the same settings.
-func (s *Server) Restart() error {
-	// -l: without a log file the new postmaster would inherit our output pipe
-	// and the command would never return.
-	return s.run(context.Background(), "pg_ctl", "-D", filepath.Join(s.Dir, "data"), "-l", filepath.Join(s.Dir, "server.log"), "-m", "fast", "-w", "restart")
-}
-
 func (s *Server) run(ctx context.Context, name string, args ...string) error {
 	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, name), args...)
 	if s.asUser != nil {
@@ -209,24 +201,4 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// WaitReady polls until the server accepts connections or the deadline passes.
-func (s *Server) WaitReady(ctx context.Context, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", s.Port), time.Second)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("localpg: not ready after %s: %w", timeout, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }

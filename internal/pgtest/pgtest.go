@@ -39,13 +39,6 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-// Server returns the cluster that this test binary started, or nil when
-// TEST_DATABASE_URL points elsewhere. Tests that restart PostgreSQL need it.
-func Server(t testing.TB) *localpg.Server {
-	setup(t)
-	return server
-}
-
 func setup(t testing.TB) {
 	t.Helper()
 	once.Do(func() { onceErr = start() })

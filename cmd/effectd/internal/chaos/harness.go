@@ -294,9 +294,9 @@ func sortedCounts(m map[string]int) string {
 }
 
 // restartPG stops PostgreSQL (fast: every connection is cut) and starts it
-// again on the same port. It does not use localpg.Server.Restart, whose
-// pg_ctl restart (no -l) leaves the server holding the output pipe, so that
-// Restart never returns.
+// again on the same port. It stops and starts rather than running pg_ctl
+// restart, which without -l leaves the server holding the output pipe, so
+// that the command never returns.
 func (h *harness) restartPG() error {
 	if err := h.pg.Stop(); err != nil {
 		return err
