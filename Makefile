@@ -3,7 +3,7 @@ GO        ?= go
 GOFLAGS   ?=
 PKGS      := ./...
 
-.PHONY: run test build vet fuzz fuzz-pure fuzz-db mutate stripe-mock clean
+.PHONY: run test build vet lint staticcheck fuzz fuzz-pure fuzz-db mutate stripe-mock clean
 
 ## run: start effectd on a throwaway local PostgreSQL under .data/ (unless
 ## DATABASE_URL is set), with the sandbox providers and the example config.
@@ -20,6 +20,18 @@ build:
 vet:
 	$(GO) vet $(PKGS)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+
+## lint: vet and gofmt, then staticcheck at the pinned version (make
+## staticcheck installs it when missing).
+lint: vet staticcheck
+	$(STATICCHECK) $(PKGS)
+
+## staticcheck: install staticcheck $(STATICCHECK_VERSION) into GOBIN (or
+## GOPATH/bin) unless that version is already there.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK = $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)/staticcheck
+staticcheck:
+	@$(STATICCHECK) -version 2>/dev/null | grep -qF '($(STATICCHECK_VERSION:v%=%))' || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 ## fuzz: run each fuzz target briefly (FUZZTIME=30s for longer). fuzz-pure runs
 ## those that need no database; the database-backed ones (fuzz-db) start a

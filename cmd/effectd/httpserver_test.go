@@ -52,10 +52,7 @@ func closedWithin(t *testing.T, c net.Conn, d time.Duration) bool {
 	t.Helper()
 	c.SetReadDeadline(time.Now().Add(d))
 	_, err := io.Copy(io.Discard, c)
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return false
-	}
-	return true
+	return !errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // TestAdminServerLimits: a slow body without a token and an idle keep-alive

@@ -333,13 +333,13 @@ func (e *twilioEmu) list(r *http.Request) twilioReply {
 			flt.sentTo = t.Add(time.Second)
 		}
 	}
-	pageSize, err := twilioIntParam(q, "PageSize", 50, 1, 1000)
-	if err != nil {
-		return twilioFail(http.StatusBadRequest, 20001, err.Error())
+	pageSize, bad := twilioIntParam(q, "PageSize", 50, 1, 1000)
+	if bad != "" {
+		return twilioFail(http.StatusBadRequest, 20001, bad)
 	}
-	page, err := twilioIntParam(q, "Page", 0, 0, 1<<30)
-	if err != nil {
-		return twilioFail(http.StatusBadRequest, 20001, err.Error())
+	page, bad := twilioIntParam(q, "Page", 0, 0, 1<<30)
+	if bad != "" {
+		return twilioFail(http.StatusBadRequest, 20001, bad)
 	}
 
 	e.mu.Lock()
@@ -479,17 +479,18 @@ func twilioParseDate(v string) (t time.Time, dateOnly bool, err error) {
 	return t, false, err
 }
 
-// twilioIntParam reads an integer query parameter within [lo, hi].
-func twilioIntParam(q url.Values, name string, def, lo, hi int) (int, error) {
+// twilioIntParam reads an integer query parameter within [lo, hi], def when
+// absent. bad is Twilio's message for a value that is not one, else "".
+func twilioIntParam(q url.Values, name string, def, lo, hi int) (n int, bad string) {
 	v := q.Get(name)
 	if v == "" {
-		return def, nil
+		return def, ""
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < lo || n > hi {
-		return 0, fmt.Errorf("Invalid %s: %q", name, v)
+		return 0, fmt.Sprintf("Invalid %s: %q", name, v)
 	}
-	return n, nil
+	return n, ""
 }
 
 // twilioFilterQuery copies the filters of q, for page links.

@@ -56,7 +56,7 @@ func TestErrorsNameKeyAndLine(t *testing.T) {
 // TestAnchorsAndMergeKeys: aliases and merge keys work as yaml.v3 reads them;
 // a mapping's own keys win over merged ones.
 func TestAnchorsAndMergeKeys(t *testing.T) {
-	chans, err := Parse([]byte(`
+	_, err := Parse([]byte(`
 base: &base {max_attempts: 3, lease: 20s}
 channels:
   a:
@@ -70,7 +70,7 @@ channels:
 	if err == nil || !strings.Contains(err.Error(), "line 2: field base not found") {
 		t.Fatalf("an unknown top-level key: %v", err)
 	}
-	chans, err = Parse([]byte(`
+	chans, err := Parse([]byte(`
 channels:
   a:
     provider: webhook
