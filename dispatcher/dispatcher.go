@@ -63,6 +63,7 @@ const settleLookupFloor = time.Second
 // error naming the first field that no default can mend.
 func (c Config) withDefaults() (Config, error) {
 	bad := func(field string, got any, want string) error {
+		//lint:ignore ST1005 the message begins with the field's Go name, Config.<Field>
 		return fmt.Errorf("Config.%s: %w %v: want %s", field, ErrInvalid, got, want)
 	}
 	if c.ClaimBatch < 0 || c.ClaimBatch > MaxClaimBatch {

@@ -124,10 +124,10 @@ func (pl *poller) pollDeliveries(ctx context.Context) (int, error) {
 func (pl *poller) pollOne(ctx context.Context, conn query.DB, ch *channel, id int64, attempts int32, ref string, from statemachine.Delivery, since time.Time) error {
 	started := time.Now()
 	pctx, cancel := context.WithTimeout(ctx, ch.policy.Load().Lease.D())
-	status, delivery, detail, reversal, err := ch.poller.Poll(pctx, ref)
+	_, delivery, detail, reversal, err := ch.poller.Poll(pctx, ref)
 	cancel()
 	to, changed := from, false
-	outcome, errText := "poll: "+status, ""
+	var outcome, errText string
 	if err != nil {
 		outcome, errText = "poll failed", truncate(err.Error(), maxErrorText)
 	} else {
