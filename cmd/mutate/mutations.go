@@ -126,6 +126,18 @@ var mutations = []mutation{
 		from: "least($3, greatest(0, (SELECT floor(avail)::int FROM bucket)))", to: "$3",
 		pkg: "./dispatcher/", run: "^TestRateLimitSharedByInstances$"},
 
+	// The provider contract: one reading of a provider's error, shared by the
+	// dispatcher and the contract suite, and of the Retry-After it carries.
+	{name: "classify: a retryable error that says nothing of sending read as maybe sent", file: "providers/effect/effect.go",
+		from: "c.Retryable, c.MaybeSent = r.Retryable(), false", to: "c.Retryable, c.MaybeSent = r.Retryable(), true",
+		pkg: "./providers/effect/", run: "^TestClassify$"},
+	{name: "classify: a provider's Retry-After dropped", file: "providers/effect/effect.go",
+		from: "c.RetryAfter = ra.RetryAfter()", to: "c.RetryAfter = 0",
+		pkg: "./providers/stripe/", run: "^TestContract$"},
+	{name: "Retry-After: an HTTP date ignored", file: "providers/effect/effect.go",
+		from: "err == nil && at.After(now) {", to: "err == nil && at.After(now) && false {",
+		pkg: "./providers/webhook/", run: "^TestRetryAfter$"},
+
 	// Provider signatures, both ways: what effectd sends is signed over the
 	// body, and what the ingress takes is verified.
 	{name: "webhook: signature not over the body", file: "providers/webhook/webhook.go",

@@ -27,6 +27,7 @@ func TestClassify(t *testing.T) {
 			effect.Class{Retryable: true, MaybeSent: true}},
 		{"rate limited", fmt.Errorf("send: %w", classified{retryable: true, after: 7 * time.Second}),
 			effect.Class{Retryable: true, RetryAfter: 7 * time.Second}},
+		{"retryable, silent on sending", fmt.Errorf("send: %w", retryableOnly{}), effect.Class{Retryable: true}},
 	} {
 		if got := effect.Classify(tc.err); got != tc.want {
 			t.Errorf("%s: Classify = %+v, want %+v", tc.name, got, tc.want)
@@ -43,6 +44,13 @@ func (c classified) Error() string             { return "classified" }
 func (c classified) Retryable() bool           { return c.retryable }
 func (c classified) MaybeSent() bool           { return c.maybeSent }
 func (c classified) RetryAfter() time.Duration { return c.after }
+
+// retryableOnly says it may be retried and nothing else: saying Retryable at
+// all means the provider knows the call was not sent.
+type retryableOnly struct{}
+
+func (retryableOnly) Error() string   { return "retryable only" }
+func (retryableOnly) Retryable() bool { return true }
 
 func TestParseRetryAfter(t *testing.T) {
 	t.Parallel()
