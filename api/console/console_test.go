@@ -335,6 +335,24 @@ func TestChannelPolicyPreview(t *testing.T) {
 	}
 }
 
+// TestChannelPolicyPreviewMergesNested: the preview merges a change as the
+// API will (a JSON merge patch): a nested key leaves the override's other
+// keys in place.
+func TestChannelPolicyPreviewMergesNested(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	if _, err := e.pool.Exec(context.Background(), `UPDATE effectd.channels SET policy_override = '{"backoff": {"max": "1h0m0s"}}' WHERE name = 'sms'`); err != nil {
+		t.Fatal(err)
+	}
+	admin := browserless(t)
+	csrf := login(t, admin, e.srv.URL, adminToken)
+	resp, body := post(t, admin, e.srv.URL+"/ui/channels/sms/policy", url.Values{"csrf": {csrf}, "patch": {`{"backoff": {"base": "2s"}}`}})
+	want := `<code>{&#34;base&#34;:&#34;2s&#34;,&#34;max&#34;:&#34;1h0m0s&#34;} (override)</code>`
+	if resp.StatusCode != 200 || !strings.Contains(body, want) {
+		t.Errorf("policy preview lacks %q:\n%s", want, body)
+	}
+}
+
 func itoa(id int64) string { return strconv.FormatInt(id, 10) }
 
 // TestReconcileDryRunFirst: the reconcile form runs a dry run that shows what

@@ -438,7 +438,7 @@ func (c *console) channelAction(w http.ResponseWriter, r *http.Request) {
 }
 
 // previewPolicy returns the policy table as it would be after patch: each
-// field's value now and after, computed the way the API will merge it.
+// field's value now and after, merged by policy.Patch as the API will.
 func previewPolicy(api *client.Client, r *http.Request, name, patch string) ([]policyField, error) {
 	ch, err := api.Channel(r.Context(), name)
 	if err != nil {
@@ -448,16 +448,14 @@ func previewPolicy(api *client.Client, r *http.Request, name, patch string) ([]p
 	if err := json.Unmarshal([]byte(patch), &set); err != nil || len(set) == 0 {
 		return nil, fmt.Errorf(`the change must be a JSON object of policy fields, e.g. {"rate_per_second": 5}`)
 	}
-	over := map[string]json.RawMessage{}
-	json.Unmarshal(ch.PolicyOverride, &over)
-	for k, v := range set {
-		if string(v) == "null" {
-			delete(over, k)
-		} else {
-			over[k] = v
-		}
+	over, err := policy.Patch(ch.Provider, ch.PolicyYAML, ch.PolicyOverride, []byte(patch))
+	if err != nil {
+		return nil, err
 	}
-	ob, _ := json.Marshal(over)
+	ob, err := json.Marshal(over)
+	if err != nil {
+		return nil, err
+	}
 	after, err := policy.Effective(ch.Provider, ch.PolicyYAML, ob)
 	if err != nil {
 		return nil, err
