@@ -117,11 +117,11 @@ func NextDelivery(d Delivery, ev DeliveryEvent) (Delivery, error) {
 	return "", &DeliveryError{From: d, Event: ev}
 }
 
-// DeliveryEventFor is the event that a provider's report of delivery to
+// deliveryEventFor is the event that a provider's report of delivery to
 // moves an intent with. reversal says the provider undid an effect it had
 // completed (a refund that failed after succeeding); only a reversal may turn
 // delivered into undelivered. ok is false for a report that moves nothing.
-func DeliveryEventFor(to Delivery, reversal bool) (ev DeliveryEvent, ok bool) {
+func deliveryEventFor(to Delivery, reversal bool) (ev DeliveryEvent, ok bool) {
 	switch {
 	case to == Accepted:
 		return Accept, true
@@ -140,7 +140,7 @@ func DeliveryEventFor(to Delivery, reversal bool) (ev DeliveryEvent, ok bool) {
 // falling back to undeliver from an earlier delivery. changed is false when
 // the report moves nothing (a repeat, an older status arriving late).
 func Report(d, to Delivery, reversal bool) (next Delivery, changed bool) {
-	ev, ok := DeliveryEventFor(to, reversal)
+	ev, ok := deliveryEventFor(to, reversal)
 	if !ok {
 		return d, false
 	}

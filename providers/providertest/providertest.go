@@ -66,8 +66,8 @@ type Env struct {
 // callTimeout bounds every call the suite makes, so a stuck provider fails the case instead of the run.
 const callTimeout = 10 * time.Second
 
-// NewEnv starts a sandbox for one test and a provider talking to it.
-func NewEnv(t *testing.T, h Harness) *Env {
+// newEnv starts a sandbox for one test and a provider talking to it.
+func newEnv(t *testing.T, h Harness) *Env {
 	t.Helper()
 	sb := sandbox.New(h.Sandbox)
 	srv := httptest.NewServer(sb.Handler())
@@ -127,7 +127,7 @@ func Run(t *testing.T, h Harness) {
 			if reason, ok := h.Skip[c.Name]; ok {
 				t.Skip(reason)
 			}
-			c.Run(t, NewEnv(t, h))
+			c.Run(t, newEnv(t, h))
 		})
 	}
 }

@@ -55,8 +55,8 @@ type Ledger struct {
 	counts    map[string]*[2]int // per kind: effects, applications
 }
 
-// NewLedger returns an empty ledger.
-func NewLedger() *Ledger { return &Ledger{byKey: map[string]*Effect{}, counts: map[string]*[2]int{}} }
+// newLedger returns an empty ledger.
+func newLedger() *Ledger { return &Ledger{byKey: map[string]*Effect{}, counts: map[string]*[2]int{}} }
 
 // RecordCall appends c, numbering it.
 func (l *Ledger) RecordCall(c Call) {

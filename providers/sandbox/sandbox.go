@@ -35,7 +35,7 @@ func New(opts Options) *Server {
 	if opts.StripeKeyWindow == 0 {
 		opts.StripeKeyWindow = 24 * time.Hour
 	}
-	s := &Server{opts: opts, Ledger: NewLedger(), Faults: &Faults{}, mux: http.NewServeMux()}
+	s := &Server{opts: opts, Ledger: newLedger(), Faults: &Faults{}, mux: http.NewServeMux()}
 	s.stripe = newStripeEmu(s)
 	s.twilio = newTwilioEmu(s)
 	s.hooks = newHookReceiver(s)
