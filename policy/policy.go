@@ -47,15 +47,15 @@ type Backoff struct {
 
 // Policy is how a channel sends, retries and settles its intents.
 type Policy struct {
-	MaxAttempts    int      `json:"max_attempts" yaml:"max_attempts"`
-	Backoff        Backoff  `json:"backoff" yaml:"backoff"`
-	Lease          Duration `json:"lease" yaml:"lease"`
-	InDoubt        string   `json:"in_doubt" yaml:"in_doubt"`
-	LookupFallback string   `json:"lookup_fallback" yaml:"lookup_fallback"`
-	MaxAge         Duration `json:"max_age" yaml:"max_age"`
-	RatePerSecond  float64  `json:"rate_per_second" yaml:"rate_per_second"`
-	Concurrency    int      `json:"concurrency" yaml:"concurrency"`
-	Retention      Duration `json:"retention" yaml:"retention"`
+	MaxAttempts    int      `json:"max_attempts" yaml:"max_attempts"`       // calls before FAILED [DefaultMaxAttempts]
+	Backoff        Backoff  `json:"backoff" yaml:"backoff"`                 // [DefaultBackoffBase, DefaultBackoffMax]
+	Lease          Duration `json:"lease" yaml:"lease"`                     // a SENDING row older than this is in doubt [DefaultLease]
+	InDoubt        string   `json:"in_doubt" yaml:"in_doubt"`               // InDoubt… [DefaultInDoubt; DefaultWebhookInDoubt]
+	LookupFallback string   `json:"lookup_fallback" yaml:"lookup_fallback"` // when a lookup cannot tell [DefaultLookupFallback]
+	MaxAge         Duration `json:"max_age" yaml:"max_age"`                 // older than this when due: SKIPPED [0: no limit]
+	RatePerSecond  float64  `json:"rate_per_second" yaml:"rate_per_second"` // shared by all instances [0: no limit]
+	Concurrency    int      `json:"concurrency" yaml:"concurrency"`         // in-flight calls per instance [DefaultConcurrency]
+	Retention      Duration `json:"retention" yaml:"retention"`             // terminal rows kept at least this long [DefaultRetention]
 	// DeliveryPoll lists the delays after SENT at which the provider is asked
 	// what became of the effect, until its delivery is final; empty: never.
 	DeliveryPoll PollDelays `json:"delivery_poll" yaml:"delivery_poll"`
