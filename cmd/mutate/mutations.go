@@ -109,6 +109,14 @@ var mutations = []mutation{
 		from: "out.next = next", to: "out.next = out.finished",
 		pkg: "./dispatcher/", run: "^TestBackoffSetsNextAttempt$"},
 
+	// Policy: checks and layering.
+	{name: "policy: a backoff max below its base accepted", file: "policy/policy.go",
+		from: "case p.Backoff.Max < p.Backoff.Base:", to: "case false:",
+		pkg: "./policy/", run: "^TestValidateNamesField$"},
+	{name: "policy: the admin API's override ignored", file: "policy/merge.go",
+		from: "range [][]byte{registered, override}", to: "range [][]byte{registered}",
+		pkg: "./policy/", run: "^TestEffective$"},
+
 	// Pause, ordering, rate.
 	{name: "pause: not read by the claim", file: "internal/query/claim.sql",
 		from: "AND EXISTS (SELECT 1 FROM unpaused)", to: "",
