@@ -60,9 +60,6 @@ func (n *Notify) Validate() error {
 // MaxPayload is 0 (the column's default in the schema too).
 const DefaultMaxPayload = 64 << 10
 
-// setRedact stores a channel's redacted fields, for the admin API of every instance.
-const setRedact = `UPDATE effectd.channels SET redact = $2 WHERE name = $1 AND redact IS DISTINCT FROM $2`
-
 // Register records channels in the database, so that effectd.enqueue accepts
 // them and every instance sees their policy. Overrides made through the admin
 // API are kept.
@@ -88,10 +85,10 @@ func Register(ctx context.Context, pool *pgxpool.Pool, channels []Channel) error
 		if _, err := pool.Exec(ctx, query.Register, c.Name, c.Kind, registered, max, notify); err != nil {
 			return fmt.Errorf("dispatcher.Register(%q): %w", c.Name, err)
 		}
-		if _, err := pool.Exec(ctx, setRedact, c.Name, append([]string{}, c.Redact...)); err != nil {
+		if _, err := pool.Exec(ctx, query.SetRedact, c.Name, append([]string{}, c.Redact...)); err != nil {
 			return fmt.Errorf("dispatcher.Register(%q): %w", c.Name, err)
 		}
-		if _, err := pool.Exec(ctx, `INSERT INTO effectd.rate_buckets (channel) VALUES ($1) ON CONFLICT DO NOTHING`, c.Name); err != nil {
+		if _, err := pool.Exec(ctx, query.EnsureRateBucket, c.Name); err != nil {
 			return fmt.Errorf("dispatcher.Register(%q): %w", c.Name, err)
 		}
 	}

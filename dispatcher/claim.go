@@ -95,7 +95,7 @@ func (cl *claimer) run(ctx context.Context) {
 
 // setWaiting tells producers whether to NOTIFY on commit.
 func (cl *claimer) setWaiting(ctx context.Context, waiting bool) error {
-	_, err := cl.d.pool.Exec(ctx, `UPDATE effectd.wakeup SET waiting = $1 WHERE id = 1 AND waiting <> $1`, waiting)
+	_, err := cl.d.pool.Exec(ctx, query.SetWaiting, waiting)
 	return err
 }
 

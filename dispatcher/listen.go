@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/effectd/effectd/internal/query"
 )
 
 // listenRetry is how long the listener waits before reconnecting after its
@@ -47,7 +49,7 @@ func (l *listener) listenOnce(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, `LISTEN effectd_wakeup`); err != nil {
+	if _, err := conn.Exec(ctx, query.ListenWakeup); err != nil {
 		return err
 	}
 	for {

@@ -48,10 +48,10 @@ func (pr *pruner) prune(ctx context.Context) (int64, error) {
 	}
 	defer conn.Release()
 	var got bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, pruneLockKey).Scan(&got); err != nil || !got {
+	if err := conn.QueryRow(ctx, query.TryLock, pruneLockKey).Scan(&got); err != nil || !got {
 		return 0, err
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, pruneLockKey)
+	defer conn.Exec(context.WithoutCancel(ctx), query.Unlock, pruneLockKey)
 	var total int64
 	for _, ch := range pr.d.chans {
 		keep := ch.policy.Load().Retention.D()

@@ -214,11 +214,7 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id int64, dryRun bool, actor
 	var r inDoubt
 	var leaseUntil *time.Time // set while a SENDING row's lease is live
 	created, claimed := looseTime{Field: "created_at"}, looseTime{Field: "claimed_at"}
-	err := d.pool.QueryRow(ctx, `
-		SELECT id, event_id, channel, payload, attempts, idempotency_key, created_at,
-		       coalesce(claimed_at, created_at), status,
-		       CASE WHEN lease_expires_at > now() THEN lease_expires_at END
-		FROM effectd.intents WHERE id = $1`, id).
+	err := d.pool.QueryRow(ctx, query.SelectForReconcile, id).
 		Scan(&r.id, &r.eventID, &r.channel, &r.payload, &r.attempts, &r.key, &created, &claimed, &r.status, &leaseUntil)
 	r.createdAt, r.claimedAt = created.Time, claimed.Time
 	if errors.Is(err, pgx.ErrNoRows) {
