@@ -7,5 +7,5 @@
 // Retryable() bool, MaybeSent() bool and RetryAfter() time.Duration; Classify
 // reads them with errors.As, as the dispatcher and the contract suite
 // (providers/providertest) both do. It imports no effectd package, so every
-// provider may use it and still import nothing else of ours.
+// provider may use it without importing the dispatcher.
 package effect

@@ -2,7 +2,7 @@
 // with the intent's idempotency key, classifies Stripe's errors by behaviour,
 // and settles in-doubt calls by key replay or by listing what was stamped.
 //
-// It imports no effectd package but the shared vocabulary providers/effect
-// (meta names, error classes, Retry-After); it satisfies the dispatcher's
-// Provider, Looker and Keyed interfaces by method signature.
+// Of effectd's packages it imports only the shared providers/effect (meta
+// names, error classes, Retry-After) and providers/fieldrule; it satisfies
+// the dispatcher's Provider, Looker and Keyed interfaces by method signature.
 package stripe

@@ -6,7 +6,7 @@
 // reconciler settles it with Lookup, which lists recent messages to the same
 // number from the same sender and matches the body.
 //
-// The package imports no effectd package but the shared vocabulary
-// providers/effect (meta names, error classes, Retry-After); it satisfies
+// Of effectd's packages it imports only the shared providers/effect (meta
+// names, error classes, Retry-After) and providers/fieldrule; it satisfies
 // dispatcher.Provider and dispatcher.Looker by method signature.
 package twilio

@@ -8,6 +8,6 @@
 // RetryAfter): a 2xx answer is success; 408, 425, 429 and 5xx are retryable;
 // other answers, redirects included, are permanent; a call that failed after
 // the request was written is retryable and may have been sent. A Retry-After
-// is read with effect.ParseRetryAfter. It imports no effectd package but the
-// shared vocabulary providers/effect.
+// is read with effect.ParseRetryAfter. Of effectd's packages it imports only
+// the shared providers/effect.
 package webhook
