@@ -276,10 +276,15 @@ func (w *workers) work(j job) {
 	defer idle.Stop()
 	for {
 		out := w.call(j.ch, &j.c)
+		// The slot frees once the outcome is queued for writing, not when the
+		// call returns: while the completers lag (a slow or locked database),
+		// the claimer waits instead of claiming rows whose outcomes would pile
+		// up in memory, each a SENDING row the reconciler must settle if the
+		// process dies.
+		w.out <- out
 		j.ch.inflight.Add(-1)
 		w.d.m.inflight.WithLabelValues(j.ch.Name).Dec()
 		poke(w.d.slot)
-		w.out <- out
 		w.calls.Done()
 		idle.Reset(workerIdle)
 		select {
