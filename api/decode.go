@@ -303,6 +303,18 @@ func queryInt(r *http.Request, name string, def, min, max int64) (int64, error) 
 	return v, nil
 }
 
+// queryPage reads a list's paging: limit (1 to maxLimit, default
+// defaultLimit) and after, the last id of the previous page (0: from the start).
+func queryPage(r *http.Request) (limit, after int64, err error) {
+	if limit, err = queryInt(r, "limit", defaultLimit, 1, maxLimit); err != nil {
+		return 0, 0, err
+	}
+	if after, err = queryInt(r, "after", 0, 0, 1<<62); err != nil {
+		return 0, 0, err
+	}
+	return limit, after, nil
+}
+
 // queryBool returns the boolean query parameter name, false when absent.
 func queryBool(r *http.Request, name string) (bool, error) {
 	s := r.URL.Query().Get(name)

@@ -63,12 +63,7 @@ func (h *handler) listEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		intentID = &id
 	}
-	limit, err := queryInt(r, "limit", defaultLimit, 1, maxLimit)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	after, err := queryInt(r, "after", 0, 0, 1<<62)
+	limit, after, err := queryPage(r)
 	if err != nil {
 		h.fail(w, r, err)
 		return

@@ -93,12 +93,7 @@ func (h *handler) listIntents(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	limit, err := queryInt(r, "limit", defaultLimit, 1, maxLimit)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	after, err := queryInt(r, "after", 0, 0, 1<<62)
+	limit, after, err := queryPage(r)
 	if err != nil {
 		h.fail(w, r, err)
 		return

@@ -313,17 +313,8 @@ FROM effectd.intents WHERE channel = 'other' AND status <> 'SENT'`).Scan(&notSen
 // enqueued afterwards is sent. It needs a cluster of its own.
 func TestReadyzFollowsPostgres(t *testing.T) {
 	t.Parallel()
-	dir, err := os.MkdirTemp("", "effectd-readyz-") // not t.TempDir: the postgres user must reach it when run as root
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
 	ctx := context.Background()
-	pg, err := localpg.Start(ctx, dir, localpg.Options{Fast: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Stop() })
+	pg := pgtest.Cluster(t, "readyz")
 	s := newStack(t, pg.URL("postgres"))
 	_, url := s.serve(t)
 
@@ -345,7 +336,7 @@ func TestReadyzFollowsPostgres(t *testing.T) {
 	poll(t, 15*time.Second, "readyz 503 with PostgreSQL stopped", func() bool { return readyz() == 503 })
 
 	// Start again on the same directory and port.
-	if pg, err = localpg.Start(ctx, dir, localpg.Options{Port: pg.Port, Fast: true}); err != nil {
+	if _, err := localpg.Start(ctx, pg.Dir, localpg.Options{Port: pg.Port, Fast: true}); err != nil {
 		t.Fatal(err)
 	}
 	poll(t, 15*time.Second, "readyz 200 with PostgreSQL back", func() bool { return readyz() == 200 })

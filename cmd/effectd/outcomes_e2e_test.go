@@ -287,17 +287,8 @@ func sorted(s []string) []string {
 // the restart applies it.
 func TestOutcomeEventDuringPostgresRestart(t *testing.T) {
 	t.Parallel()
-	dir, err := os.MkdirTemp("", "effectd-outcomes-") // not t.TempDir: the postgres user must reach it when run as root
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
 	ctx := context.Background()
-	pg, err := localpg.Start(ctx, dir, localpg.Options{Fast: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Stop() })
+	pg := pgtest.Cluster(t, "outcomes")
 	s := newOutcomesStack(t, pg.URL("postgres"))
 	s.sb.SetStripeRefundFailDelay(3 * time.Second)
 
@@ -316,7 +307,7 @@ func TestOutcomeEventDuringPostgresRestart(t *testing.T) {
 		return false
 	}
 	poll(t, 20*time.Second, "the failure event answered 503", refused)
-	if pg, err = localpg.Start(ctx, dir, localpg.Options{Port: pg.Port, Fast: true}); err != nil {
+	if _, err := localpg.Start(ctx, pg.Dir, localpg.Options{Port: pg.Port, Fast: true}); err != nil {
 		t.Fatal(err)
 	}
 	o := s.waitDelivery(t, id, "undelivered")

@@ -119,3 +119,22 @@ func withDatabase(dsn, db string) string {
 	u.Path = "/" + db
 	return u.String()
 }
+
+// Cluster starts a PostgreSQL cluster of the test's own, for a test that stops
+// and restarts it (localpg.Start on its Dir and Port); whichever server runs
+// there is stopped, and the directory removed, when the test ends. The
+// directory is not t.TempDir: the postgres user must reach it when run as root.
+func Cluster(t testing.TB, name string) *localpg.Server {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "effectd-"+name+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	pg, err := localpg.Start(context.Background(), dir, localpg.Options{Fast: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pg.Stop() })
+	return pg
+}
