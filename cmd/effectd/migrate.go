@@ -72,7 +72,7 @@ func connect(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
 	cfg.MaxConns = max(cfg.MaxConns, 16)
-	skipRefusedTLS(cfg)
+	preferTLSOnOneConnection(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)

@@ -5,9 +5,12 @@ import (
 	"io"
 	"net"
 	"net/url"
-	"sync"
+	"os"
 	"sync/atomic"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/internal/pgtest"
 )
@@ -43,59 +46,129 @@ func countingProxy(t *testing.T, target string) (addr string, accepted *atomic.I
 	return ln.Addr().String(), accepted
 }
 
-// TestConnectAsksForTLSOnce: with sslmode=prefer against a server without
-// TLS, the first connection asks for TLS, is refused and connects again in
-// plaintext; the pool's later connections go straight to plaintext, one TCP
-// connection (and one backend start) each instead of two.
-func TestConnectAsksForTLSOnce(t *testing.T) {
+// openConns opens n pool connections at once (each Acquire while the others
+// are held) and runs query on each, returning what each returned.
+func openConns(t *testing.T, pool *pgxpool.Pool, n int, query string) []bool {
+	t.Helper()
+	ctx := context.Background()
+	conns := make([]*pgxpool.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	var got []bool
+	for range n {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		var v bool
+		if err := c.QueryRow(ctx, query).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, v)
+	}
+	return got
+}
+
+// dsnThrough returns dsn pointed at proxy with sslmode set.
+func dsnThrough(t *testing.T, dsn, proxy, sslmode string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = proxy
+	q := u.Query()
+	q.Set("sslmode", sslmode)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+const isTLS = "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()"
+
+// TestConnectPreferIsOneConnection: with sslmode=prefer against a server
+// without TLS, each pool connection is one TCP connection (and one backend
+// start): the refused SSLRequest is followed by plaintext on the same
+// connection, not by a second connection.
+func TestConnectPreferIsOneConnection(t *testing.T) {
 	u, err := url.Parse(pgtest.URL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr, accepted := countingProxy(t, u.Host)
-	u.Host = addr
-	q := u.Query()
-	q.Set("sslmode", "prefer")
-	u.RawQuery = q.Encode()
-	ctx := context.Background()
-	pool, err := connect(ctx, u.String())
+	pool, err := connect(context.Background(), dsnThrough(t, u.String(), addr, "prefer"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	if n := accepted.Load(); n != 2 {
-		t.Fatalf("first connection: %d TCP connections, want 2 (TLS refused, then plaintext)", n)
+	if n := accepted.Load(); n != 1 {
+		t.Fatalf("first connection: %d TCP connections, want 1 (TLS refused, then plaintext on the same one)", n)
 	}
-	const more = 3
-	first, err := pool.Acquire(ctx) // hold the first, so each Acquire below opens a connection
+	const conns = 4
+	for i, tls := range openConns(t, pool, conns, isTLS) {
+		if tls {
+			t.Fatalf("connection %d is TLS on a server without it", i)
+		}
+	}
+	if n := accepted.Load(); n != conns {
+		t.Fatalf("%d TCP connections for %d pool connections; want one each", n, conns)
+	}
+}
+
+// TestConnectPreferUsesTLS: with sslmode=prefer against a server with TLS,
+// every connection, the listener's way of connecting included, is TLS, one
+// TCP connection each; sslmode=disable stays plaintext.
+func TestConnectPreferUsesTLS(t *testing.T) {
+	certFile, keyFile, _ := selfSigned(t)
+	cert, err := os.ReadFile(certFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, more)
-	for range more {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c, err := pool.Acquire(ctx)
-			if err != nil {
-				errs <- err
-				return
-			}
-			defer c.Release()
-			_, err = c.Exec(ctx, "SELECT 1")
-			errs <- err
-		}()
+	key, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
 	}
-	wg.Wait()
-	first.Release()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
+	pg := pgtest.ClusterWithFiles(t, "tls", map[string][]byte{"server.crt": cert, "server.key": key},
+		"ssl=on", "ssl_cert_file=../server.crt", "ssl_key_file=../server.key")
+	u, err := url.Parse(pg.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, accepted := countingProxy(t, u.Host)
+	ctx := context.Background()
+	pool, err := connect(ctx, dsnThrough(t, u.String(), addr, "prefer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	const conns = 3
+	for i, tls := range openConns(t, pool, conns, isTLS) {
+		if !tls {
+			t.Fatalf("connection %d is plaintext; the server offers TLS and sslmode=prefer asks for it", i)
 		}
 	}
-	if n := accepted.Load(); n != 2+more {
-		t.Fatalf("%d TCP connections for %d pool connections; want %d: later connections should not ask for TLS again", n, 1+more, 2+more)
+	if n := accepted.Load(); n != conns {
+		t.Fatalf("%d TCP connections for %d pool connections; want one each", n, conns)
+	}
+	// The listener connects on its own with the pool's ConnConfig.
+	c, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var tls bool
+	if err := c.QueryRow(ctx, isTLS).Scan(&tls); err != nil || !tls {
+		t.Fatalf("a connection from the pool's ConnConfig: TLS %v, %v; want TLS", tls, err)
+	}
+	plain, err := connect(ctx, dsnThrough(t, u.String(), addr, "disable"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if got := openConns(t, plain, 1, isTLS); got[0] {
+		t.Fatal("sslmode=disable made a TLS connection")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -121,17 +122,32 @@ func withDatabase(dsn, db string) string {
 }
 
 // Cluster starts a PostgreSQL cluster of the test's own, for a test that stops
-// and restarts it (localpg.Start on its Dir and Port); whichever server runs
-// there is stopped, and the directory removed, when the test ends. The
-// directory is not t.TempDir: the postgres user must reach it when run as root.
-func Cluster(t testing.TB, name string) *localpg.Server {
+// and restarts it (localpg.Start on its Dir and Port) or needs its own server
+// settings; whichever server runs there is stopped, and the directory removed,
+// when the test ends. The directory is not t.TempDir: the postgres user must
+// reach it when run as root.
+func Cluster(t testing.TB, name string, settings ...string) *localpg.Server {
+	t.Helper()
+	return ClusterWithFiles(t, name, nil, settings...)
+}
+
+// ClusterWithFiles is Cluster with files (name → content, mode 0600) written
+// into the cluster's directory before it starts, owned by the server's user: a
+// setting names one relative to the data directory, as in
+// "ssl_cert_file=../server.crt".
+func ClusterWithFiles(t testing.TB, name string, files map[string][]byte, settings ...string) *localpg.Server {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "effectd-"+name+"-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	pg, err := localpg.Start(context.Background(), dir, localpg.Options{Fast: true})
+	for f, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pg, err := localpg.Start(context.Background(), dir, localpg.Options{Fast: true, Settings: settings})
 	if err != nil {
 		t.Fatal(err)
 	}
