@@ -31,9 +31,11 @@ var sslRequest = [8]byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f}
 //
 // Only the plain form is rewritten: one host, no client certificate, and the
 // default negotiation. Any other DSN (require, verify-*, sslnegotiation=direct,
-// sslcert, several hosts, a Unix socket) is left to pgx as parsed. A cancel
-// request on a connection made here goes in plaintext, as libpq's did before
-// PostgreSQL 17.
+// sslcert, several hosts, a Unix socket) is left to pgx as parsed. Two things
+// differ from pgx's prefer: a cancel request on a connection made here goes in
+// plaintext, as libpq's did before PostgreSQL 17, and a TLS handshake that
+// fails after the server accepted TLS is an error rather than a reason to try
+// again in plaintext.
 func preferTLSOnOneConnection(cfg *pgxpool.Config) {
 	cc := cfg.ConnConfig
 	if cc.TLSConfig == nil || len(cc.Fallbacks) != 1 || cc.SSLNegotiation == "direct" ||
