@@ -60,18 +60,19 @@ func preferTLSOnOneConnection(cfg *pgxpool.Config) {
 }
 
 // askForTLS sends an SSLRequest on conn: it returns a TLS connection over conn
-// when the server accepts, and conn itself when the server refuses.
+// when the server accepts, and conn itself when the server refuses. On an
+// error it returns conn too, for pgx to close.
 func askForTLS(ctx context.Context, conn net.Conn, tlsConfig *tls.Config) (net.Conn, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(dl)
 		defer conn.SetDeadline(time.Time{})
 	}
 	if _, err := conn.Write(sslRequest[:]); err != nil {
-		return nil, fmt.Errorf("asking for TLS: %w", err)
+		return conn, fmt.Errorf("asking for TLS: %w", err)
 	}
 	var answer [1]byte
 	if _, err := io.ReadFull(conn, answer[:]); err != nil {
-		return nil, fmt.Errorf("asking for TLS: %w", err)
+		return conn, fmt.Errorf("asking for TLS: %w", err)
 	}
 	switch answer[0] {
 	case 'N':
@@ -79,10 +80,10 @@ func askForTLS(ctx context.Context, conn net.Conn, tlsConfig *tls.Config) (net.C
 	case 'S':
 		tc := tls.Client(conn, tlsConfig)
 		if err := tc.HandshakeContext(ctx); err != nil {
-			return nil, fmt.Errorf("TLS handshake: %w", err)
+			return conn, fmt.Errorf("TLS handshake: %w", err)
 		}
 		return tc, nil
 	default:
-		return nil, fmt.Errorf("asking for TLS: the server answered %q, want 'S' or 'N'", answer[0])
+		return conn, fmt.Errorf("asking for TLS: the server answered %q, want 'S' or 'N'", answer[0])
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -170,5 +172,45 @@ func TestConnectPreferUsesTLS(t *testing.T) {
 	defer plain.Close()
 	if got := openConns(t, plain, 1, isTLS); got[0] {
 		t.Fatal("sslmode=disable made a TLS connection")
+	}
+}
+
+// TestConnectPreferBadAnswer: a server that answers the SSLRequest with
+// neither 'S' nor 'N' gets a connection error that says so, and the connection
+// is closed.
+func TestConnectPreferBadAnswer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	closed := make(chan struct{})
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		var req [8]byte
+		if _, err := io.ReadFull(c, req[:]); err != nil {
+			return
+		}
+		c.Write([]byte("E"))
+		io.Copy(io.Discard, c) // returns once the client closes
+		close(closed)
+	}()
+	cfg, err := pgxpool.ParseConfig("postgres://postgres@" + ln.Addr().String() + "/postgres?sslmode=prefer&connect_timeout=5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	preferTLSOnOneConnection(cfg)
+	_, err = pgx.ConnectConfig(context.Background(), cfg.ConnConfig)
+	if err == nil || !strings.Contains(err.Error(), `the server answered 'E'`) {
+		t.Fatalf("connect to a server answering 'E': %v; want an error naming the answer", err)
+	}
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the connection was not closed")
 	}
 }
