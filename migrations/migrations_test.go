@@ -2,16 +2,12 @@ package migrations_test
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/internal/pgtest"
-	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/migrations"
 )
 
@@ -89,32 +85,5 @@ func TestCurrentSeesEachMissingMigration(t *testing.T) {
 	}
 	if current, err := migrations.Current(ctx, pool); err != nil || !current {
 		t.Fatalf("Current with every version = %v, %v; want true", current, err)
-	}
-}
-
-// TestPruneUsesItsIndex: the pruner's query can use intents_prunable (its
-// status list implies the index's predicate), so pruning one channel reads no
-// more than that channel's settled rows.
-func TestPruneUsesItsIndex(t *testing.T) {
-	pool := pgtest.New(t)
-	ctx := context.Background()
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := tx.Query(ctx, `EXPLAIN `+query.Prune, "sms", 100, pgtype.Interval{Microseconds: 3600e6, Valid: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if all := strings.Join(lines, "\n"); !strings.Contains(all, "intents_prunable") {
-		t.Fatalf("the prune plan does not use intents_prunable:\n%s", all)
 	}
 }
