@@ -48,8 +48,9 @@ func countingProxy(t *testing.T, target string) (addr string, accepted *atomic.I
 	return ln.Addr().String(), accepted
 }
 
-// openConns opens n pool connections at once (each Acquire while the others
-// are held) and runs query on each, returning what each returned.
+// openConns acquires n pool connections, holding each while it acquires the
+// next so that each is a connection of its own, and returns what query
+// returned on each.
 func openConns(t *testing.T, pool *pgxpool.Pool, n int, query string) []bool {
 	t.Helper()
 	ctx := context.Background()
