@@ -2,11 +2,8 @@ package dispatcher
 
 import (
 	"context"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
-
-	"github.com/effectd/effectd/policy"
 )
 
 // SetBeforeCall makes every worker run f between taking a claimed intent and
@@ -37,11 +34,6 @@ func Orphans(d *Dispatcher, channel string) float64 {
 	var m dto.Metric
 	d.m.orphans.WithLabelValues(channel).Write(&m)
 	return m.GetCounter().GetValue()
-}
-
-// NextDelay is the delay before the next attempt after attempt failed.
-func NextDelay(p policy.Policy, attempt int, retryAfter time.Duration) time.Duration {
-	return p.Backoff.Delay(attempt, retryAfter)
 }
 
 // ConfigOf returns d's Config with its defaults applied.

@@ -21,8 +21,10 @@ func TestBackoffDelay(t *testing.T) {
 		{1, 0, 500 * time.Millisecond, time.Second},
 		{2, 0, time.Second, 2 * time.Second},
 		{3, 0, 2 * time.Second, 4 * time.Second},
+		{8, 0, 64 * time.Second, 128 * time.Second},
 		{10, 0, 256 * time.Second, 512 * time.Second},
 		{11, 0, 5 * time.Minute, 10 * time.Minute}, // 1024 s: capped
+		{1000, 0, 5 * time.Minute, 10 * time.Minute},
 		{1 << 20, 0, 5 * time.Minute, 10 * time.Minute},
 		{1, 3 * time.Second, 3 * time.Second, 3 * time.Second},
 		{1, 700 * time.Millisecond, 700 * time.Millisecond, time.Second},
