@@ -1,0 +1,87 @@
+// Package openapitest checks effectd's OpenAPI descriptions in tests: it loads
+// a description with kin-openapi and fails the test on anything the validator
+// finds, lists the operations it documents, and validates live answers against
+// the documented response schemas.
+package openapitest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+)
+
+// Spec is a loaded, valid OpenAPI description.
+type Spec struct {
+	Doc    *openapi3.T
+	router routers.Router
+}
+
+// Load reads the description at path and fails t unless it parses and passes
+// the OpenAPI 3 validator (unknown keys, bad references, examples and
+// defaults that do not match their schema).
+func Load(t testing.TB, path string) *Spec {
+	t.Helper()
+	doc, err := openapi3.NewLoader().LoadFromFile(path)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatalf("%s is not a valid OpenAPI description: %v", path, err)
+	}
+	router, err := legacy.NewRouter(doc)
+	if err != nil {
+		t.Fatalf("%s: routes: %v", path, err)
+	}
+	return &Spec{Doc: doc, router: router}
+}
+
+// Operations returns every documented operation as "METHOD /path", sorted.
+func (s *Spec) Operations() []string {
+	var out []string
+	for path, item := range s.Doc.Paths.Map() {
+		for method := range item.Operations() {
+			out = append(out, method+" "+path)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// CheckResponse validates an answer to req against the description: its
+// status must be documented for the operation and its body must match that
+// status's schema.
+func (s *Spec) CheckResponse(req *http.Request, status int, header http.Header, body []byte) error {
+	route, params, err := s.router.FindRoute(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: not in the description: %w", req.Method, req.URL.Path, err)
+	}
+	in := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route},
+		Status:                 status,
+		Header:                 header,
+		Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+	}
+	in.SetBodyBytes(body)
+	if err := openapi3filter.ValidateResponse(req.Context(), in); err != nil {
+		return fmt.Errorf("%s %s: %d %s: %w", req.Method, req.URL.RequestURI(), status, shorten(body), err)
+	}
+	return nil
+}
+
+// shorten keeps a body short enough to read in a failure message.
+func shorten(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if len(b) > 600 {
+		return strings.ToValidUTF8(string(b[:600]), "") + "…"
+	}
+	return string(b)
+}
