@@ -32,6 +32,34 @@ type bulkFilter struct {
 	EventIDPrefix string `json:"event_id_prefix,omitempty"`
 }
 
+// frozenFilter is a snapshot's filter as stored: the request's filter and the
+// channels the snapshot was frozen among (nil: every channel, as for an admin).
+type frozenFilter struct {
+	bulkFilter
+	Channels []string `json:"channels"`
+}
+
+// within reports whether p sees every channel the snapshot's rows may be in,
+// as it must to apply it: the filter's channel, else the channels it was
+// frozen among. A snapshot frozen among no channel is its creator's alone.
+func (f frozenFilter) within(p Principal, creator string) bool {
+	channels := f.Channels
+	switch {
+	case f.Channel != "":
+		channels = []string{f.Channel}
+	case channels == nil:
+		return !p.scoped()
+	case len(channels) == 0:
+		return p.Name == creator
+	}
+	for _, c := range channels {
+		if !p.CanSee(c) {
+			return false
+		}
+	}
+	return true
+}
+
 // bulkRequest is the body of POST /v1/intents/bulk.
 type bulkRequest struct {
 	Action string     `json:"action"` // retry | cancel | resolve
@@ -152,7 +180,7 @@ func (h *handler) createBulk(w http.ResponseWriter, r *http.Request) {
 	}
 	p := principalOf(r)
 	if req.Filter.Channel != "" && !p.CanSee(req.Filter.Channel) {
-		h.fail(w, r, fmt.Errorf("channel %q: %w", truncate(req.Filter.Channel, 64), dispatcher.ErrNotFound))
+		h.fail(w, r, hidden{fmt.Sprintf("channel %q", truncate(req.Filter.Channel, 64))})
 		return
 	}
 	visible, err := h.visibleChannels(r.Context(), p)
@@ -170,7 +198,6 @@ func (h *handler) createBulk(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, snap)
 }
 
-// freeze records the snapshot in one transaction.
 // visibleChannels returns the channels p may see, or nil when p sees every channel.
 func (h *handler) visibleChannels(ctx context.Context, p Principal) ([]string, error) {
 	if !p.scoped() {
@@ -192,7 +219,7 @@ func (h *handler) visibleChannels(ctx context.Context, p Principal) ([]string, e
 
 // freeze records the snapshot in one transaction; visible (unless nil) limits the channels.
 func (h *handler) freeze(ctx context.Context, req bulkRequest, states, visible []string, actor string) (snap bulkSnapshot, err error) {
-	filter, err := json.Marshal(req.Filter)
+	filter, err := json.Marshal(frozenFilter{bulkFilter: req.Filter, Channels: visible})
 	if err != nil {
 		return snap, err
 	}
@@ -244,9 +271,12 @@ var errSnapshotUsed = fmt.Errorf("%w: bulk snapshot", statemachine.ErrTransition
 
 // applyBulk answers POST /v1/intents/bulk/{snapshot}/apply: applies the
 // snapshot's action to each frozen intent that is still in the state it was
-// frozen in, each row in its own fenced transaction, and counts the rest as skipped.
+// frozen in, each row in its own fenced transaction, and counts the rest as
+// skipped. A snapshot out of the caller's scope answers as a missing one does
+// and stays applicable by its owner.
 func (h *handler) applyBulk(w http.ResponseWriter, r *http.Request) {
-	ctx, id, actor := r.Context(), chi.URLParam(r, "snapshot"), principalOf(r).Name
+	ctx, id, p := r.Context(), chi.URLParam(r, "snapshot"), principalOf(r)
+	actor := p.Name
 	if !validUUID(id) {
 		h.fail(w, r, fmt.Errorf("%w: snapshot %q", dispatcher.ErrNotFound, truncate(id, 40)))
 		return
@@ -260,10 +290,21 @@ func (h *handler) applyBulk(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	st, err := h.snapshotState(ctx, id)
+	if err == nil && !st.Filter.within(p, st.Actor) {
+		err = hidden{"snapshot " + id}
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	var action, as, reason string
 	err = h.pool.QueryRow(ctx, query.BulkClaim, id, actor).Scan(&action, &as, &reason)
-	if errors.Is(err, pgx.ErrNoRows) {
-		h.fail(w, r, h.whyNotApplicable(ctx, id))
+	if errors.Is(err, pgx.ErrNoRows) { // applied or expired since it was read
+		if st, err = h.snapshotState(ctx, id); err == nil {
+			err = st.whyNotApplicable(id)
+		}
+		h.fail(w, r, err)
 		return
 	}
 	if err != nil {
@@ -275,7 +316,7 @@ func (h *handler) applyBulk(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	res, err := h.applyRows(ctx, id, ev, principalOf(r), reason)
+	res, err := h.applyRows(ctx, id, ev, p, reason)
 	if err != nil {
 		h.fail(w, r, fmt.Errorf("bulk apply %s: %w", id, err))
 		return
@@ -300,7 +341,7 @@ func (h *handler) applyRows(ctx context.Context, id string, ev statemachine.Even
 		return res, err
 	}
 	for _, f := range list {
-		if !p.CanSee(f.Channel) { // gone, or outside the scope of whoever applies it
+		if !p.CanSee(f.Channel) { // gone (channel ""): nothing left to act on
 			res.Skipped++
 			continue
 		}
@@ -324,20 +365,36 @@ func (h *handler) applyRows(ctx context.Context, id string, ev statemachine.Even
 	return res, err
 }
 
-// whyNotApplicable explains why a snapshot could not be claimed.
-func (h *handler) whyNotApplicable(ctx context.Context, id string) error {
-	var applied *time.Time
-	var expires time.Time
-	err := h.pool.QueryRow(ctx, query.BulkState, id).Scan(&applied, &expires)
+// snapshotState is a stored snapshot as apply checks it.
+type snapshotState struct {
+	Actor     string
+	Filter    frozenFilter
+	AppliedAt *time.Time
+	ExpiresAt time.Time
+}
+
+// snapshotState reads snapshot id; ErrNotFound when there is none.
+func (h *handler) snapshotState(ctx context.Context, id string) (st snapshotState, err error) {
+	var filter []byte
+	err = h.pool.QueryRow(ctx, query.BulkState, id).Scan(&st.Actor, &filter, &st.AppliedAt, &st.ExpiresAt)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("snapshot %s: %w", id, dispatcher.ErrNotFound)
+		return st, fmt.Errorf("snapshot %s: %w", id, dispatcher.ErrNotFound)
 	case err != nil:
-		return err
-	case applied != nil:
-		return fmt.Errorf("%w %s was already applied at %s", errSnapshotUsed, id, applied.UTC().Format(time.RFC3339))
+		return st, fmt.Errorf("bulk snapshot %s: %w", id, err)
 	}
-	return fmt.Errorf("%w %s expired at %s: take a new one", errSnapshotUsed, id, expires.UTC().Format(time.RFC3339))
+	if err := json.Unmarshal(filter, &st.Filter); err != nil {
+		return st, fmt.Errorf("bulk snapshot %s: filter: %w", id, err)
+	}
+	return st, nil
+}
+
+// whyNotApplicable explains why snapshot id could not be claimed.
+func (st snapshotState) whyNotApplicable(id string) error {
+	if st.AppliedAt != nil {
+		return fmt.Errorf("%w %s was already applied at %s", errSnapshotUsed, id, st.AppliedAt.UTC().Format(time.RFC3339))
+	}
+	return fmt.Errorf("%w %s expired at %s: take a new one", errSnapshotUsed, id, st.ExpiresAt.UTC().Format(time.RFC3339))
 }
 
 // validUUID reports whether s is a UUID in its canonical text form.

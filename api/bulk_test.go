@@ -183,3 +183,77 @@ func TestBulkScoped(t *testing.T) {
 	status, body = scoped.do(t, "POST", "/v1/intents/bulk", "scoped-secret", `{"action":"retry","reason":"r"}`)
 	want(t, status, body, http.StatusOK, `"matched": 1`, fmt.Sprintf(`"id": %d`, mine))
 }
+
+// TestBulkApplyOutOfScope: a snapshot is applied only by a principal that sees
+// every channel it may touch. Another team's token gets the very 404 a missing
+// snapshot gets, whatever the snapshot's state (open, applied, expired), and
+// changes nothing: the intents keep their state and the snapshot stays
+// applicable by its owner.
+func TestBulkApplyOutOfScope(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	h, err := NewHandler(Config{Pool: e.pool, Logger: slog.New(slog.DiscardHandler), Tokens: []Token{
+		NewToken(Principal{Name: "payments-oncall", Role: RoleOperator, Channels: []string{"ref*"}}, "payments-secret"),
+		NewToken(Principal{Name: "sms-oncall", Role: RoleOperator, Channels: []string{"sms"}}, "sms-secret"),
+		NewToken(Principal{Name: "both-oncall", Role: RoleOperator, Channels: []string{"refund", "sms"}}, "both-secret"),
+		NewToken(Principal{Name: "admin", Role: RoleAdmin}, adminToken)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := env{pool: e.pool, h: h}
+	refund := e.insertIntent(t, "refund", "r-1", statemachine.Failed)
+	sms := e.insertIntent(t, "sms", "s-1", statemachine.Failed)
+	snapshot := func(token, body string) string {
+		t.Helper()
+		status, b := api.do(t, "POST", "/v1/intents/bulk", token, body)
+		want(t, status, b, http.StatusOK)
+		var snap bulkSnapshot
+		if err := json.Unmarshal([]byte(b), &snap); err != nil {
+			t.Fatal(err)
+		}
+		return snap.Snapshot
+	}
+	const missing = "00000000-0000-0000-0000-000000000000"
+	_, missingBody := api.do(t, "POST", "/v1/intents/bulk/"+missing+"/apply", "sms-secret", "")
+	refused := func(token, id string) {
+		t.Helper()
+		status, b := api.do(t, "POST", "/v1/intents/bulk/"+id+"/apply", token, "")
+		if status != http.StatusNotFound || strings.ReplaceAll(b, id, missing) != missingBody {
+			t.Errorf("apply %s by %s: %d %s, want the 404 of a missing snapshot: %s", id, token, status, b, missingBody)
+		}
+	}
+	unchanged := func(id string) {
+		t.Helper()
+		var applied *string
+		e.pool.QueryRow(ctx, `SELECT applied_by FROM effectd.bulk_snapshots WHERE id = $1`, id).Scan(&applied)
+		var failed int
+		e.pool.QueryRow(ctx, `SELECT count(*) FROM effectd.intents WHERE status = 'FAILED' AND id IN ($1, $2)`, refund, sms).Scan(&failed)
+		if applied != nil || failed != 2 {
+			t.Errorf("snapshot %s applied by %v, %d of 2 intents still FAILED: a refused apply changed something", id, applied, failed)
+		}
+	}
+
+	// The payment team's snapshot: the SMS team may not apply it.
+	mine := snapshot("payments-secret", `{"action":"retry","reason":"gateway back"}`)
+	refused("sms-secret", mine)
+	unchanged(mine)
+	// An admin's snapshot over every channel is out of every scoped team's reach,
+	// even one that sees every channel it happened to freeze.
+	all := snapshot(adminToken, `{"action":"retry","filter":{"channel":"refund"},"reason":"r"}`)
+	refused("sms-secret", all)
+	every := snapshot(adminToken, `{"action":"retry","reason":"r"}`)
+	refused("payments-secret", every)
+	refused("both-secret", every)
+	unchanged(every)
+
+	// A team that sees the snapshot's channels may apply it; the owner can still.
+	status, b := api.do(t, "POST", "/v1/intents/bulk/"+mine+"/apply", "payments-secret", "")
+	want(t, status, b, http.StatusOK, `"applied": 1`, `"skipped": 0`)
+	// Applied or expired, it stays hidden from the other team: 404, not 409.
+	refused("sms-secret", mine)
+	e.pool.Exec(ctx, `UPDATE effectd.bulk_snapshots SET expires_at = now() - interval '1 second' WHERE id = $1`, all)
+	refused("sms-secret", all)
+	status, b = api.do(t, "POST", "/v1/intents/bulk/"+all+"/apply", "both-secret", "")
+	want(t, status, b, http.StatusConflict, "expired")
+}

@@ -37,7 +37,7 @@ var BulkPrune string
 //go:embed bulk_claim.sql
 var BulkClaim string
 
-// BulkState reads when snapshot $1 was applied and when it expires.
+// BulkState reads snapshot $1's actor, filter, when it was applied and when it expires.
 //
 //go:embed bulk_state.sql
 var BulkState string
