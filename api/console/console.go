@@ -51,14 +51,20 @@ type Config struct {
 	Registerer     prometheus.Registerer // the console's metrics; nil: not registered
 }
 
+// loginCookie keeps the login form's CSRF token, so that a person who has
+// not logged in has no session row.
+const loginCookie = "effectd_login_csrf"
+
 // console holds what the page handlers share.
 type console struct {
-	api      http.Handler
-	tokens   api.Tokens
-	noAuth   bool
-	sessions *scs.SessionManager
-	pages    map[string]*template.Template
-	log      *slog.Logger
+	api          http.Handler
+	tokens       api.Tokens
+	noAuth       bool
+	secureCookie bool
+	sessions     *scs.SessionManager
+	crossOrigin  *http.CrossOriginProtection
+	pages        map[string]*template.Template
+	log          *slog.Logger
 
 	logins      *prometheus.CounterVec // effectd_console_logins_total{result}
 	csrfRefused prometheus.Counter     // effectd_console_csrf_refused_total
@@ -91,8 +97,8 @@ func New(cfg Config) (http.Handler, error) {
 	sm.Cookie.SameSite = http.SameSiteStrictMode
 	sm.Cookie.Secure = cfg.SecureCookie
 	sm.Cookie.Persist = false
-	c := &console{api: cfg.API, tokens: cfg.Tokens, noAuth: cfg.InsecureNoAuth, sessions: sm, pages: pages,
-		log: cmp.Or(cfg.Logger, slog.Default()),
+	c := &console{api: cfg.API, tokens: cfg.Tokens, noAuth: cfg.InsecureNoAuth, secureCookie: cfg.SecureCookie,
+		sessions: sm, crossOrigin: http.NewCrossOriginProtection(), pages: pages, log: cmp.Or(cfg.Logger, slog.Default()),
 		logins: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "effectd_console_logins_total",
 			Help: "Console logins, by result: ok or refused (an unknown token)."}, []string{"result"}),
 		csrfRefused: prometheus.NewCounter(prometheus.CounterOpts{Name: "effectd_console_csrf_refused_total",
@@ -115,13 +121,13 @@ func New(cfg Config) (http.Handler, error) {
 // routes lists every page of the console.
 func (c *console) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(middleware.Recoverer, securityHeaders, c.sessions.LoadAndSave, c.checkCSRF)
+	r.Use(middleware.Recoverer, securityHeaders, c.sessions.LoadAndSave)
 	static, _ := fs.Sub(staticFS, "static")
 	r.Handle("/ui/static/*", http.StripPrefix("/ui/static/", http.FileServerFS(static)))
 	r.Get("/ui/login", c.loginPage)
-	r.Post("/ui/login", c.login)
+	r.With(c.checkCSRF(loginCSRF)).Post("/ui/login", c.login)
 	r.Group(func(r chi.Router) {
-		r.Use(c.requireSession)
+		r.Use(c.checkCSRF(c.sessionCSRF), c.requireSession)
 		r.Post("/ui/logout", c.logout)
 		r.Get("/ui/", c.overview)
 		r.Get("/ui/intents", c.intents)
@@ -187,34 +193,71 @@ func (c *console) requireSession(next http.Handler) http.Handler {
 	})
 }
 
-// csrfToken returns the session's CSRF token, creating it on first use.
-func (c *console) csrfToken(r *http.Request) string {
-	if t := c.sessions.GetString(r.Context(), "csrf"); t != "" {
+// csrfToken returns the CSRF token for the forms of the page r asks for: the
+// session's for a person logged in (created on first use); else the login
+// form's, kept in a cookie of its own, so that no session row is written
+// before a login.
+func (c *console) csrfToken(w http.ResponseWriter, r *http.Request) string {
+	if _, ok := c.who(r); ok {
+		if t := c.sessions.GetString(r.Context(), "csrf"); t != "" {
+			return t
+		}
+		t := rand.Text()
+		c.sessions.Put(r.Context(), "csrf", t)
+		return t
+	}
+	if t := loginCSRF(r); t != "" {
 		return t
 	}
 	t := rand.Text()
-	c.sessions.Put(r.Context(), "csrf", t)
+	c.setLoginCookie(w, t)
 	return t
 }
 
-// checkCSRF refuses, with 403 and no change, a POST whose form does not carry
-// the session's CSRF token.
-func (c *console) checkCSRF(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-			want := c.sessions.GetString(r.Context(), "csrf")
-			got := r.PostFormValue("csrf")
-			if want == "" || subtle.ConstantTimeCompare([]byte(want), []byte(got)) != 1 {
-				c.log.WarnContext(r.Context(), "console: POST without a valid CSRF token refused", "path", r.URL.Path)
-				c.csrfRefused.Inc()
-				c.renderError(w, r, http.StatusForbidden,
-					"This form's security token is missing or out of date, so nothing was changed. Reload the page and try again.")
-				return
+// setLoginCookie keeps the login form's CSRF token t, or drops it when t is "".
+func (c *console) setLoginCookie(w http.ResponseWriter, t string) {
+	ck := &http.Cookie{Name: loginCookie, Value: t, Path: "/ui", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: c.secureCookie}
+	if t == "" {
+		ck.MaxAge = -1
+	}
+	http.SetCookie(w, ck)
+}
+
+// loginCSRF is the login form's CSRF token that r's cookie carries, or "".
+func loginCSRF(r *http.Request) string {
+	ck, err := r.Cookie(loginCookie)
+	if err != nil || len(ck.Value) > 64 {
+		return ""
+	}
+	return ck.Value
+}
+
+// sessionCSRF is the CSRF token of r's session, or "".
+func (c *console) sessionCSRF(r *http.Request) string {
+	return c.sessions.GetString(r.Context(), "csrf")
+}
+
+// checkCSRF refuses, with 403 and no change, a POST that a browser marks as
+// sent from another site, or whose form does not carry the token want
+// returns (the session's, or the login cookie's: a double-submit token).
+func (c *console) checkCSRF(want func(*http.Request) string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+				want, got := want(r), r.PostFormValue("csrf")
+				if c.crossOrigin.Check(r) != nil || want == "" || subtle.ConstantTimeCompare([]byte(want), []byte(got)) != 1 {
+					c.log.WarnContext(r.Context(), "console: POST without a valid CSRF token refused", "path", r.URL.Path)
+					c.csrfRefused.Inc()
+					c.renderError(w, r, http.StatusForbidden,
+						"This form's security token is missing or out of date, so nothing was changed. Reload the page and try again.")
+					return
+				}
 			}
-		}
-		next.ServeHTTP(w, r)
-	})
+			next.ServeHTTP(w, r)
+		})
+	}
 }
 
 // client returns an API client that acts as the person logged in on r.

@@ -3,5 +3,8 @@
 // without JavaScript. It calls the admin API in process as the person who
 // logged in, so the API's roles, scopes and redaction apply to every page.
 // Sessions live in PostgreSQL (alexedwards/scs), so every instance accepts
-// them; every form carries a session-bound CSRF token.
+// them, and begin at a login: an anonymous visitor writes no row. Every form
+// carries a session-bound CSRF token, except the login form, whose token is
+// double-submitted in a cookie of its own; a POST that the browser marks as
+// sent from another site is refused too.
 package console

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -70,7 +71,8 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.sessions.Put(r.Context(), "who", session{Principal: p, TokenHash: sha256Sum(secret)})
-	c.sessions.Put(r.Context(), "csrf", "") // a fresh CSRF token for the new session
+	c.sessions.Put(r.Context(), "csrf", rand.Text()) // the session's own CSRF token, not the login form's
+	c.setLoginCookie(w, "")
 	c.log.InfoContext(r.Context(), "console: login", "actor", p.Name, "role", p.Role)
 	c.logins.WithLabelValues("ok").Inc()
 	http.Redirect(w, r, "/ui/", http.StatusSeeOther)

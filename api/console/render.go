@@ -97,7 +97,7 @@ type view struct {
 
 // render writes page with data.
 func (c *console) render(w http.ResponseWriter, r *http.Request, status int, page, title string, data any) {
-	v := view{Title: title, CSRF: c.csrfToken(r), Data: data}
+	v := view{Title: title, CSRF: c.csrfToken(w, r), Data: data}
 	if p, ok := c.who(r); ok {
 		v.Who = &p
 	}
