@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -339,7 +341,7 @@ func (w *workers) call(ch *channel, c *claimed) completion {
 		out.event, out.outcome, out.ref = statemachine.Succeed, "sent", ref
 		return out
 	}
-	out.err = truncate(err.Error(), maxErrorText)
+	out.err = dbText(err.Error(), maxErrorText)
 	out.logErr = RedactText(out.err, c.payload, ch.Redact)
 	class := effect.Classify(err)
 	if class.RetryAfter > 0 {
@@ -370,9 +372,18 @@ func (w *workers) call(ch *channel, c *claimed) completion {
 // maxErrorText bounds the provider error text stored on a row and its attempt.
 const maxErrorText = 1000
 
-func truncate(s string, n int) string {
+// dbText makes s text PostgreSQL stores: invalid UTF-8 and NUL bytes (which
+// a text value cannot hold) become U+FFFD, and the result is cut on a rune
+// boundary to at most n bytes. One value the server refuses would fail the
+// whole statement, a completion batch of other intents' outcomes included.
+func dbText(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", "\uFFFD")
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n]
 }

@@ -129,7 +129,7 @@ func (pl *poller) pollOne(ctx context.Context, conn query.DB, ch *channel, id in
 	to, changed := from, false
 	var outcome, errText string
 	if err != nil {
-		outcome, errText = "poll failed", truncate(err.Error(), maxErrorText)
+		outcome, errText = "poll failed", dbText(err.Error(), maxErrorText)
 	} else {
 		to, changed = statemachine.Report(from, statemachine.Delivery(delivery), reversal)
 		outcome = "poll: " + detail + " → " + string(to)

@@ -125,7 +125,7 @@ func (d *Dispatcher) decide(ctx context.Context, r inDoubt, withPolicy bool) Set
 			cancel()
 			switch {
 			case err != nil:
-				s.Outcome, s.Error = LookupAmbiguous, truncate(err.Error(), maxErrorText)
+				s.Outcome, s.Error = LookupAmbiguous, dbText(err.Error(), maxErrorText)
 				mode = p.LookupFallback
 			case found:
 				s.Outcome, s.ProviderRef = LookupFound, ref
