@@ -338,7 +338,7 @@ func (w *workers) call(ch *channel, c *claimed) completion {
 	out.finished = time.Now()
 	w.d.m.calls.WithLabelValues(ch.Name).Observe(out.finished.Sub(out.started).Seconds())
 	if err == nil {
-		out.event, out.outcome, out.ref = statemachine.Succeed, "sent", ref
+		out.event, out.outcome, out.ref = statemachine.Succeed, "sent", validText(ref)
 		return out
 	}
 	out.err = dbText(err.Error(), maxErrorText)
@@ -372,13 +372,9 @@ func (w *workers) call(ch *channel, c *claimed) completion {
 // maxErrorText bounds the provider error text stored on a row and its attempt.
 const maxErrorText = 1000
 
-// dbText makes s text PostgreSQL stores: invalid UTF-8 and NUL bytes (which
-// a text value cannot hold) become U+FFFD, and the result is cut on a rune
-// boundary to at most n bytes. One value the server refuses would fail the
-// whole statement, a completion batch of other intents' outcomes included.
+// dbText is s as validText makes it, cut on a rune boundary to at most n bytes.
 func dbText(s string, n int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	s = validText(s)
 	if len(s) <= n {
 		return s
 	}
@@ -386,6 +382,17 @@ func dbText(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// validText makes s text PostgreSQL stores: invalid UTF-8 and NUL bytes (which
+// a text value cannot hold) become U+FFFD. A provider's answer may hold any
+// byte, and one value the server refuses fails the whole statement, a
+// completion batch of other intents' outcomes included.
+func validText(s string) string {
+	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
 
 // maxRetryAfter caps how long a provider's Retry-After keeps a channel from

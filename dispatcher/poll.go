@@ -126,6 +126,7 @@ func (pl *poller) pollOne(ctx context.Context, conn query.DB, ch *channel, id in
 	pctx, cancel := context.WithTimeout(ctx, ch.policy.Load().Lease.D())
 	_, delivery, detail, reversal, err := ch.poller.Poll(pctx, ref)
 	cancel()
+	detail = validText(detail)
 	to, changed := from, false
 	var outcome, errText string
 	if err != nil {

@@ -128,7 +128,7 @@ func (d *Dispatcher) decide(ctx context.Context, r inDoubt, withPolicy bool) Set
 				s.Outcome, s.Error = LookupAmbiguous, dbText(err.Error(), maxErrorText)
 				mode = p.LookupFallback
 			case found:
-				s.Outcome, s.ProviderRef = LookupFound, ref
+				s.Outcome, s.ProviderRef = LookupFound, validText(ref)
 				s.To = mustNext(r.status, statemachine.Found)
 				return s
 			default:

@@ -47,6 +47,7 @@ func TestLookupSettles(t *testing.T) {
 		calls    int
 	}{
 		{"found", "manual", func(string) (string, bool, error) { return "SM-found", true, nil }, "SENT", "SM-found", 1},
+		{"found, a reference not UTF-8", "manual", func(string) (string, bool, error) { return "SM-\xff", true, nil }, "SENT", "SM-\uFFFD", 1},
 		{"absent", "manual", func(string) (string, bool, error) { return "", false, nil }, "SENT", "ref-resent", 2},
 		{"ambiguous manual", "manual", func(string) (string, bool, error) { return "", false, errors.New("2 matches") }, "IN_DOUBT", "", 1},
 		{"ambiguous skip", "skip", func(string) (string, bool, error) { return "", false, errors.New("2 matches") }, "SKIPPED", "", 1},
