@@ -15,7 +15,7 @@ func FuzzIngress(f *testing.F) {
 	f.Add("stripe", "refund", `{"data":null}`, "t=abc", "")
 	f.Add("stripe", "nope", "", "", "")
 	f.Fuzz(func(t *testing.T, provider, channel, body, sig, query string) {
-		srv, rec, _ := setup(t)
+		srv, rec, _, _ := setup(t)
 		target := srv.URL + "/ingress/" + provider + "/" + channel
 		if query != "" {
 			target += "?" + query

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/effectd/effectd/dispatcher"
@@ -72,7 +73,7 @@ func NewHandler(cfg Config) (http.Handler, error) {
 		timeout: cmp.Or(cfg.Timeout, 5*time.Second),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "effectd_ingress_events_total",
-			Help: "Provider events received on the ingress listener, by provider and result: applied, settled, unchanged, other_ref, orphan, duplicate, bad_signature, unknown_channel, malformed, error, api_version_mismatch.",
+			Help: "Provider events received on the ingress listener, by provider and result: applied, settled, unchanged, other_ref, orphan, duplicate, bad_signature (missing or not matching), malformed (not an event effectd can read, however signed), unknown_channel, error, api_version_mismatch.",
 		}, []string{"provider", "result"}),
 	}
 	for _, c := range cfg.Channels {
@@ -95,51 +96,79 @@ func NewHandler(cfg Config) (http.Handler, error) {
 			return nil, fmt.Errorf("ingress.NewHandler: %w", err)
 		}
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /ingress/twilio/{channel}", h.twilio)
-	mux.HandleFunc("POST /ingress/stripe/{channel}", h.stripe)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		reply(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	return h.routes(), nil
+}
+
+// routes lists every route of the ingress listener. openapi.yaml beside this
+// file documents the same set, and a test keeps the two equal.
+func (h *handler) routes() chi.Router {
+	r := chi.NewRouter()
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusNotFound, errBody("not_found", "no such route"))
 	})
-	return mux, nil
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		// RFC 9110: a 405 lists the methods the resource has.
+		path := cmp.Or(req.URL.RawPath, req.URL.Path) // as chi routes it
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+			if r.Match(chi.NewRouteContext(), m, path) {
+				w.Header().Add("Allow", m)
+			}
+		}
+		reply(w, http.StatusMethodNotAllowed, errBody("method_not_allowed", req.Method+" is not allowed here; see Allow"))
+	})
+	r.Post("/ingress/twilio/{channel}", h.twilio)
+	r.Post("/ingress/stripe/{channel}", h.stripe)
+	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	return r
 }
 
 // channel returns the named channel of provider, or answers 404.
 func (h *handler) channel(w http.ResponseWriter, r *http.Request, provider string) (Channel, bool) {
-	c, ok := h.chans[r.PathValue("channel")]
+	name := chi.URLParam(r, "channel")
+	c, ok := h.chans[name]
 	if !ok || c.Provider != provider {
 		h.events.WithLabelValues(provider, "unknown_channel").Inc()
-		reply(w, http.StatusNotFound, errBody("not_found", fmt.Sprintf("no %s channel %q receives events here", provider, r.PathValue("channel"))))
+		reply(w, http.StatusNotFound, errBody("not_found", fmt.Sprintf("no %s channel %q receives events here", provider, name)))
 		return c, false
 	}
 	return c, true
 }
 
 // body reads a request body up to maxBody, or answers 400 or 413.
-func (h *handler) body(w http.ResponseWriter, r *http.Request, provider string) ([]byte, bool) {
+func (h *handler) body(w http.ResponseWriter, r *http.Request, c Channel) ([]byte, bool) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		h.events.WithLabelValues(provider, "malformed").Inc()
-		reply(w, http.StatusRequestEntityTooLarge, errBody("too_large", fmt.Sprintf("body over %d bytes", maxBody)))
+		h.refuse(w, c, "malformed", http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("body over %d bytes", maxBody))
 		return nil, false
 	case err != nil:
-		h.events.WithLabelValues(provider, "malformed").Inc()
-		reply(w, http.StatusBadRequest, errBody("malformed", "reading the body: "+err.Error()))
+		h.malformed(w, c, "reading the body: "+err.Error())
 		return nil, false
 	}
 	return b, true
 }
 
-// badSignature answers 400 without storing anything.
-func (h *handler) badSignature(w http.ResponseWriter, provider, channel, why string) {
-	h.events.WithLabelValues(provider, "bad_signature").Inc()
-	h.log.Warn("ingress: event refused: bad signature", "provider", provider, "channel", channel, "reason", why)
-	reply(w, http.StatusBadRequest, errBody("bad_signature", why))
+// badSignature answers 400 bad_signature without storing anything: the
+// event is not proven to come from the provider.
+func (h *handler) badSignature(w http.ResponseWriter, c Channel, why string) {
+	h.refuse(w, c, "bad_signature", http.StatusBadRequest, "bad_signature", why)
+}
+
+// malformed answers 400 malformed without storing anything: the body cannot
+// be read as the provider's event (whether or not its signature is valid).
+func (h *handler) malformed(w http.ResponseWriter, c Channel, why string) {
+	h.refuse(w, c, "malformed", http.StatusBadRequest, "malformed", why)
+}
+
+// refuse counts a refused event under result, logs why at warn, and answers
+// status with the error code.
+func (h *handler) refuse(w http.ResponseWriter, c Channel, result string, status int, code, why string) {
+	h.events.WithLabelValues(c.Provider, result).Inc()
+	h.log.Warn("ingress: event refused: "+result, "provider", c.Provider, "channel", c.Name, "reason", why)
+	reply(w, status, errBody(code, why))
 }
 
 // record hands a verified event to the recorder and answers.
@@ -162,7 +191,10 @@ func (h *handler) record(w http.ResponseWriter, r *http.Request, ev dispatcher.P
 	out := map[string]any{"outcome": res.Outcome}
 	if res.IntentID != 0 {
 		out["intent_id"] = res.IntentID
-		out["delivery"] = string(res.To)
+		out["delivery"] = nil // not known yet
+		if res.To != "" {
+			out["delivery"] = res.To
+		}
 	}
 	reply(w, http.StatusOK, out)
 }

@@ -1,10 +1,12 @@
 package ingress_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/effectd/effectd/api/ingress"
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/internal/openapitest"
 	"github.com/effectd/effectd/providers/sandbox"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -52,25 +55,49 @@ const (
 	stripeSecret = "whsec_test_secret"
 )
 
-func setup(t *testing.T) (*httptest.Server, *recorder, *prometheus.Registry) {
+// logBuffer collects the handler's log lines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func setup(t *testing.T) (*httptest.Server, *recorder, *prometheus.Registry, *logBuffer) {
 	t.Helper()
 	rec := &recorder{}
 	reg := prometheus.NewRegistry()
+	logs := &logBuffer{}
 	h, err := ingress.NewHandler(ingress.Config{
 		Channels: []ingress.Channel{
 			{Name: "sms", Provider: "twilio", TwilioAuthToken: authToken, StatusCallback: callbackURL},
 			{Name: "refund", Provider: "stripe", StripeSecret: stripeSecret},
 		},
-		Recorder: rec, Registerer: reg,
+		Recorder: rec, Registerer: reg, Logger: slog.New(slog.NewTextHandler(logs, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return srv, rec, reg
+	return srv, rec, reg, logs
 }
 
+// spec is openapi.yaml, loaded once for every test's answers.
+var spec = sync.OnceValues(func() (*openapitest.Spec, error) { return openapitest.Read("openapi.yaml") })
+
+// post sends body to target and returns the status and the decoded answer,
+// after checking the answer against openapi.yaml.
 func post(t *testing.T, target string, header http.Header, body string) (int, map[string]any) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, target, strings.NewReader(body))
@@ -83,6 +110,13 @@ func post(t *testing.T, target string, header http.Header, body string) (int, ma
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
+	s, err := spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CheckResponse(req, res.StatusCode, res.Header, b); err != nil {
+		t.Errorf("the answer does not match openapi.yaml: %v", err)
+	}
 	var out map[string]any
 	json.Unmarshal(b, &out)
 	return res.StatusCode, out
@@ -98,7 +132,7 @@ func twilioForm(sid, status, code string) url.Values {
 
 func TestTwilioCallbacks(t *testing.T) {
 	t.Parallel()
-	srv, rec, reg := setup(t)
+	srv, rec, reg, _ := setup(t)
 	query := "?effectd_intent_id=42"
 	signed := func(f url.Values, token, signedURL string) http.Header {
 		return http.Header{
@@ -159,7 +193,7 @@ func stripeEvent(id, typ, version string, obj map[string]any) []byte {
 
 func TestStripeEvents(t *testing.T) {
 	t.Parallel()
-	srv, rec, reg := setup(t)
+	srv, rec, reg, _ := setup(t)
 	sign := func(b []byte, secret string, at time.Time) http.Header {
 		p := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: b, Secret: secret, Timestamp: at})
 		return http.Header{"Content-Type": {"application/json"}, "Stripe-Signature": {p.Header}}
@@ -236,4 +270,122 @@ func counter(t *testing.T, reg *prometheus.Registry, provider, result string) fl
 		}
 	}
 	return 0
+}
+
+// TestMethodNotAllowed: a method a route does not take answers 405 naming the
+// methods it takes in Allow; an unknown path 404; both with an error body.
+func TestMethodNotAllowed(t *testing.T) {
+	t.Parallel()
+	srv, rec, _, _ := setup(t)
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		allow        string
+	}{
+		{http.MethodGet, "/ingress/twilio/sms", http.StatusMethodNotAllowed, "POST"},
+		{http.MethodPut, "/ingress/stripe/refund", http.StatusMethodNotAllowed, "POST"},
+		{http.MethodDelete, "/ingress/stripe/nope", http.StatusMethodNotAllowed, "POST"},
+		{http.MethodPost, "/healthz", http.StatusMethodNotAllowed, "GET"},
+		{http.MethodGet, "/ingress/webhook/sms", http.StatusNotFound, ""},
+		{http.MethodPost, "/nope", http.StatusNotFound, ""},
+	} {
+		req, _ := http.NewRequest(tc.method, srv.URL+tc.path, strings.NewReader("MessageSid=SM1"))
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		var e struct {
+			Error struct{ Code, Message string }
+		}
+		json.Unmarshal(b, &e)
+		wantCode := map[int]string{http.StatusMethodNotAllowed: "method_not_allowed", http.StatusNotFound: "not_found"}[tc.status]
+		if res.StatusCode != tc.status || res.Header.Get("Allow") != tc.allow || e.Error.Code != wantCode || e.Error.Message == "" {
+			t.Errorf("%s %s: %d Allow %q %s, want %d Allow %q code %s", tc.method, tc.path, res.StatusCode,
+				res.Header.Get("Allow"), b, tc.status, tc.allow, wantCode)
+		}
+	}
+	if n := len(rec.events()); n != 0 {
+		t.Errorf("%d events recorded", n)
+	}
+}
+
+// TestSignedButMalformed: a body whose signature is valid but that is not an
+// event effectd can read is refused as malformed, in the answer, the metric
+// and the log, never as bad_signature; nothing is recorded.
+func TestSignedButMalformed(t *testing.T) {
+	t.Parallel()
+	srv, rec, reg, logs := setup(t)
+	stripeSigned := func(body string) http.Header {
+		p := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: []byte(body), Secret: stripeSecret, Timestamp: time.Now()})
+		return http.Header{"Content-Type": {"application/json"}, "Stripe-Signature": {p.Header}}
+	}
+	query := "?effectd_intent_id=42"
+	// A form with one field that is not form-encoded: signed over the fields
+	// that are, as Twilio would sign what it sent.
+	readable := twilioForm("SM1", "delivered", "")
+	twilioSigned := http.Header{"Content-Type": {"application/x-www-form-urlencoded"},
+		"X-Twilio-Signature": {sandbox.TwilioSignature(authToken, callbackURL+query, readable)}}
+
+	for _, tc := range []struct {
+		name, target string
+		header       http.Header
+		body         string
+	}{
+		{"stripe: not JSON", "/ingress/stripe/refund", stripeSigned(`not json`), `not json`},
+		{"stripe: data.object not an object", "/ingress/stripe/refund", stripeSigned(`{"id":"evt_1","type":"refund.updated","data":{"object":"re_1"}}`),
+			`{"id":"evt_1","type":"refund.updated","data":{"object":"re_1"}}`},
+		{"stripe: no id", "/ingress/stripe/refund", stripeSigned(`{"type":"refund.updated","data":{"object":{}}}`), `{"type":"refund.updated","data":{"object":{}}}`},
+		{"twilio: not a form", "/ingress/twilio/sms" + query, twilioSigned, readable.Encode() + "&Bad=%zz"},
+		{"twilio: no MessageStatus", "/ingress/twilio/sms" + query,
+			http.Header{"X-Twilio-Signature": {sandbox.TwilioSignature(authToken, callbackURL+query, url.Values{"MessageSid": {"SM1"}})}}, "MessageSid=SM1"},
+	} {
+		code, body := post(t, srv.URL+tc.target, tc.header, tc.body)
+		e, _ := body["error"].(map[string]any)
+		if code != http.StatusBadRequest || e["code"] != "malformed" {
+			t.Errorf("%s: %d %v, want 400 malformed", tc.name, code, body)
+		}
+	}
+	if n := len(rec.events()); n != 0 {
+		t.Errorf("malformed events reached the recorder: %d", n)
+	}
+	for _, provider := range []string{"stripe", "twilio"} {
+		if got := counter(t, reg, provider, "bad_signature"); got != 0 {
+			t.Errorf("%s bad_signature = %v, want 0", provider, got)
+		}
+	}
+	if got := counter(t, reg, "stripe", "api_version_mismatch"); got != 0 {
+		t.Errorf("api_version_mismatch = %v, want 0: a malformed event has no version to compare", got)
+	}
+	if got := counter(t, reg, "stripe", "malformed") + counter(t, reg, "twilio", "malformed"); got != 5 {
+		t.Errorf("malformed = %v, want 5", got)
+	}
+	if log := logs.String(); strings.Count(log, "event refused: malformed") != 5 || strings.Contains(log, "signature") {
+		t.Errorf("log, want 5 lines of malformed and none of signatures:\n%s", log)
+	}
+
+	// Unsigned, the same bodies are refused as bad_signature.
+	if code, body := post(t, srv.URL+"/ingress/twilio/sms"+query, http.Header{"X-Twilio-Signature": {"forged"}}, readable.Encode()+"&Bad=%zz"); code != http.StatusBadRequest ||
+		body["error"].(map[string]any)["code"] != "bad_signature" {
+		t.Errorf("forged, not a form: %d %v, want 400 bad_signature", code, body)
+	}
+	if code, body := post(t, srv.URL+"/ingress/stripe/refund", http.Header{"Stripe-Signature": {"t=1,v1=00"}}, "not json"); code != http.StatusBadRequest ||
+		body["error"].(map[string]any)["code"] != "bad_signature" {
+		t.Errorf("forged, not JSON: %d %v, want 400 bad_signature", code, body)
+	}
+}
+
+// TestOutcomeWithoutDelivery: an event about an intent whose delivery is not
+// known answers delivery null, as openapi.yaml says (post checks it).
+func TestOutcomeWithoutDelivery(t *testing.T) {
+	t.Parallel()
+	srv, _, _, _ := setup(t)
+	query := "?effectd_intent_id=42"
+	f := twilioForm("SM1", "receiving", "")
+	h := http.Header{"X-Twilio-Signature": {sandbox.TwilioSignature(authToken, callbackURL+query, f)}}
+	code, body := post(t, srv.URL+"/ingress/twilio/sms"+query, h, f.Encode())
+	if d, ok := body["delivery"]; code != http.StatusOK || !ok || d != nil || body["intent_id"] != float64(42) {
+		t.Errorf("%d %v, want 200 with intent_id 42 and delivery null", code, body)
+	}
 }

@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"encoding/json"
 	"net/http"
 
 	stripeapi "github.com/stripe/stripe-go/v76"
@@ -12,26 +13,38 @@ import (
 	"github.com/effectd/effectd/statemachine"
 )
 
-// stripe handles POST /ingress/stripe/{channel}: one Stripe event.
+// stripe handles POST /ingress/stripe/{channel}: one Stripe event. The
+// signature is checked first (webhook.ValidatePayload), then the body is
+// decoded: a validly signed body that is not an event is malformed, not
+// bad_signature.
 //
-// stripe-go refuses events rendered for an API version other than its own.
-// effectd reads only fields every recent version carries (id, type,
-// data.object's id, object, status, metadata, failure_reason, reversed,
-// amount_reversed, last_payment_error.code), so it accepts other versions,
-// counts them as api_version_mismatch and warns once per version.
+// stripe-go's ConstructEvent refuses events rendered for an API version other
+// than its own. effectd reads only fields every recent version carries (id,
+// type, data.object's id, object, status, metadata, failure_reason, reversed,
+// amount_reversed, last_payment_error.code), so it decodes the event itself,
+// accepts other versions, counts them as api_version_mismatch and warns once
+// per version.
 func (h *handler) stripe(w http.ResponseWriter, r *http.Request) {
 	c, ok := h.channel(w, r, "stripe")
 	if !ok {
 		return
 	}
-	b, ok := h.body(w, r, "stripe")
+	b, ok := h.body(w, r, c)
 	if !ok {
 		return
 	}
-	evt, err := webhook.ConstructEventWithOptions(b, r.Header.Get("Stripe-Signature"), c.StripeSecret,
-		webhook.ConstructEventOptions{IgnoreAPIVersionMismatch: true})
-	if err != nil {
-		h.badSignature(w, "stripe", c.Name, err.Error())
+	if err := webhook.ValidatePayload(b, r.Header.Get("Stripe-Signature"), c.StripeSecret); err != nil {
+		h.badSignature(w, c, err.Error())
+		return
+	}
+	// Signed by Stripe, yet perhaps not an event: told apart from a forgery.
+	var evt stripeapi.Event
+	if err := json.Unmarshal(b, &evt); err != nil {
+		h.malformed(w, c, "the body is not a Stripe event: "+err.Error())
+		return
+	}
+	if evt.ID == "" || evt.Type == "" || evt.Data == nil || evt.Data.Object == nil {
+		h.malformed(w, c, "the event has no id, type or data.object")
 		return
 	}
 	if evt.APIVersion != stripeapi.APIVersion {
@@ -40,11 +53,6 @@ func (h *handler) stripe(w http.ResponseWriter, r *http.Request) {
 			h.log.Warn("ingress: Stripe event of another API version accepted; pin the endpoint to this version to match",
 				"channel", c.Name, "event_api_version", evt.APIVersion, "effectd_api_version", stripeapi.APIVersion)
 		}
-	}
-	if evt.ID == "" || evt.Type == "" || evt.Data == nil || evt.Data.Object == nil {
-		h.events.WithLabelValues("stripe", "malformed").Inc()
-		reply(w, http.StatusBadRequest, errBody("malformed", "the event has no id, type or data.object"))
-		return
 	}
 	obj := evt.Data.Object
 	kind, _ := obj["object"].(string)

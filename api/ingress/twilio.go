@@ -22,20 +22,19 @@ func (h *handler) twilio(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	b, ok := h.body(w, r, "twilio")
+	b, ok := h.body(w, r, c)
 	if !ok {
-		return
-	}
-	form, err := url.ParseQuery(string(b))
-	if err != nil {
-		h.badSignature(w, "twilio", c.Name, "the body is not a form: "+err.Error())
 		return
 	}
 	sig := r.Header.Get("X-Twilio-Signature")
 	if sig == "" {
-		h.badSignature(w, "twilio", c.Name, "X-Twilio-Signature is missing")
+		h.badSignature(w, c, "X-Twilio-Signature is missing")
 		return
 	}
+	// ParseQuery keeps the fields it could read: the signature is checked
+	// over them, so that a signed body that is not wholly a form is told
+	// apart from a forgery.
+	form, formErr := url.ParseQuery(string(b))
 	public, _ := url.Parse(c.StatusCallback) // checked by NewHandler
 	public.RawQuery = r.URL.RawQuery
 	params := make(map[string]string, len(form))
@@ -44,13 +43,16 @@ func (h *handler) twilio(w http.ResponseWriter, r *http.Request) {
 	}
 	validator := client.NewRequestValidator(c.TwilioAuthToken)
 	if !validator.Validate(public.String(), params, sig) {
-		h.badSignature(w, "twilio", c.Name, "X-Twilio-Signature does not match "+public.Redacted())
+		h.badSignature(w, c, "X-Twilio-Signature does not match "+public.Redacted())
+		return
+	}
+	if formErr != nil {
+		h.malformed(w, c, "the body is not a form: "+formErr.Error())
 		return
 	}
 	sid, status := form.Get("MessageSid"), form.Get("MessageStatus")
 	if sid == "" || status == "" {
-		h.events.WithLabelValues("twilio", "malformed").Inc()
-		reply(w, http.StatusBadRequest, errBody("malformed", "MessageSid and MessageStatus are required"))
+		h.malformed(w, c, "MessageSid and MessageStatus are required")
 		return
 	}
 	// Keep what identifies the message and its status; never the body, which

@@ -164,8 +164,11 @@ var mutations = []mutation{
 		from: "!validator.Validate(public.String(), params, sig) {", to: "!validator.Validate(public.String(), params, sig) && false {",
 		pkg: "./api/ingress/", run: "^TestTwilioCallbacks$"},
 	{name: "ingress: old Stripe-Signature replayed", file: "api/ingress/stripe.go",
-		from: "webhook.ConstructEventOptions{IgnoreAPIVersionMismatch: true}", to: "webhook.ConstructEventOptions{IgnoreAPIVersionMismatch: true, IgnoreTolerance: true}",
+		from: "webhook.ValidatePayload(b, ", to: "webhook.ValidatePayloadIgnoringTolerance(b, ",
 		pkg: "./api/ingress/", run: "^TestStripeEvents$"},
+	{name: "ingress: a signed body that is not an event counted as bad_signature", file: "api/ingress/stripe.go",
+		from: `h.malformed(w, c, "the body is not a Stripe event: "+err.Error())`, to: `h.badSignature(w, c, "the body is not a Stripe event: "+err.Error())`,
+		pkg: "./api/ingress/", run: "^TestSignedButMalformed$"},
 
 	// Lookup and delivery reports.
 	{name: "twilio lookup: body not matched", file: "providers/twilio/twilio.go",

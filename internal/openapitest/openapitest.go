@@ -30,18 +30,28 @@ type Spec struct {
 // defaults that do not match their schema).
 func Load(t testing.TB, path string) *Spec {
 	t.Helper()
+	s, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Read is Load for a caller without a testing.TB: it returns what Load
+// would fail on.
+func Read(path string) (*Spec, error) {
 	doc, err := openapi3.NewLoader().LoadFromFile(path)
 	if err != nil {
-		t.Fatalf("%s: %v", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if err := doc.Validate(context.Background()); err != nil {
-		t.Fatalf("%s is not a valid OpenAPI description: %v", path, err)
+		return nil, fmt.Errorf("%s is not a valid OpenAPI description: %w", path, err)
 	}
 	router, err := legacy.NewRouter(doc)
 	if err != nil {
-		t.Fatalf("%s: routes: %v", path, err)
+		return nil, fmt.Errorf("%s: routes: %w", path, err)
 	}
-	return &Spec{Doc: doc, router: router}
+	return &Spec{Doc: doc, router: router}, nil
 }
 
 // Operations returns every documented operation as "METHOD /path", sorted.
