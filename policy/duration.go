@@ -3,6 +3,7 @@ package policy
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -16,6 +17,19 @@ func (d Duration) D() time.Duration { return time.Duration(d) }
 
 // String formats d like time.Duration.
 func (d Duration) String() string { return time.Duration(d).String() }
+
+// Short writes d as a person does: 1h rather than 1h0m0s, 1h30m rather than
+// 1h30m0s. time.ParseDuration reads it back.
+func (d Duration) Short() string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
 
 // MarshalJSON writes d as a string such as "1m30s".
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }

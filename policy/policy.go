@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -105,7 +104,7 @@ func (p Policy) Validate() error {
 	case p.Backoff.Max < p.Backoff.Base:
 		return bad("backoff.max", "must be at least backoff.base")
 	case p.Lease < MinLease:
-		return bad("lease", "must be at least "+short(MinLease))
+		return bad("lease", "must be at least "+MinLease.Short())
 	case !slices.Contains([]string{InDoubtLookup, InDoubtResend, InDoubtSkip, InDoubtManual}, p.InDoubt):
 		return bad("in_doubt", "must be lookup, resend, skip or manual, got "+quoteShort(p.InDoubt))
 	case !slices.Contains([]string{InDoubtResend, InDoubtSkip, InDoubtManual}, p.LookupFallback):
@@ -119,21 +118,9 @@ func (p Policy) Validate() error {
 	case p.Concurrency < 1 || p.Concurrency > MaxConcurrency:
 		return bad("concurrency", fmt.Sprintf("must be between 1 and %d, got %d", MaxConcurrency, p.Concurrency))
 	case p.Retention < MinRetention:
-		return bad("retention", "must be at least "+short(MinRetention))
+		return bad("retention", "must be at least "+MinRetention.Short())
 	}
 	return nil
-}
-
-// short writes d as a message does: 1h rather than 1h0m0s.
-func short(d Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = s[:len(s)-2]
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = s[:len(s)-2]
-	}
-	return s
 }
 
 // quoteShort quotes s for a message, cut to a few dozen bytes: a refused
