@@ -301,7 +301,8 @@ func TestChannelPolicyPreview(t *testing.T) {
 	// An admin may change policies.
 	tokens := login(t, c, e.srv.URL, operatorToken)
 	_, body := get(t, c, e.srv.URL+"/ui/channels/sms")
-	for _, want := range []string{`<td>max_attempts</td><td><code>5</code></td><td>YAML</td>`, `<td>concurrency</td><td><code>16</code></td><td>default</td>`,
+	for _, want := range []string{`<td>max_attempts</td><td>5</td><td class="source source-YAML">YAML</td>`,
+		`<td>concurrency</td><td>16</td><td class="source source-default">default</td>`,
 		"Policy changes need the admin role", "Pause sms"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("channel page lacks %q", want)
@@ -317,8 +318,8 @@ func TestChannelPolicyPreview(t *testing.T) {
 	admin := browserless(t)
 	csrf := login(t, admin, e.srv.URL, adminToken)
 	resp, body = post(t, admin, e.srv.URL+"/ui/channels/sms/policy", url.Values{"csrf": {csrf}, "patch": {`{"rate_per_second": 2, "max_attempts": null}`}})
-	for _, want := range []string{`<td>rate_per_second</td><td><code>10</code></td><td>YAML</td><td><code>2 (override)</code>`,
-		`<td>max_attempts</td><td><code>5</code></td><td>YAML</td><td>unchanged`, "Apply this change"} {
+	for _, want := range []string{`<td>rate_per_second</td><td>10</td><td class="source source-YAML">YAML</td><td>2 (override)</td>`,
+		`<td>max_attempts</td><td>5</td><td class="source source-YAML">YAML</td><td>unchanged`, "Apply this change"} {
 		if resp.StatusCode != 200 || !strings.Contains(body, want) {
 			t.Errorf("policy preview lacks %q:\n%s", want, body)
 		}
@@ -347,9 +348,13 @@ func TestChannelPolicyPreviewMergesNested(t *testing.T) {
 	admin := browserless(t)
 	csrf := login(t, admin, e.srv.URL, adminToken)
 	resp, body := post(t, admin, e.srv.URL+"/ui/channels/sms/policy", url.Values{"csrf": {csrf}, "patch": {`{"backoff": {"base": "2s"}}`}})
-	want := `<code>{&#34;base&#34;:&#34;2s&#34;,&#34;max&#34;:&#34;1h0m0s&#34;} (override)</code>`
-	if resp.StatusCode != 200 || !strings.Contains(body, want) {
-		t.Errorf("policy preview lacks %q:\n%s", want, body)
+	for _, want := range []string{
+		`<td>backoff.base</td><td>1s</td><td class="source source-default">default</td><td>2s (override)</td>`,
+		`<td>backoff.max</td><td>1h</td><td class="source source-override">override</td><td>unchanged</td>`,
+	} {
+		if resp.StatusCode != 200 || !strings.Contains(body, want) {
+			t.Errorf("policy preview lacks %q:\n%s", want, body)
+		}
 	}
 }
 
@@ -394,7 +399,7 @@ VALUES ('twilio', 'SMcb1:undelivered', 'sms', $1, 'SMcb1', 'undelivered', 'undel
 	c := browserless(t)
 	login(t, c, e.srv.URL, operatorToken)
 	_, body := get(t, c, e.srv.URL+"/ui/intents/"+itoa(id))
-	for _, want := range []string{"twilio undelivered: undelivered", "undelivered 30003 (applied)", "<code>SMcb1</code>"} {
+	for _, want := range []string{"<strong>twilio undelivered</strong>", "provider code 30003 · outcome applied", "<code>SMcb1</code>"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the timeline lacks %q", want)
 		}

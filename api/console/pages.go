@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/url"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -173,10 +171,11 @@ func (c *console) intents(w http.ResponseWriter, r *http.Request) {
 		v.Set("after", strconv.FormatInt(*page.Next, 10))
 		next = "/ui/intents?" + v.Encode()
 	}
+	p, _ := c.who(r)
 	c.render(w, r, http.StatusOK, "intents", "Intents", map[string]any{
 		"Form": f, "Intents": page.Intents, "Next": next, "Problems": problems, "Channels": chans,
 		"States": statemachine.States, "Deliveries": []string{"accepted", "delivered", "undelivered"},
-		"BulkActions": bulkActions})
+		"BulkActions": bulkActions, "CanOperate": p.Can("operate")})
 }
 
 // timelineItem is one thing that happened to an intent.
@@ -204,12 +203,15 @@ func timeline(d client.IntentDetail, events []client.ProviderEvent) []timelineIt
 	}
 	for _, e := range events {
 		title := e.Provider + " " + e.Type
-		if e.Delivery != nil {
-			title += ": " + *e.Delivery
+		if d := deref(e.Delivery); d != "" && d != e.Type {
+			title += ": " + d
+		}
+		detail := "outcome " + e.Outcome
+		if note := deliveryNote(deref(e.Detail), e.Type, deref(e.Delivery)); note != "" {
+			detail = note + " · " + detail
 		}
 		out = append(out, timelineItem{At: e.ReceivedAt, Kind: "provider event", Title: title,
-			Detail: strings.TrimSpace(deref(e.Detail) + " (" + e.Outcome + ")"), Ref: deref(e.ObjectRef),
-			Failure: e.Delivery != nil && *e.Delivery == "undelivered"})
+			Detail: detail, Ref: deref(e.ObjectRef), Failure: deref(e.Delivery) == "undelivered"})
 	}
 	for _, a := range d.Audit {
 		var before, after struct {
@@ -361,28 +363,21 @@ func (c *console) intentAction(w http.ResponseWriter, r *http.Request) {
 
 // policyField is one row of the channel page's policy table.
 type policyField struct {
-	Name, Value, Source string // source: override | YAML | default
-	New                 string // in a preview: the value after the change, when it differs
+	Name, Value string        // the field (backoff.base) and its value as a person reads it
+	Source      policy.Source // default | YAML | override
+	New         string        // in a preview: the value after the change, when it differs
 }
 
-func policyFields(ch client.Channel, p policy.Policy) ([]policyField, error) {
-	var eff, yaml, over map[string]json.RawMessage
-	b, err := json.Marshal(p)
+// policyFields returns the rows of ch's policy table, with override as the
+// channel's override.
+func policyFields(ch client.Channel, override []byte) ([]policyField, error) {
+	fields, err := policy.Explain(ch.Provider, ch.PolicyYAML, override)
 	if err != nil {
 		return nil, err
 	}
-	json.Unmarshal(b, &eff)
-	json.Unmarshal(ch.PolicyYAML, &yaml)
-	json.Unmarshal(ch.PolicyOverride, &over)
-	var out []policyField
-	for _, k := range slices.Sorted(maps.Keys(eff)) {
-		src := "default"
-		if _, ok := over[k]; ok {
-			src = "override"
-		} else if _, ok := yaml[k]; ok {
-			src = "YAML"
-		}
-		out = append(out, policyField{Name: k, Value: string(eff[k]), Source: src})
+	out := make([]policyField, len(fields))
+	for i, f := range fields {
+		out[i] = policyField{Name: f.Name, Value: policyValue(f.Name, f.Value), Source: f.Source}
 	}
 	return out, nil
 }
@@ -398,7 +393,7 @@ func (c *console) showChannel(w http.ResponseWriter, r *http.Request, patch stri
 		c.apiFailed(w, r, err)
 		return
 	}
-	fields, err := policyFields(ch, ch.Policy)
+	fields, err := policyFields(ch, ch.PolicyOverride)
 	if err != nil {
 		c.apiFailed(w, r, err)
 		return
@@ -458,22 +453,17 @@ func previewPolicy(api *client.Client, r *http.Request, name, patch string) ([]p
 	if err != nil {
 		return nil, err
 	}
-	after, err := policy.Effective(ch.Provider, ch.PolicyYAML, ob)
+	now, err := policyFields(ch, ch.PolicyOverride)
 	if err != nil {
 		return nil, err
 	}
-	now, err := policyFields(ch, ch.Policy)
-	if err != nil {
-		return nil, err
-	}
-	ch.PolicyOverride = ob
-	next, err := policyFields(ch, after)
+	next, err := policyFields(ch, ob)
 	if err != nil {
 		return nil, err
 	}
 	for i := range now {
 		if next[i].Value != now[i].Value || next[i].Source != now[i].Source {
-			now[i].New = next[i].Value + " (" + next[i].Source + ")"
+			now[i].New = next[i].Value + " (" + string(next[i].Source) + ")"
 		}
 	}
 	return now, nil

@@ -60,7 +60,9 @@ var funcs = template.FuncMap{
 		}
 		return template.URL(v.Encode())
 	},
-	"lower": strings.ToLower,
+	"lower":         strings.ToLower,
+	"errorExplains": errorExplains,
+	"deliveryNote":  deliveryNote,
 }
 
 // parsePages parses each page template together with the layout.

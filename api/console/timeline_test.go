@@ -36,7 +36,7 @@ func TestTimeline(t *testing.T) {
 		"send|send #1: maybe_sent|||timeout|",
 		"lookup|lookup #1: ambiguous||||",
 		"audit|intent.resolve_sent: IN_DOUBT → SENT|oncall|seen in the log|bulk snapshot s-1|",
-		"provider event|twilio undelivered: undelivered|||undelivered 30003 (applied)|SM1",
+		"provider event|twilio undelivered|||provider code 30003 · outcome applied|SM1",
 	}
 	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
 		t.Errorf("timeline:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
