@@ -38,3 +38,10 @@ func Orphans(d *Dispatcher, channel string) float64 {
 
 // ConfigOf returns d's Config with its defaults applied.
 func ConfigOf(d *Dispatcher) Config { return d.cfg }
+
+// Lookups returns effectd_lookups_total for channel and outcome.
+func Lookups(d *Dispatcher, channel, outcome string) float64 {
+	var m dto.Metric
+	d.m.lookups.WithLabelValues(channel, outcome).Write(&m)
+	return m.GetCounter().GetValue()
+}

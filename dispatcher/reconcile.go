@@ -52,8 +52,8 @@ type reconciler struct {
 func (rc *reconciler) Start(ctx context.Context) { rc.start(ctx, rc.run) }
 
 // Stop cancels the settlements in progress and waits for them. A lookup cut
-// short counts as one that could not tell: its row is settled by the
-// channel's lookup_fallback, written with a context of its own.
+// short by Stop told nothing: its row is left SENDING with its lease ended, for
+// the next instance to settle.
 func (rc *reconciler) Stop() { rc.stop() }
 
 func (rc *reconciler) run(ctx context.Context) {
@@ -90,7 +90,11 @@ func (rc *reconciler) settleBatch(ctx context.Context, n int) (int, error) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			s := d.decide(ctx, r, true)
+			s, err := d.decide(ctx, r, true)
+			if err != nil {
+				d.release(ctx, r)
+				return
+			}
 			if err := d.apply(ctx, r, &s, ""); err != nil {
 				d.logDB(ctx, "settling an in-doubt intent", err, "intent", r.id)
 			}
@@ -108,10 +112,24 @@ func scanInDoubt(row pgx.CollectableRow) (inDoubt, error) {
 	return r, err
 }
 
+// release gives back a row that settleBatch took, its lease ended now, when
+// shutdown cut its lookup short.
+func (d *Dispatcher) release(ctx context.Context, r inDoubt) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.WriteTimeout)
+	defer cancel()
+	if _, err := d.pool.Exec(wctx, query.ReleaseLease, r.id, r.attempts); err != nil {
+		d.log.Warn("giving back an in-doubt intent whose lookup shutdown cut short", "intent", r.id, "channel", r.channel, "error", err)
+		return
+	}
+	d.log.Info("lookup cut short by shutdown: the intent is left for the next instance", "intent", r.id, "channel", r.channel)
+}
+
 // decide works out how to settle r: by lookup when the policy asks for it and
 // the provider can, else by policy. withPolicy=false (an operator's reconcile
-// of an IN_DOUBT row) only reports what the lookup found.
-func (d *Dispatcher) decide(ctx context.Context, r inDoubt, withPolicy bool) Settlement {
+// of an IN_DOUBT row) only reports what the lookup found. A lookup that fails
+// because ctx ended says nothing about the provider: decide returns ctx's
+// error and nothing is settled.
+func (d *Dispatcher) decide(ctx context.Context, r inDoubt, withPolicy bool) (Settlement, error) {
 	s := Settlement{IntentID: r.id, From: r.status, Outcome: ByPolicy}
 	ch := d.byName[r.channel]
 	p := ch.policy.Load()
@@ -124,17 +142,19 @@ func (d *Dispatcher) decide(ctx context.Context, r inDoubt, withPolicy bool) Set
 			ref, found, err := ch.looker.Lookup(lctx, r.key, r.payload, meta, r.createdAt, r.claimedAt)
 			cancel()
 			switch {
+			case err != nil && ctx.Err() != nil:
+				return s, fmt.Errorf("lookup cut short: %w", context.Cause(ctx))
 			case err != nil:
 				s.Outcome, s.Error = LookupAmbiguous, dbText(err.Error(), maxErrorText)
 				mode = p.LookupFallback
 			case found:
 				s.Outcome, s.ProviderRef = LookupFound, validText(ref)
 				s.To = mustNext(r.status, statemachine.Found)
-				return s
+				return s, nil
 			default:
 				s.Outcome = LookupAbsent
 				s.To = mustNext(r.status, statemachine.Absent)
-				return s
+				return s, nil
 			}
 		case ch.keyed:
 			// Sending again with the same key is the lookup: the provider
@@ -146,7 +166,7 @@ func (d *Dispatcher) decide(ctx context.Context, r inDoubt, withPolicy bool) Set
 	}
 	if !withPolicy {
 		s.To = r.status // nothing settled: the operator decides
-		return s
+		return s, nil
 	}
 	switch mode {
 	case policy.InDoubtResend:
@@ -155,7 +175,7 @@ func (d *Dispatcher) decide(ctx context.Context, r inDoubt, withPolicy bool) Set
 			// the effect twice. Only a lookup that proves it absent may.
 			s.To = mustNext(r.status, statemachine.Doubt)
 			s.Error = strings.TrimPrefix(s.Error+"; ", "; ") + "past the provider's idempotency-key window: not sent again without a lookup that proves it absent"
-			return s
+			return s, nil
 		}
 		s.To = mustNext(r.status, statemachine.Absent)
 	case policy.InDoubtSkip:
@@ -163,7 +183,7 @@ func (d *Dispatcher) decide(ctx context.Context, r inDoubt, withPolicy bool) Set
 	default:
 		s.To = mustNext(r.status, statemachine.Doubt)
 	}
-	return s
+	return s, nil
 }
 
 func mustNext(from statemachine.State, ev statemachine.Event) statemachine.State {
@@ -232,7 +252,10 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id int64, dryRun bool, actor
 	if d.byName[r.channel] == nil {
 		return Settlement{}, fmt.Errorf("dispatcher.Reconcile(%d): %w: channel %q is not configured in this instance", id, ErrInvalid, r.channel)
 	}
-	s := d.decide(ctx, r, r.status == statemachine.Sending)
+	s, err := d.decide(ctx, r, r.status == statemachine.Sending)
+	if err != nil {
+		return s, fmt.Errorf("dispatcher.Reconcile(%d): %w", id, err)
+	}
 	if dryRun {
 		return s, nil
 	}

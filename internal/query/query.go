@@ -19,6 +19,12 @@ var SlowDown string
 //go:embed take_expired.sql
 var TakeExpired string
 
+// ReleaseLease ends the lease of SENDING intent $1 (attempt $2) now, for the
+// next reconciler.
+//
+//go:embed release_lease.sql
+var ReleaseLease string
+
 // Prune deletes up to $2 terminal intents of channel $1 older than $3, with their attempts.
 //
 //go:embed prune.sql
