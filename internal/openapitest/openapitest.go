@@ -68,12 +68,13 @@ func (s *Spec) Operations() []string {
 
 // CheckResponse validates an answer to req against the description: its
 // status must be documented for the operation and its body must match that
-// status's schema.
-func (s *Spec) CheckResponse(req *http.Request, status int, header http.Header, body []byte) error {
+// status's schema. It returns the operation as Operations names it.
+func (s *Spec) CheckResponse(req *http.Request, status int, header http.Header, body []byte) (op string, err error) {
 	route, params, err := s.router.FindRoute(req)
 	if err != nil {
-		return fmt.Errorf("%s %s: not in the description: %w", req.Method, req.URL.Path, err)
+		return "", fmt.Errorf("%s %s: not in the description: %w", req.Method, req.URL.Path, err)
 	}
+	op = route.Method + " " + route.Path
 	in := &openapi3filter.ResponseValidationInput{
 		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route},
 		Status:                 status,
@@ -82,9 +83,9 @@ func (s *Spec) CheckResponse(req *http.Request, status int, header http.Header, 
 	}
 	in.SetBodyBytes(body)
 	if err := openapi3filter.ValidateResponse(req.Context(), in); err != nil {
-		return fmt.Errorf("%s %s: %d %s: %w", req.Method, req.URL.RequestURI(), status, shorten(body), err)
+		return op, fmt.Errorf("%s %s: %d %s: %w", req.Method, req.URL.RequestURI(), status, shorten(body), err)
 	}
-	return nil
+	return op, nil
 }
 
 // shorten keeps a body short enough to read in a failure message.
