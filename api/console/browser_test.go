@@ -78,6 +78,8 @@ func TestBrowserInDoubtStory(t *testing.T) {
 	defer cancelTimeout()
 
 	step := 0
+	// shot saves a screenshot of the page, and checks that the page fits the
+	// 1280-px window: nothing wider than the window, no table wider than its box.
 	shot := func(name string) chromedp.Action {
 		return chromedp.ActionFunc(func(ctx context.Context) error {
 			var png []byte
@@ -85,7 +87,19 @@ func TestBrowserInDoubtStory(t *testing.T) {
 				return err
 			}
 			step++
-			return os.WriteFile(filepath.Join(dir, fmt.Sprintf("%02d-%s.png", step, name)), png, 0o644)
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%02d-%s.png", step, name)), png, 0o644); err != nil {
+				return err
+			}
+			var width struct{ Window, Document, Overflowing int }
+			if err := chromedp.Evaluate(`({Window: window.innerWidth, Document: document.documentElement.scrollWidth,
+				Overflowing: [...document.querySelectorAll("table")].filter(t => t.scrollWidth > t.parentElement.clientWidth).length})`, &width).Do(ctx); err != nil {
+				return err
+			}
+			if width.Window != 1280 || width.Document > 1280 || width.Overflowing > 0 {
+				t.Errorf("%s: the page is %d px wide in a %d-px window, %d table(s) wider than their box; want it to fit 1280 px",
+					name, width.Document, width.Window, width.Overflowing)
+			}
+			return nil
 		})
 	}
 	clicks := 0
