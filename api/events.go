@@ -84,8 +84,9 @@ func (h *handler) listEvents(w http.ResponseWriter, r *http.Request) {
 		err := row.Scan(&e.ID, &e.Provider, &e.EventID, &e.Channel, &e.IntentID, &e.ObjectRef, &e.Type, &e.Status,
 			&e.Delivery, &e.Detail, &e.Outcome, &e.Payload, &e.ReceivedAt)
 		if len(sc.redact[e.Channel]) > 0 {
-			// The provider's own names (To, Body) differ from the payload's: mask it whole.
-			e.Payload = json.RawMessage(`"` + dispatcher.Masked + `"`)
+			// The provider's own names (To, Body) differ from the payload's:
+			// every value is masked, the object and its keys kept.
+			e.Payload = dispatcher.MaskValues(e.Payload)
 		}
 		return e, err
 	})

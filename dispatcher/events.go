@@ -129,22 +129,36 @@ func (d *Dispatcher) applyEvent(ctx context.Context, tx pgx.Tx, ev ProviderEvent
 		res.Outcome = EventOtherRef
 		return res, sentAt, nil
 	}
+	to, changed := statemachine.Report(res.From, ev.Delivery, ev.Reversal)
 	if (status == statemachine.Sending || status == statemachine.InDoubt) && ev.ObjectRef != "" {
 		if _, err := statemachine.Next(status, statemachine.Callback); err != nil {
 			return res, sentAt, err
 		}
+		// SENT says the provider has the effect: the row is settled with the
+		// delivery the event reports, accepted at least, in one statement, so
+		// that the notification of SENT tells it.
+		var delivery, detail string
+		switch {
+		case changed:
+			delivery, detail = string(to), ev.Detail
+		case res.From == statemachine.Unknown:
+			delivery = string(statemachine.Accepted)
+		}
 		var id int64
 		err := tx.QueryRow(ctx, query.SettleByEvent, res.IntentID, attempts, string(status), ev.ObjectRef,
-			"settled by a "+ev.Provider+" event: "+ev.Type).Scan(&id)
+			"settled by a "+ev.Provider+" event: "+ev.Type, delivery, detail).Scan(&id)
 		switch {
 		case err == nil:
 			res.Outcome = EventSettled
+			if delivery != "" {
+				res.To = statemachine.Delivery(delivery)
+			}
 			d.log.Info("in-doubt intent settled by a provider event", "intent", res.IntentID, "channel", ev.Channel, "from", status, "event", ev.EventID)
+			return res, sentAt, nil
 		case !errors.Is(err, pgx.ErrNoRows):
 			return res, sentAt, err
 		}
 	}
-	to, changed := statemachine.Report(res.From, ev.Delivery, ev.Reversal)
 	if !changed {
 		return res, sentAt, nil
 	}
@@ -153,10 +167,7 @@ func (d *Dispatcher) applyEvent(ctx context.Context, tx pgx.Tx, ev ProviderEvent
 		return res, sentAt, err
 	}
 	if tag.RowsAffected() == 1 {
-		res.To = to
-		if res.Outcome != EventSettled {
-			res.Outcome = EventApplied
-		}
+		res.To, res.Outcome = to, EventApplied
 	}
 	return res, sentAt, nil
 }

@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 )
@@ -13,15 +14,16 @@ const Masked = "***"
 const minMasked = 3
 
 // RedactPayload returns payload with each top-level field named in fields
-// replaced by "***". A payload that is not a JSON object is returned whole
-// as "***" when fields is not empty, so nothing leaks through a parse failure.
+// replaced by "***". A payload that is not a JSON object has every value
+// masked (MaskValues) when fields is not empty, so nothing leaks through a
+// parse failure.
 func RedactPayload(payload json.RawMessage, fields []string) json.RawMessage {
 	if len(fields) == 0 || payload == nil {
 		return payload
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(payload, &m); err != nil {
-		return json.RawMessage(`"` + Masked + `"`)
+		return MaskValues(payload)
 	}
 	masked := json.RawMessage(`"` + Masked + `"`)
 	changed := false
@@ -67,4 +69,39 @@ func RedactText(s string, payload json.RawMessage, fields []string) string {
 		}
 	}
 	return s
+}
+
+// MaskValues returns doc with every string and number in it replaced by
+// "***", its shape kept: objects keep their keys, arrays their length,
+// booleans and nulls stay. For a document whose fields are not the payload's
+// (a provider's event names the number To), where RedactPayload cannot tell
+// which to mask. Text that is not JSON is returned as "***".
+func MaskValues(doc json.RawMessage) json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return json.RawMessage(`"` + Masked + `"`)
+	}
+	b, err := json.Marshal(maskValues(v))
+	if err != nil {
+		return json.RawMessage(`"` + Masked + `"`)
+	}
+	return b
+}
+
+func maskValues(v any) any {
+	switch v := v.(type) {
+	case string, json.Number:
+		return Masked
+	case map[string]any:
+		for k, x := range v {
+			v[k] = maskValues(x)
+		}
+	case []any:
+		for i, x := range v {
+			v[i] = maskValues(x)
+		}
+	}
+	return v
 }

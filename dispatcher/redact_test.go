@@ -31,6 +31,9 @@ func TestRedact(t *testing.T) {
 	if got := dispatcher.RedactPayload(json.RawMessage(`[1`), []string{"to"}); string(got) != `"***"` {
 		t.Errorf("RedactPayload of a broken payload = %s, want the whole of it masked", got)
 	}
+	if got := dispatcher.RedactPayload(json.RawMessage(`["+15005550006", 5, true]`), []string{"to"}); string(got) != `["***","***",true]` {
+		t.Errorf("RedactPayload of an array = %s, want its values masked, still an array", got)
+	}
 	msg := `The 'To' number +15005550006 is not valid; body "Your code is 123456" (12345)`
 	want := `The 'To' number *** is not valid; body "***" (***)`
 	if got := dispatcher.RedactText(msg, payload, []string{"to", "body", "n"}); got != want {
@@ -38,6 +41,22 @@ func TestRedact(t *testing.T) {
 	}
 	if got := dispatcher.RedactText(msg, payload, nil); got != msg {
 		t.Errorf("RedactText with no fields = %q", got)
+	}
+}
+
+// TestMaskValues: every string and number is masked, the document's shape
+// (keys, array lengths, booleans, nulls) kept.
+func TestMaskValues(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		`{"To":"+15558675309","n":1e400,"ok":true,"x":null,"a":[{"b":"c"},[2]],"o":{}}`: `{"To":"***","a":[{"b":"***"},["***"]],"n":"***","o":{},"ok":true,"x":null}`,
+		`"text"`: `"***"`,
+		`[]`:     `[]`,
+		`{"a"`:   `"***"`, // not JSON: masked whole
+	} {
+		if got := dispatcher.MaskValues(json.RawMessage(in)); string(got) != want {
+			t.Errorf("MaskValues(%s) = %s, want %s", in, got, want)
+		}
 	}
 }
 

@@ -52,7 +52,8 @@ var Enqueue string
 var EventIntent string
 
 // SettleByEvent settles intent $1 (attempts $2, status $3) as SENT with
-// reference $4, fenced, and records an attempt of kind callback with outcome $5.
+// reference $4 and delivery $6 (detail $7; '' = unchanged), fenced, and
+// records an attempt of kind callback with outcome $5.
 //
 //go:embed settle_by_event.sql
 var SettleByEvent string
