@@ -248,7 +248,7 @@ func (c *console) checkCSRF(want func(*http.Request) string) func(http.Handler) 
 				r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 				want, got := want(r), r.PostFormValue("csrf")
 				if c.crossOrigin.Check(r) != nil || want == "" || subtle.ConstantTimeCompare([]byte(want), []byte(got)) != 1 {
-					c.log.WarnContext(r.Context(), "console: POST without a valid CSRF token refused", "path", r.URL.Path)
+					c.log.WarnContext(r.Context(), "console: POST refused: sent from another site, or without a valid CSRF token", "path", r.URL.Path)
 					c.csrfRefused.Inc()
 					c.renderError(w, r, http.StatusForbidden,
 						"This form's security token is missing or out of date, so nothing was changed. Reload the page and try again.")
