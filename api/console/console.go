@@ -102,7 +102,7 @@ func New(cfg Config) (http.Handler, error) {
 		logins: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "effectd_console_logins_total",
 			Help: "Console logins, by result: ok or refused (an unknown token)."}, []string{"result"}),
 		csrfRefused: prometheus.NewCounter(prometheus.CounterOpts{Name: "effectd_console_csrf_refused_total",
-			Help: "Console POSTs refused because their CSRF token was missing or wrong."}),
+			Help: "Console POSTs refused because their CSRF token was missing or wrong, or a browser marked them cross-site."}),
 	}
 	if cfg.Registerer != nil {
 		for _, m := range []prometheus.Collector{c.logins, c.csrfRefused} {
