@@ -89,6 +89,39 @@ const (
 // writeCompletions applies a batch as fenced compare-and-sets. Outcomes are
 // written even while shutting down, with a bounded, uncancelled context.
 func (d *Dispatcher) writeCompletions(batch []completion) {
+	fenced, err := d.complete(batch, true)
+	if err != nil {
+		return
+	}
+	// A call's answer whose row changed while the statement waited for it (a
+	// provider event settling it, most often: Twilio's first status callback
+	// races the create call's answer) is written again by a statement that
+	// sees the change, and so can tell an event that settled it first.
+	var raced []completion
+	for _, c := range batch {
+		if fenced[c.id] == racedOut {
+			raced = append(raced, c)
+		}
+	}
+	if len(raced) > 0 {
+		// On an error these rows, settled by someone else, keep racedOut: they
+		// lack their send attempt, and count nowhere.
+		if again, err := d.complete(raced, false); err == nil {
+			for _, c := range raced {
+				delete(fenced, c.id)
+			}
+			for id, f := range again {
+				fenced[id] = f
+			}
+		}
+	}
+	d.countCompletions(batch, fenced)
+}
+
+// complete writes batch, retrying a few times, and says which of its
+// completions were not applied, and why; recheck asks for racedOut (see
+// query.Complete). An error is logged here.
+func (d *Dispatcher) complete(batch []completion, recheck bool) (map[int64]fence, error) {
 	var b query.CompleteBatch
 	for _, c := range batch {
 		q := query.Completion{ID: c.id, Attempts: c.attempts, ProviderRef: c.ref, LastError: c.err, NextAttemptAt: c.finished,
@@ -113,17 +146,16 @@ func (d *Dispatcher) writeCompletions(batch []completion) {
 	}
 	for try := 0; ; try++ {
 		ctx, cancel := context.WithTimeout(context.Background(), d.cfg.WriteTimeout)
-		fenced, err := d.runComplete(ctx, &b)
+		fenced, err := d.runComplete(ctx, &b, recheck)
 		cancel()
 		if err == nil {
-			d.countCompletions(batch, fenced)
-			return
+			return fenced, nil
 		}
 		// The rows stay SENDING: if the database does not come back before their
 		// leases end, the reconciler settles them. Retry a few times first.
 		if try >= completeRetries {
 			d.log.Error("recording outcomes failed; the reconciler will settle these rows", "rows", len(batch), "error", err)
-			return
+			return nil, err
 		}
 		d.log.Warn("recording outcomes failed; retrying", "rows", len(batch), "error", err)
 		time.Sleep(completeRetryWait << try)
@@ -136,11 +168,12 @@ type fence int
 const (
 	fencedOut    fence = iota + 1 // someone else settled the row
 	settledEarly                  // a provider event settled it SENT with this call's reference
+	racedOut                      // the row changed while the statement waited for it: not recorded, to be written again
 )
 
 // runComplete writes b and says which of its completions were not applied, and why.
-func (d *Dispatcher) runComplete(ctx context.Context, b *query.CompleteBatch) (map[int64]fence, error) {
-	rows, err := query.Complete(ctx, d.pool, b)
+func (d *Dispatcher) runComplete(ctx context.Context, b *query.CompleteBatch, recheck bool) (map[int64]fence, error) {
+	rows, err := query.Complete(ctx, d.pool, b, recheck)
 	if err != nil {
 		return nil, err
 	}
@@ -149,9 +182,13 @@ func (d *Dispatcher) runComplete(ctx context.Context, b *query.CompleteBatch) (m
 		if fenced == nil {
 			fenced = map[int64]fence{}
 		}
-		fenced[f.ID] = fencedOut
-		if f.SettledEarly {
+		switch {
+		case f.SettledEarly:
 			fenced[f.ID] = settledEarly
+		case f.Raced:
+			fenced[f.ID] = racedOut
+		default:
+			fenced[f.ID] = fencedOut
 		}
 	}
 	return fenced, nil
@@ -161,7 +198,10 @@ func (d *Dispatcher) countCompletions(batch []completion, fenced map[int64]fence
 	for _, c := range batch {
 		switch fenced[c.id] {
 		case settledEarly:
-			d.log.Debug("outcome already recorded by a provider event", "intent", c.id, "channel", c.channel, "ref", c.ref)
+			// Not a conflict: the provider's callback told of the call first.
+			d.log.Info("provider call answered; the intent was already settled by its callback", "intent", c.id, "channel", c.channel, "attempt", c.attempts, "ref", c.ref)
+			continue
+		case racedOut:
 			continue
 		case fencedOut:
 			d.m.fenced.WithLabelValues(c.channel).Inc()

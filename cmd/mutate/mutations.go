@@ -23,6 +23,15 @@ var mutations = []mutation{
 	{name: "operate: live lease not refused", file: "internal/query/operate.sql",
 		from: "AND NOT (status = 'SENDING' AND lease_expires_at > now())", to: "",
 		pkg: "./dispatcher/", run: "^TestOperateLiveLeaseRefused$"},
+	{name: "complete: a provider event's settlement during the statement read as a fence-out", file: "internal/query/complete.sql",
+		from: "WHEN $12::boolean AND", to: "WHEN false AND $12::boolean AND",
+		pkg: "./dispatcher/", run: "^TestCallbackBeforeAnswer$"},
+	{name: "reconcile: a lookup cut short by Stop counted ambiguous", file: "dispatcher/reconcile.go",
+		from: "case err != nil && ctx.Err() != nil:", to: "case false:",
+		pkg: "./dispatcher/", run: "^TestStopLeavesLookupForNextInstance$"},
+	{name: "error text cut inside a UTF-8 character", file: "dispatcher/claim.go",
+		from: "for n > 0 && !utf8.RuneStart(s[n]) {", to: "for false {",
+		pkg: "./dispatcher/", run: "^TestLongErrorTextIsStored$"},
 
 	// Deduplication and keys.
 	{name: "enqueue: duplicates inserted again", file: "migrations/*.up.sql",

@@ -54,19 +54,26 @@ func (b *CompleteBatch) Add(c Completion) {
 func (b *CompleteBatch) Len() int { return len(b.ids) }
 
 // Fenced is a completion that Complete did not apply: someone else settled
-// its row. SettledEarly says a provider event had already settled it SENT with
-// the very reference the call returned, which is not a conflict.
+// its row.
 type Fenced struct {
-	ID           int64
+	ID int64
+	// SettledEarly says a provider event had already settled the row SENT with
+	// the very reference the call returned, which is not a conflict.
 	SettledEarly bool
+	// Raced says the row changed while Complete waited for it, so that the
+	// statement could not tell whether a provider event did it: the completion
+	// was neither applied nor recorded, and must be written again.
+	Raced bool
 }
 
 // Complete applies b as fenced compare-and-sets (a row changes only while it
 // is SENDING under the completion's attempt), records one attempt row per
-// call, and returns the completions that were fenced out.
-func Complete(ctx context.Context, db DB, b *CompleteBatch) ([]Fenced, error) {
+// call, and returns the completions that were not applied. With recheck, a
+// successful completion whose row changed while Complete waited for it is
+// returned Raced instead of being recorded.
+func Complete(ctx context.Context, db DB, b *CompleteBatch, recheck bool) ([]Fenced, error) {
 	rows, err := db.Query(ctx, completeSQL, b.ids, b.attempts, b.statuses, b.refs, b.errs,
-		b.next, b.started, b.finished, b.outcomes, b.called, b.delivery)
+		b.next, b.started, b.finished, b.outcomes, b.called, b.delivery, recheck)
 	if err != nil {
 		return nil, err
 	}
@@ -74,9 +81,11 @@ func Complete(ctx context.Context, db DB, b *CompleteBatch) ([]Fenced, error) {
 	var fenced []Fenced
 	for rows.Next() {
 		var f Fenced
-		if err := rows.Scan(&f.ID, &f.SettledEarly); err != nil {
+		var why string
+		if err := rows.Scan(&f.ID, &why); err != nil {
 			return nil, err
 		}
+		f.SettledEarly, f.Raced = why == "early", why == "raced"
 		fenced = append(fenced, f)
 	}
 	return fenced, rows.Err()

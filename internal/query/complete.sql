@@ -1,7 +1,9 @@
 -- Applies a batch of dispatcher outcomes, one per row of the unnested arrays
 -- ($1 ids … $11 deliveries, in the order of the unnest below), as fenced
 -- compare-and-sets on (SENDING, attempts), records one attempt row per call,
--- and returns the rows fenced out. Run it through query.Complete.
+-- and returns the rows not applied with why (see fenced below); $12 asks for
+-- the rows changed while it ran to be left out, to be written again. Run it
+-- through query.Complete.
 WITH input AS (
     SELECT *
     FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[],
@@ -28,18 +30,39 @@ updated AS (
       AND i.attempts = input.attempts
     RETURNING i.id
 ),
+-- the rows not applied, and why: 'early' when a provider event settled the
+-- row SENT with the very reference this call returned (its callback attempt is
+-- there: not a conflict); 'raced' when the row changed while this statement
+-- waited for it (this statement's snapshot still shows it SENDING under this
+-- attempt, and cannot show the event's callback attempt), asked for by $12:
+-- such a completion is neither recorded nor counted here, but written again in
+-- a statement that sees the change; 'fenced' otherwise
+fenced AS (
+    SELECT input.id,
+           CASE WHEN input.status = 'SENT' AND EXISTS (
+                    SELECT 1 FROM effectd.attempts a
+                    WHERE a.intent_id = input.id AND a.attempt = input.attempts AND a.kind = 'callback'
+                      AND a.provider_ref = nullif(input.provider_ref, ''))
+                THEN 'early'
+                WHEN $12::boolean AND input.status = 'SENT' AND cur.status = 'SENDING' AND cur.attempts = input.attempts
+                THEN 'raced'
+                ELSE 'fenced'
+           END AS why
+    FROM input
+    LEFT JOIN updated ON updated.id = input.id
+    LEFT JOIN effectd.intents cur ON cur.id = input.id
+    WHERE updated.id IS NULL
+),
 recorded AS (
     INSERT INTO effectd.attempts (intent_id, attempt, kind, started_at, finished_at, outcome, error, provider_ref)
     SELECT input.id, input.attempts, 'send', input.started_at, input.finished_at,
-           CASE WHEN updated.id IS NULL THEN input.outcome || ' (fenced out)' ELSE input.outcome END,
+           CASE fenced.why
+               WHEN 'early' THEN input.outcome || ' (already settled by callback)'
+               WHEN 'fenced' THEN input.outcome || ' (fenced out)'
+               ELSE input.outcome
+           END,
            nullif(input.last_error, ''), nullif(input.provider_ref, '')
-    FROM input LEFT JOIN updated ON updated.id = input.id
-    WHERE input.called
+    FROM input LEFT JOIN fenced ON fenced.id = input.id
+    WHERE input.called AND fenced.why IS DISTINCT FROM 'raced'
 )
--- the rows fenced out, and whether a provider event had already settled each
--- SENT with the very reference this call returned (not a conflict)
-SELECT input.id, coalesce(cur.status = 'SENT' AND cur.provider_ref = nullif(input.provider_ref, ''), false)
-FROM input
-LEFT JOIN updated ON updated.id = input.id
-LEFT JOIN effectd.intents cur ON cur.id = input.id
-WHERE updated.id IS NULL
+SELECT id, why FROM fenced
