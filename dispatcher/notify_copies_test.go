@@ -1,9 +1,12 @@
 package dispatcher_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -181,5 +184,51 @@ func checkRedactParity(t *testing.T, pool *pgxpool.Pool, text, payload, fields s
 	}
 	if got := dispatcher.RedactText(text, stored, names); got != sql {
 		t.Errorf("RedactText(%q, %s, %q) = %q; effectd.redact_text = %q", text, stored, names, got, sql)
+	}
+}
+
+// echoingReceiver is a webhook receiver that refuses every notice and quotes
+// the body it got in its answer, as many do.
+type echoingReceiver struct{}
+
+func (echoingReceiver) Send(_ context.Context, _ string, payload json.RawMessage, _ map[string]string) (string, error) {
+	return "", quotingErr{"webhook answered 400: invalid body " + string(payload)}
+}
+
+// TestNotificationCallRevealsNoSource: the notify channel's own call of a
+// notification, refused with an answer that quotes the body, logs and stores
+// nothing of what the source channel redacts.
+func TestNotificationCallRevealsNoSource(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.New(t)
+	var mu sync.Mutex
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&lockedBuffer{mu: &mu, b: &logs}, nil))
+	chans := []dispatcher.Channel{
+		{Name: "sms", Kind: "twilio", Provider: quotingProvider{}, Policy: fastPolicy("twilio"), Redact: []string{"to", "body"},
+			Notify: &dispatcher.Notify{Channel: "hook", On: []string{"failed"}}},
+		{Name: "hook", Kind: "webhook", Provider: echoingReceiver{}, Policy: fastPolicy("webhook")},
+	}
+	r := rig{pool: pool, d: run(t, pool, dispatcher.Config{Channels: chans, Logger: log})}
+	if ok, err := enqueue(t, pool, dispatcher.Intent{EventID: "otp", Channel: "sms", Payload: `{"to":"+15558675309","body":"code 424242"}`}); err != nil || !ok {
+		t.Fatalf("enqueue: %v %v", ok, err)
+	}
+	r.waitStatus(t, "otp", "FAILED")
+	notice := r.waitStatus(t, "sms:otp:failed", "FAILED")
+	if !strings.Contains(notice.LastError, "invalid body") {
+		t.Fatalf("the notice's last_error %q: want the receiver's answer", notice.LastError)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var stored string
+	pool.QueryRow(context.Background(), `SELECT string_agg(i.payload::text || coalesce(i.last_error, '') || coalesce(a.error, ''), ' ')
+		FROM effectd.intents i LEFT JOIN effectd.attempts a ON a.intent_id = i.id WHERE i.channel = 'hook'`).Scan(&stored)
+	for what, text := range map[string]string{"logs": logs.String(), "the notice, its error and its attempts": stored} {
+		if strings.Contains(text, "5558675309") || strings.Contains(text, "424242") {
+			t.Errorf("%s reveal what sms redacts: %s", what, text)
+		}
+	}
+	if !strings.Contains(logs.String(), `"channel":"hook"`) {
+		t.Errorf("no log line of the notice's failed call:\n%s", logs.String())
 	}
 }
