@@ -52,7 +52,7 @@ var Enqueue string
 var EventIntent string
 
 // SettleByEvent settles intent $1 (attempts $2, status $3) as SENT with
-// reference $4 and delivery $6 (detail $7; '' = unchanged), fenced, and
+// reference $4 and delivery $6 with detail $7 (empty: unchanged), fenced, and
 // records an attempt of kind callback with outcome $5.
 //
 //go:embed settle_by_event.sql
