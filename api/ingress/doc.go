@@ -4,4 +4,5 @@
 // and Stripe events (POST /ingress/stripe/{channel}, verified by
 // Stripe-Signature). A verified event is mapped to a delivery and handed to a
 // Recorder, which stores it once and applies it in one transaction.
+// openapi.yaml beside this file describes the routes and their answers.
 package ingress
