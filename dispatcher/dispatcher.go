@@ -113,8 +113,8 @@ func (c Config) withDefaults() (Config, error) {
 //
 // It is a set of services that share its pool, channels, logger and metrics:
 // the claimer hands claimed intents to the workers, whose outcomes the
-// completers write; the listener, reconciler, refresher, pruner and poller
-// run beside them.
+// completers write; the listener, reconciler, refresher, pruner, poller and
+// folder run beside them.
 type Dispatcher struct {
 	pool   *pgxpool.Pool
 	cfg    Config
@@ -137,6 +137,7 @@ type Dispatcher struct {
 	refresher  *refresher  // refresh.go
 	pruner     *pruner     // prune.go
 	poller     *poller     // poll.go
+	folder     *folder     // counts.go
 
 	started  bool
 	stopOnce sync.Once
@@ -184,13 +185,14 @@ func New(pool *pgxpool.Pool, cfg Config) (*Dispatcher, error) {
 	d.refresher = &refresher{d: d, interval: cfg.RefreshInterval}
 	d.pruner = &pruner{d: d, interval: cfg.PruneInterval}
 	d.poller = &poller{d: d, interval: cfg.DeliveryPollInterval}
+	d.folder = &folder{d: d}
 	return d, nil
 }
 
 // loops are the services that run on their own, in the order Stop ends them:
 // the claimer first, so that no call starts once Stop has begun.
 func (d *Dispatcher) loops() []service {
-	return []service{d.claimer, d.listener, d.reconciler, d.refresher, d.pruner, d.poller}
+	return []service{d.claimer, d.listener, d.reconciler, d.refresher, d.pruner, d.poller, d.folder}
 }
 
 // Start reads the channels' effective policies and starts dispatching. It

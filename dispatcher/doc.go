@@ -22,10 +22,12 @@
 //   - refresher (refresh.go): rereads policies and pause flags.
 //   - pruner (prune.go): deletes terminal rows past retention.
 //   - poller (poll.go): asks providers what became of accepted effects.
+//   - folder (counts.go): folds the deltas of the settled counts that the
+//     stats, channel pages and /metrics read.
 //
 // Start reads the channels once, then starts the workers, the completers and
 // the loops. Stop ends them in this order: the claimer first (no call starts
-// after it), then the listener, reconciler, refresher, pruner and poller;
+// after it), then the listener, reconciler, refresher, pruner, poller and folder;
 // then it waits for the workers' calls in flight until its context ends and
 // cancels the rest; then the completers write every queued outcome.
 //

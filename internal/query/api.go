@@ -24,7 +24,9 @@ var (
 	//go:embed channel_list.sql
 	ChannelList string
 
-	// ChannelCounts counts live intents by channel and status, of channel $1 (NULL: all).
+	// ChannelCounts counts intents by channel and status, of channel $1 (NULL:
+	// every registered channel): live states from their partial indexes,
+	// settled states from the counts kept as changes happen.
 	//
 	//go:embed channel_counts.sql
 	ChannelCounts string
@@ -50,7 +52,8 @@ var (
 	ChannelRedact string
 
 	// ChannelGauges reads, per channel, the oldest due PENDING intent's wait,
-	// SENDING past lease, IN_DOUBT, and SENT intents by delivery.
+	// SENDING past lease, IN_DOUBT, and settled intents by delivery, without
+	// reading history.
 	//
 	//go:embed channel_gauges.sql
 	ChannelGauges string

@@ -3,6 +3,10 @@ package query
 import (
 	"context"
 	_ "embed"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,7 +47,7 @@ var ListAttempts string
 var IntentChannel string
 
 //go:embed list_intents.sql
-var listIntentsSQL string
+var listIntentsHead string
 
 // IntentFilter selects a page of intents for ListIntents. A nil field does
 // not filter.
@@ -60,8 +64,113 @@ type IntentFilter struct {
 	Channels []string   // among these channels; nil: every channel
 }
 
-// ListIntents reads up to f.Limit intents by id, whole (dispatcher.ScanIntent reads each row).
+// closedWord matches the values of status and delivery, closed sets spelled in
+// capitals or small letters: ListIntents writes such a value into the
+// statement, so the planner sees it and picks the partial index made for it.
+var closedWord = regexp.MustCompile(`^[A-Za-z_]{1,32}$`)
+
+// ListIntents reads up to f.Limit intents by id, whole (dispatcher.ScanIntent
+// reads each row). Its statement holds a condition only for each filter
+// present, and it is planned for its values at every call (an unnamed
+// statement): a prepared catch-all (`$n IS NULL OR col = $n`) would switch to
+// a generic plan after five calls and lose the index a rare value needs.
+//
+// A list from a time on (Since) starts at the last id marked before that
+// time (id_marks), so it reads the rows added since, not the history before.
 func ListIntents(ctx context.Context, db DB, f IntentFilter) (pgx.Rows, error) {
-	return db.Query(ctx, listIntentsSQL, f.After, f.Limit, f.Status, f.Channel, f.EventID, f.Delivery,
-		f.Search, f.Since, f.Until, f.Channels)
+	if f.Since != nil {
+		var from int64
+		if err := db.QueryRow(ctx, idBeforeSQL, *f.Since).Scan(&from); err != nil {
+			return nil, err
+		}
+		f.After = max(f.After, from)
+	}
+	sql, args := f.statement()
+	return db.Query(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...)
+}
+
+// rareWords are the values of status and delivery that few rows hold at any
+// time, whatever history holds; each has partial indexes in id order, overall
+// and within a channel (migration 011).
+var rareWords = map[string]bool{
+	"FAILED": true, "SKIPPED": true, "CANCELLED": true, "IN_DOUBT": true,
+	"accepted": true, "undelivered": true,
+}
+
+// statement builds ListIntents's statement and its arguments. A page of a
+// rare status or delivery among a scope's channels is read channel by channel,
+// each in id order from its index, then merged: one index range per channel
+// instead of every such row of those channels.
+func (f IntentFilter) statement() (string, []any) {
+	var b strings.Builder
+	args := []any{f.After, f.Limit}
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	rare := (f.Status != nil && rareWords[*f.Status]) || (f.Delivery != nil && rareWords[*f.Delivery])
+	perChannel := rare && f.Channels != nil && f.Channel == nil
+	if perChannel {
+		fmt.Fprintf(&b, "SELECT i.* FROM unnest(%s::text[]) AS scope(channel) CROSS JOIN LATERAL (\n", arg(f.Channels))
+	}
+	b.WriteString(listIntentsHead)
+	closed := func(col string, v string) {
+		if closedWord.MatchString(v) {
+			fmt.Fprintf(&b, "  AND %s = '%s'\n", col, v)
+		} else {
+			fmt.Fprintf(&b, "  AND %s = %s\n", col, arg(v))
+		}
+	}
+	if f.Status != nil {
+		closed("status", *f.Status)
+	}
+	if f.Delivery != nil {
+		closed("delivery", *f.Delivery)
+	}
+	if f.Channel != nil {
+		fmt.Fprintf(&b, "  AND channel = %s\n", arg(*f.Channel))
+	}
+	switch {
+	case perChannel:
+		b.WriteString("  AND channel = scope.channel\n")
+	case f.Channels != nil:
+		fmt.Fprintf(&b, "  AND channel = ANY (%s::text[])\n", arg(f.Channels))
+	}
+	if f.EventID != nil {
+		fmt.Fprintf(&b, "  AND event_id = %s\n", arg(*f.EventID))
+	}
+	if f.Since != nil {
+		fmt.Fprintf(&b, "  AND created_at >= %s\n", arg(*f.Since))
+	}
+	if f.Until != nil {
+		fmt.Fprintf(&b, "  AND created_at < %s\n", arg(*f.Until))
+	}
+	if f.Search != nil {
+		b.WriteString(searchCondition(*f.Search, arg))
+	}
+	b.WriteString("ORDER BY id\nLIMIT $2")
+	if perChannel {
+		b.WriteString("\n) AS i\nORDER BY i.id\nLIMIT $2")
+	}
+	return b.String(), args
+}
+
+// searchCondition matches q exactly against the event id, the idempotency key
+// and the provider reference, each through an index: the event id through the
+// unique (event_id, channel) key; a key <channel>:<event_id> through the same
+// key; a hashed key (<channel>:sha256:<hex>) through intents_hashed_key; a
+// provider reference through intents_provider_ref.
+func searchCondition(q string, arg func(any) string) string {
+	p := arg(q)
+	var parts []string
+	parts = append(parts, fmt.Sprintf("SELECT id FROM effectd.intents WHERE event_id = %s", p))
+	if channel, event, ok := strings.Cut(q, ":"); ok {
+		parts = append(parts, fmt.Sprintf(
+			"SELECT id FROM effectd.intents WHERE channel = %s AND event_id = %s AND idempotency_key = %s",
+			arg(channel), arg(event), p))
+	}
+	parts = append(parts,
+		fmt.Sprintf("SELECT id FROM effectd.intents WHERE idempotency_key = %s AND idempotency_key LIKE '%%:sha256:%%'", p),
+		fmt.Sprintf("SELECT id FROM effectd.intents WHERE provider_ref = %s", p))
+	return "  AND id IN (\n        " + strings.Join(parts, "\n        UNION ALL\n        ") + ")\n"
 }
