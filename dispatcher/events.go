@@ -18,7 +18,7 @@ import (
 // a Twilio status callback or a Stripe event, already verified.
 type ProviderEvent struct {
 	Provider  string                // twilio | stripe
-	EventID   string                // unique per provider: Stripe's evt_…, for Twilio <MessageSid>:<MessageStatus>
+	EventID   string                // unique per provider and channel: Stripe's evt_…, for Twilio <MessageSid>:<MessageStatus>
 	Channel   string                // the channel the event arrived for
 	IntentID  int64                 // the intent effectd stamped on the object; 0 when the event carries none
 	ObjectRef string                // SM…, re_…, pi_…, tr_…
@@ -41,18 +41,19 @@ const (
 
 // EventResult is what recording one provider event did.
 type EventResult struct {
-	Duplicate bool                  // the event was stored before: nothing changed
+	Duplicate bool                  // the event was stored before on this channel: nothing changed
 	IntentID  int64                 // 0 for an orphan
 	Outcome   string                // applied | settled | unchanged | other_ref | orphan
 	From, To  statemachine.Delivery // the intent's delivery before and after
 }
 
-// RecordEvent stores ev once in effectd.provider_events and applies it to its
-// intent in the same transaction: an intent still SENDING or IN_DOUBT is
+// RecordEvent stores ev once per channel in effectd.provider_events and
+// applies it to its intent (of that channel) in the same transaction: an intent still SENDING or IN_DOUBT is
 // settled SENT with the event's reference (fenced; an attempt of kind
 // callback), and its delivery moves forward as the statemachine's delivery
-// table allows. A repeated event changes nothing; one that matches no intent
-// is kept as an orphan.
+// table allows. An event repeated on its channel changes nothing; one that
+// matches no intent of its channel is kept there as an orphan, and the same
+// event arriving on its own channel is applied there.
 func (d *Dispatcher) RecordEvent(ctx context.Context, ev ProviderEvent) (res EventResult, err error) {
 	defer func() {
 		if err != nil {

@@ -205,6 +205,52 @@ func TestRecordEventOrphansAndOtherRefs(t *testing.T) {
 	}
 }
 
+// TestRecordEventDedupePerChannel: an event is stored once per channel. A
+// validly signed callback first posted to the wrong channel stays an orphan
+// there and still applies when it reaches its own channel; a repeat on either
+// channel is a duplicate. A Stripe event, which Stripe sends to every endpoint
+// of the account (one per channel), applies on its channel whichever came first.
+func TestRecordEventDedupePerChannel(t *testing.T) {
+	t.Parallel()
+	r := newEventRig(t, nil)
+	id := r.insert(t, "e1", "SENT", "SM1", "accepted")
+	wrong := twilioEvent(id, "SM1", "delivered", statemachine.Delivered, "")
+	wrong.Channel = "hook"
+	if res := r.record(t, wrong); res.Outcome != dispatcher.EventOrphan {
+		t.Fatalf("on the wrong channel: %+v, want orphan", res)
+	}
+	if res := r.record(t, twilioEvent(id, "SM1", "delivered", statemachine.Delivered, "")); res.Duplicate || res.Outcome != dispatcher.EventApplied {
+		t.Fatalf("on its own channel after the wrong one: %+v, want applied", res)
+	}
+	if s := r.state(t, id); s.Delivery != "delivered" {
+		t.Fatalf("intent: %+v, want delivered", s)
+	}
+	for _, ch := range []string{"sms", "hook"} {
+		again := twilioEvent(id, "SM1", "delivered", statemachine.Delivered, "")
+		again.Channel = ch
+		if res := r.record(t, again); !res.Duplicate {
+			t.Errorf("repeat on %s: %+v, want duplicate", ch, res)
+		}
+	}
+
+	refund := r.insert(t, "e2", "SENT", "re_1", "accepted")
+	stripe := func(channel string) dispatcher.ProviderEvent {
+		return dispatcher.ProviderEvent{Provider: "stripe", EventID: "evt_1", Channel: channel, ObjectRef: "re_1",
+			Type: "refund.updated", Status: "succeeded", Delivery: statemachine.Delivered, Detail: "succeeded"}
+	}
+	if res := r.record(t, stripe("hook")); res.Outcome != dispatcher.EventOrphan {
+		t.Fatalf("stripe event on another channel's endpoint: %+v, want orphan", res)
+	}
+	if res := r.record(t, stripe("sms")); res.Duplicate || res.IntentID != refund || res.Outcome != dispatcher.EventApplied {
+		t.Fatalf("stripe event on its channel's endpoint: %+v, want applied to %d", res, refund)
+	}
+	var n int
+	r.pool.QueryRow(context.Background(), `SELECT count(*) FROM effectd.provider_events`).Scan(&n)
+	if n != 4 {
+		t.Errorf("stored events = %d, want 4 (each event once per channel)", n)
+	}
+}
+
 // TestNotifyOutcomes: each listed outcome is enqueued once on the notify
 // channel, in the transaction that reaches it; unlisted outcomes are not.
 func TestNotifyOutcomes(t *testing.T) {

@@ -43,7 +43,7 @@ type Event struct {
 }
 
 // RecordEvent stores e once, as an orphan, and returns its row id; a repeat
-// (same provider and event id) stores nothing and returns inserted false.
+// (same provider, channel and event id) stores nothing and returns inserted false.
 func RecordEvent(ctx context.Context, db DB, e Event) (id int64, inserted bool, err error) {
 	err = db.QueryRow(ctx, recordEventSQL, e.Provider, e.EventID, e.Channel, e.ObjectRef, e.Type,
 		e.Status, e.Delivery, e.Detail, e.Payload).Scan(&id)

@@ -1,5 +1,5 @@
--- Stores a provider event once: provider $1, event id $2 (unique together),
--- channel $3, object reference $4, type $5, status $6, delivery $7, detail $8
+-- Stores a provider event once per channel: provider $1, event id $2 and
+-- channel $3 (unique together), object reference $4, type $5, status $6, delivery $7, detail $8
 -- ('' = NULL for each of those four), payload $9, as an orphan until
 -- event_outcome.sql says more. Returns its row id; no row for a repeat. Run it
 -- through query.RecordEvent.
