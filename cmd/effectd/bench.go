@@ -16,7 +16,7 @@ import (
 func runBench(ctx context.Context, args []string, getenv env, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var o bench.Options
-	scenarios := fs.String("scenarios", "producer,drain,live,slow,memory,startup", "comma-separated: drain, live, slow, producer, memory, startup, soak")
+	scenarios := fs.String("scenarios", "producer,drain,live,slow,memory,startup", "comma-separated: drain, live, slow, producer, memory, startup, soak, scale")
 	fs.IntVar(&o.Events, "events", 20000, "drain: backlog size")
 	fs.IntVar(&o.Producers, "producers", 32, "concurrent producer connections")
 	fs.IntVar(&o.Rate, "rate", 1000, "live: events offered per second")
@@ -31,6 +31,8 @@ func runBench(ctx context.Context, args []string, getenv env, stdout, stderr io.
 	fs.IntVar(&o.SoakRate, "soak-rate", 1500, "soak: events offered per second")
 	fs.DurationVar(&o.SoakDuration, "soak-duration", 20*time.Minute, "soak: how long to offer load (a line a minute)")
 	fs.DurationVar(&o.SoakRetention, "soak-retention", 2*time.Minute, "soak: how long terminal rows are kept before the pruner deletes them")
+	fs.IntVar(&o.ScaleRows, "scale-rows", 10_000_000, "scale: retained intents at the larger size (reads are measured at a tenth of it too)")
+	fs.IntVar(&o.ScaleRuns, "scale-runs", 21, "scale: calls of each read at each size (the median is printed)")
 	fs.BoolVar(&o.Durable, "durable", false, "fsync and synchronous_commit on (slower on this disk; see the README)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the temporary data directory")
 	fs.StringVar(&o.Profile, "profile", "", "write CPU profiles (effectd serve per scenario, and this process) into this directory")

@@ -51,6 +51,9 @@ type Options struct {
 	SoakDuration  time.Duration // soak: how long
 	SoakRetention time.Duration // soak: how long terminal rows are kept before the pruner deletes them
 	SoakInterval  time.Duration // soak: one line per interval [1m]; shorter only in tests
+
+	ScaleRows int // scale: retained intents at the larger size (the smaller is a tenth)
+	ScaleRuns int // scale: calls of each read per size; the median is printed
 }
 
 const secret = "whsec_ZWZmZWN0ZC1iZW5jaC1zZWNyZXQta2V5LTEyMzQ1Ng=="
@@ -119,8 +122,10 @@ func Run(ctx context.Context, opt Options, out io.Writer) error {
 			err = e.startup(ctx)
 		case "soak":
 			err = e.soak(ctx)
+		case "scale":
+			err = e.scale(ctx)
 		default:
-			err = fmt.Errorf("unknown scenario %q (want drain, live, slow, producer, memory, startup, soak)", s)
+			err = fmt.Errorf("unknown scenario %q (want drain, live, slow, producer, memory, startup, soak, scale)", s)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", s, err)
@@ -205,6 +210,7 @@ func (e *env) config(ctx context.Context, dbURL string, concurrency int, policy 
 
 // instance is a running `effectd serve`.
 type instance struct {
+	addr    string // the admin API's address, as serve printed it
 	cmd     *exec.Cmd
 	exec    time.Time // just before the process was started
 	started time.Time // when it printed that the dispatcher runs
@@ -236,12 +242,16 @@ func (e *env) serveAt(ctx context.Context, dbURL, cfg, addr string, sampleMemory
 		return nil, err
 	}
 	ready := make(chan struct{})
+	var apiAddr string
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		once := sync.Once{}
 		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "effectd: admin API on ") {
-				once.Do(func() { close(ready) })
+			if rest, ok := strings.CutPrefix(sc.Text(), "effectd: admin API on "); ok {
+				once.Do(func() {
+					apiAddr, _, _ = strings.Cut(rest, " ")
+					close(ready)
+				})
 			}
 		}
 	}()
@@ -251,7 +261,7 @@ func (e *env) serveAt(ctx context.Context, dbURL, cfg, addr string, sampleMemory
 		cmd.Process.Kill()
 		return nil, fmt.Errorf("effectd serve did not start within 30s")
 	}
-	in := &instance{cmd: cmd, exec: execAt, started: time.Now(), stopMem: make(chan struct{}), memDone: make(chan struct{})}
+	in := &instance{addr: apiAddr, cmd: cmd, exec: execAt, started: time.Now(), stopMem: make(chan struct{}), memDone: make(chan struct{})}
 	go func() {
 		defer close(in.memDone)
 		if !sampleMemory {

@@ -1,0 +1,208 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectd/effectd/internal/query"
+)
+
+// scaleRead is one read an operator or Prometheus makes, with its budget at
+// the larger size (issue: every read flat with a billion retained intents).
+type scaleRead struct {
+	name   string
+	path   string
+	budget time.Duration
+}
+
+// scaleReads are the reads the scale scenario times. Each list filter is
+// chosen to be hard at volume: a status 3 rows hold among millions, a window
+// that matches nothing, a search that must find one row.
+func scaleReads() []scaleRead {
+	since := url.QueryEscape(time.Now().Add(-30 * time.Minute).Format(time.RFC3339))
+	old := time.Now().Add(-100 * 24 * time.Hour)
+	from, until := url.QueryEscape(old.Format(time.RFC3339)), url.QueryEscape(old.Add(time.Hour).Format(time.RFC3339))
+	const ms = time.Millisecond
+	return []scaleRead{
+		{"/metrics", "/metrics", 100 * ms},
+		{"stats", "/v1/stats", 100 * ms},
+		{"channels", "/v1/channels", 100 * ms},
+		{"one channel", "/v1/channels/sms", 100 * ms},
+		{"list: first page", "/v1/intents", 250 * ms},
+		{"list: IN_DOUBT (3 rows)", "/v1/intents?status=IN_DOUBT", 250 * ms},
+		{"list: FAILED of one channel", "/v1/intents?status=FAILED&channel=pay", 250 * ms},
+		{"list: SENT of one channel", "/v1/intents?status=SENT&channel=sms", 250 * ms},
+		{"list: undelivered", "/v1/intents?delivery=undelivered", 250 * ms},
+		{"list: undelivered of a channel with none", "/v1/intents?delivery=undelivered&channel=bench", 250 * ms},
+		{"list: since 30 minutes ago", "/v1/intents?since=" + since, 250 * ms},
+		{"list: a window that matches none", "/v1/intents?since=" + from + "&until=" + until, 250 * ms},
+		{"list: delivered in a window of none", "/v1/intents?delivery=delivered&since=" + from + "&until=" + until, 250 * ms},
+		{"list: event_id", "/v1/intents?event_id=s-1234", 250 * ms},
+		{"search: event id", "/v1/intents?q=s-4321", 50 * ms},
+		{"search: idempotency key", "/v1/intents?q=sms:s-4323", 50 * ms},
+		{"search: provider reference", "/v1/intents?q=ref-4325", 50 * ms},
+	}
+}
+
+// scale loads ScaleRows/10 retained intents, times every read, loads up to
+// ScaleRows and times them again, and prints each read's median at both
+// sizes and their ratio. It fails when a read breaks its budget at the larger
+// size or grows more than 1.5 times (reads under 5 ms at both sizes are within
+// the noise of the loopback HTTP call and pass the ratio).
+func (e *env) scale(ctx context.Context) error {
+	url, pool, err := e.database(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	cfg, err := e.config(ctx, url, e.opt.Concurrency, "")
+	if err != nil {
+		return err
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO effectd.channels (name, provider) VALUES ('pay', 'stripe'), ('sms', 'twilio')
+		ON CONFLICT DO NOTHING`); err != nil {
+		return err
+	}
+	small := max(e.opt.ScaleRows/10, 1000)
+	sizes := []int{small, e.opt.ScaleRows}
+	medians := make([]map[string]time.Duration, len(sizes))
+	loaded := 0
+	for i, n := range sizes {
+		start := time.Now()
+		if err := loadHistory(ctx, pool, loaded, n-loaded, e.opt.ScaleRows); err != nil {
+			return fmt.Errorf("loading %d intents: %w", n, err)
+		}
+		fmt.Fprintf(e.out, "scale: %d retained intents loaded (%d added in %.1fs, with VACUUM ANALYZE)\n",
+			n, n-loaded, time.Since(start).Seconds())
+		loaded = n
+		in, err := e.serve(ctx, url, cfg, false)
+		if err != nil {
+			return err
+		}
+		medians[i], err = timeReads(ctx, in.addr, e.opt.ScaleRuns)
+		in.stop()
+		if err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(e.out, "  %-42s %10s %10s %6s %8s\n", "read (median of "+fmt.Sprint(e.opt.ScaleRuns)+")",
+		fmt.Sprintf("%dk", sizes[0]/1000), fmt.Sprintf("%dk", sizes[1]/1000), "ratio", "budget")
+	var broken []string
+	for _, r := range scaleReads() {
+		a, b := medians[0][r.name], medians[1][r.name]
+		ratio := float64(b) / float64(max(a, 1))
+		verdict := ""
+		if b > r.budget {
+			verdict = "  OVER BUDGET"
+		} else if ratio > 1.5 && b > 5*time.Millisecond {
+			verdict = "  GROWS"
+		}
+		if verdict != "" {
+			broken = append(broken, r.name)
+		}
+		fmt.Fprintf(e.out, "  %-42s %8.1fms %8.1fms %5.2fx %6dms%s\n", r.name, ms(a), ms(b), ratio, r.budget.Milliseconds(), verdict)
+	}
+	if len(broken) > 0 {
+		return fmt.Errorf("%d reads broke their budget or grew with history: %v", len(broken), broken)
+	}
+	return nil
+}
+
+// timeReads calls each read runs times against the admin API at base, after
+// one call not timed, and returns each read's median.
+func timeReads(ctx context.Context, base string, runs int) (map[string]time.Duration, error) {
+	client := &http.Client{Timeout: time.Minute}
+	out := map[string]time.Duration{}
+	for _, r := range scaleReads() {
+		times := make([]time.Duration, 0, runs)
+		for i := range runs + 1 {
+			req, err := http.NewRequestWithContext(ctx, "GET", base+r.path, nil)
+			if err != nil {
+				return nil, err
+			}
+			start := time.Now()
+			resp, err := client.Do(req)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", r.name, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			took := time.Since(start)
+			if resp.StatusCode != http.StatusOK {
+				return nil, fmt.Errorf("%s: GET %s answered %d", r.name, r.path, resp.StatusCode)
+			}
+			if i > 0 {
+				times = append(times, took)
+			}
+		}
+		slices.Sort(times)
+		out[r.name] = times[len(times)/2]
+	}
+	return out, nil
+}
+
+// loadHistory adds n settled intents after the first `from`, the final-th of
+// them an hour ago and the first 14 days before, as an import would write
+// them (already settled; migration 012 counts them as they are inserted, and
+// the load folds the counts and marks the ids by time, as serve's folder
+// does): over the bench
+// webhook channel, a Stripe and a Twilio channel; one in 3,000 FAILED with its
+// error, one in 500 of the others undelivered, one attempt each; then 3 rows
+// IN_DOUBT, once. It loads a million rows per statement and ends with VACUUM
+// ANALYZE, as autovacuum would have by then.
+func loadHistory(ctx context.Context, pool *pgxpool.Pool, from, n, final int) error {
+	const chunk = 1_000_000
+	total := from + n
+	for lo := from + 1; lo <= total; lo += chunk {
+		hi := min(lo+chunk-1, total)
+		_, err := pool.Exec(ctx, `
+WITH rows AS (
+    INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, attempts,
+        provider_ref, last_error, delivery, claimed_at, created_at, updated_at)
+    SELECT 's-' || g, ch, jsonb_build_object('to', '+1555' || lpad((g % 10000000)::text, 7, '0'), 'body', 'code ' || g),
+           ch || ':s-' || g,
+           CASE WHEN g % 3000 = 0 THEN 'FAILED' ELSE 'SENT' END, 1,
+           CASE WHEN g % 3000 = 0 THEN NULL ELSE 'ref-' || g END,
+           CASE WHEN g % 3000 = 0 THEN 'provider said 400: invalid number' END,
+           CASE WHEN g % 3000 = 0 THEN NULL
+                WHEN g % 500 = 0 AND ch <> 'bench' THEN 'undelivered'
+                ELSE 'delivered' END,
+           at, at, at
+    FROM generate_series($1::bigint, $2::bigint) g,
+         LATERAL (SELECT (ARRAY['bench', 'pay', 'sms'])[1 + g % 3] AS ch,
+                         now() - interval '1 hour' - ($3::bigint - g) * (interval '14 days' / $3::bigint) AS at) x
+    RETURNING id, status, provider_ref, last_error, created_at
+),
+mark AS (
+    INSERT INTO effectd.id_marks (at, max_id)
+    SELECT max(created_at) + interval '1 microsecond', max(id) FROM rows
+)
+INSERT INTO effectd.attempts (intent_id, attempt, started_at, finished_at, outcome, error, provider_ref)
+SELECT id, 1, created_at, created_at, CASE WHEN status = 'SENT' THEN 'sent' ELSE 'failed' END, last_error, provider_ref
+FROM rows`, lo, hi, int64(final))
+		if err != nil {
+			return err
+		}
+	}
+	if from == 0 {
+		if _, err := pool.Exec(ctx, `
+INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, attempts, lease_expires_at)
+SELECT 'doubt-' || g, 'sms', '{"to": "+15550000000", "body": "hi"}', 'sms:doubt-' || g, 'IN_DOUBT', 1, now()
+FROM generate_series(1, 3) g`); err != nil {
+			return err
+		}
+	}
+	for _, s := range []string{query.FoldCounts, `VACUUM ANALYZE effectd.intents`, `VACUUM ANALYZE effectd.attempts`, `VACUUM ANALYZE effectd.intent_count_deltas`} {
+		if _, err := pool.Exec(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
