@@ -79,3 +79,40 @@ func TestBenchSoakAndStartup(t *testing.T) {
 		t.Errorf("%d lines offering %d and sending %d of %s offered, want 6 lines and the same figure (at least 300) thrice", lines, offered, sent, m[1])
 	}
 }
+
+// scaleLine matches one read of the scale scenario: name, median at both
+// sizes, ratio, budget.
+var scaleLine = regexp.MustCompile(`^  (\S.*?)\s+([\d.]+)ms\s+([\d.]+)ms\s+([\d.]+)x\s+(\d+)ms`)
+
+// TestBenchScale runs the scale scenario on a small history: every read is
+// timed at both sizes, through the admin API of a real effectd serve (the
+// scenario itself fails unless /v1/stats counts what it loaded).
+func TestBenchScale(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	err := bench.Run(ctx, bench.Options{Binary: binary, Scenarios: []string{"scale"}, ScaleRows: 20_000, ScaleRuns: 3,
+		Concurrency: 16}, &out)
+	t.Logf("effectd bench:\n%s", out.String())
+	// The verdict on times is the benchmark's, not this test's: on a busy
+	// machine a read of a millisecond may take six. Any other error fails.
+	if err != nil && !strings.Contains(err.Error(), "broke their budget or grew with history") {
+		t.Fatalf("scale: %v", err)
+	}
+	reads := 0
+	for _, l := range strings.Split(out.String(), "\n") {
+		if m := scaleLine.FindStringSubmatch(l); m != nil {
+			reads++
+			if v, _ := strconv.ParseFloat(m[3], 64); v <= 0 {
+				t.Errorf("read %q timed at %s ms", m[1], m[3])
+			}
+		}
+	}
+	if reads < 17 {
+		t.Errorf("%d reads timed, want every read of the scenario (17)", reads)
+	}
+	if !strings.Contains(out.String(), "scale: 20000 retained intents loaded") {
+		t.Errorf("output lacks the load of 20,000 intents")
+	}
+}

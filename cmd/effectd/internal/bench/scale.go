@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -53,7 +54,8 @@ func scaleReads() []scaleRead {
 
 // scale loads ScaleRows/10 retained intents, times every read, loads up to
 // ScaleRows and times them again, and prints each read's median at both
-// sizes and their ratio. It fails when a read breaks its budget at the larger
+// sizes and their ratio, after checking that /v1/stats counts what was
+// loaded. It fails when a read breaks its budget at the larger
 // size or grows more than 1.5 times (reads under 5 ms at both sizes are within
 // the noise of the loopback HTTP call and pass the ratio).
 func (e *env) scale(ctx context.Context) error {
@@ -87,6 +89,9 @@ func (e *env) scale(ctx context.Context) error {
 			return err
 		}
 		medians[i], err = timeReads(ctx, in.addr, e.opt.ScaleRuns)
+		if err == nil {
+			err = checkCounts(ctx, in.addr, n)
+		}
 		in.stop()
 		if err != nil {
 			return err
@@ -111,6 +116,33 @@ func (e *env) scale(ctx context.Context) error {
 	}
 	if len(broken) > 0 {
 		return fmt.Errorf("%d reads broke their budget or grew with history: %v", len(broken), broken)
+	}
+	return nil
+}
+
+// checkCounts fails unless /v1/stats counts the n intents loaded as settled
+// (SENT and FAILED) and the 3 IN_DOUBT: a fast count must still be right.
+func checkCounts(ctx context.Context, base string, n int) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", base+"/v1/stats", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var stats struct {
+		Totals struct {
+			Counts map[string]int64 `json:"counts"`
+		} `json:"totals"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&stats); err != nil {
+		return fmt.Errorf("/v1/stats: %w", err)
+	}
+	c := stats.Totals.Counts
+	if c["SENT"]+c["FAILED"] != int64(n) || c["IN_DOUBT"] != 3 {
+		return fmt.Errorf("/v1/stats counts %v, want %d SENT or FAILED and 3 IN_DOUBT", c, n)
 	}
 	return nil
 }
