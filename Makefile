@@ -5,10 +5,14 @@ PKGS      := ./...
 
 .PHONY: run test build vet lint staticcheck fuzz fuzz-pure fuzz-db mutate stripe-mock clean
 
-## run: start effectd on a throwaway local PostgreSQL under .data/ (unless
-## DATABASE_URL is set), with the sandbox providers and the example config.
-run:
-	$(GO) run ./cmd/effectd dev
+## run: build ./effectd, then start it on a throwaway local PostgreSQL under
+## .data/ (unless DATABASE_URL is set), with the sandbox providers and the
+## example config; DEV_FLAGS adds flags of `effectd dev`. It runs the binary,
+## not go run, which exits 1 when Ctrl-C reaches it, however cleanly effectd
+## stopped: make would report that as an error.
+DEV_FLAGS ?=
+run: build
+	./effectd dev $(DEV_FLAGS)
 
 ## test: vet, then every test with the race detector against a real PostgreSQL.
 test: vet
