@@ -33,6 +33,18 @@ var mutations = []mutation{
 		from: "for n > 0 && !utf8.RuneStart(s[n]) {", to: "for false {",
 		pkg: "./dispatcher/", run: "^TestLongErrorTextIsStored$"},
 
+	// Reads at volume: counts kept as changes happen equal the rows, and a
+	// list from a time on starts at a marked id without missing a row.
+	{name: "counts: a delete not subtracted", file: "migrations/012_settled_counts.up.sql",
+		from: "SELECT channel, status, coalesce(delivery, ''), -count(*)", to: "SELECT channel, status, coalesce(delivery, ''), 0",
+		pkg: "./internal/query/", run: "^TestCountsFollowChanges$"},
+	{name: "counts: a row leaving a settled state not subtracted", file: "migrations/012_settled_counts.up.sql",
+		from: "SELECT channel, status, coalesce(delivery, ''), -1", to: "SELECT channel, status, coalesce(delivery, ''), 0",
+		pkg: "./internal/query/", run: "^TestCountsFollowChanges$"},
+	{name: "list since: the id mark taken after the time", file: "internal/query/id_before.sql",
+		from: "WHERE at < $1 ORDER BY at DESC", to: "WHERE at < $1 + interval '1 day' ORDER BY at DESC",
+		pkg: "./internal/query/", run: "^TestListSinceMark$"},
+
 	// Deduplication and keys.
 	{name: "enqueue: duplicates inserted again", file: "migrations/*.up.sql",
 		from: "ON CONFLICT ON CONSTRAINT intents_event_channel DO NOTHING", to: "ON CONFLICT ON CONSTRAINT intents_event_channel DO UPDATE SET updated_at = now()",

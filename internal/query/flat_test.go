@@ -254,3 +254,43 @@ func TestCountsFollowChanges(t *testing.T) {
 	}
 	check("truncate")
 }
+
+// TestListSinceMark: a list from a time on starts at the id marked before
+// that time and still returns every row created since, among rows created
+// before and after the marks.
+func TestListSinceMark(t *testing.T) {
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	for _, s := range []string{
+		`INSERT INTO effectd.channels (name, provider) VALUES ('a', 'webhook')`,
+		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, created_at)
+		 SELECT 'old' || g, 'a', '{}', 'a:old' || g, now() - interval '2 hours' FROM generate_series(1, 20) g`,
+		MarkIDs,
+		`UPDATE effectd.id_marks SET at = now() - interval '90 minutes'`,
+		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, created_at)
+		 SELECT 'new' || g, 'a', '{}', 'a:new' || g, now() - interval '1 hour' FROM generate_series(1, 5) g`,
+	} {
+		var args []any
+		if s == MarkIDs {
+			args = []any{"1 day"}
+		}
+		if _, err := pool.Exec(ctx, s, args...); err != nil {
+			t.Fatalf("%.60s: %v", s, err)
+		}
+	}
+	since := time.Now().Add(-80 * time.Minute)
+	rows, err := ListIntents(ctx, pool, IntentFilter{Limit: 100, Since: &since})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	for rows.Next() {
+		n++
+	}
+	if rows.Err() != nil {
+		t.Fatal(rows.Err())
+	}
+	if n != 5 {
+		t.Fatalf("%d intents since %s, want the 5 created an hour ago", n, since.Format(time.TimeOnly))
+	}
+}
