@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/statemachine"
@@ -56,7 +57,7 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	body.Error.Code, body.Error.Message = "internal", "internal error"
 	for _, e := range errorTable {
 		if errors.Is(err, e.err) {
-			status, body.Error.Code, body.Error.Message = e.status, e.code, err.Error()
+			status, body.Error.Code, body.Error.Message = e.status, e.code, message(err, e.err)
 			break
 		}
 	}
@@ -67,6 +68,34 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		h.log.WarnContext(r.Context(), "admin api: unavailable", "path", r.URL.Path, "err", err)
 	}
 	writeJSON(w, status, body)
+}
+
+// message is what an error answer tells the caller: err's text without the
+// dispatcher operations it passed through (a dispatcher.OpError's name is for
+// the logs) and without the words of the sentinel it was classified by where
+// it leads its layer ("forbidden: role viewer …" under the code forbidden
+// reads "role viewer …"). Each layer's text holds its inner one verbatim
+// (fmt's %w), so the inner text is replaced by its own message in place.
+func message(err, sentinel error) string {
+	if op, ok := err.(*dispatcher.OpError); ok {
+		return message(op.Err, sentinel)
+	}
+	text, inner := err.Error(), errors.Unwrap(err)
+	if inner == nil {
+		return text
+	}
+	innerText := inner.Error()
+	if inner == sentinel {
+		if rest, ok := strings.CutPrefix(text, innerText+": "); ok {
+			return rest
+		}
+		return text
+	}
+	i := strings.LastIndex(text, innerText)
+	if i < 0 {
+		return text
+	}
+	return text[:i] + message(inner, sentinel) + text[i+len(innerText):]
 }
 
 // Indentation grows a document by up to twice its nesting depth per value:

@@ -57,7 +57,7 @@ type EventResult struct {
 func (d *Dispatcher) RecordEvent(ctx context.Context, ev ProviderEvent) (res EventResult, err error) {
 	defer func() {
 		if err != nil {
-			err = fmt.Errorf("dispatcher.RecordEvent(%s %s): %w", ev.Provider, ev.EventID, err)
+			err = opError(err, "RecordEvent(%s %s)", ev.Provider, ev.EventID)
 		}
 	}()
 	if ev.Provider == "" || ev.EventID == "" || ev.Channel == "" || ev.Type == "" {

@@ -128,7 +128,7 @@ var operatorEvents = map[statemachine.Event]bool{
 func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, after IntentRow, err error) {
 	defer func() {
 		if err != nil {
-			err = fmt.Errorf("dispatcher.Operate(%d, %s): %w", op.IntentID, op.Event, err)
+			err = opError(err, "Operate(%d, %s)", op.IntentID, op.Event)
 		}
 	}()
 	if !operatorEvents[op.Event] {

@@ -238,29 +238,29 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id int64, dryRun bool, actor
 		Scan(&r.id, &r.eventID, &r.channel, &r.payload, &r.attempts, &r.key, &created, &claimed, &r.status, &leaseUntil)
 	r.createdAt, r.claimedAt = created.Time, claimed.Time
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Settlement{}, fmt.Errorf("dispatcher.Reconcile(%d): %w", id, ErrNotFound)
+		return Settlement{}, opError(ErrNotFound, "Reconcile(%d)", id)
 	}
 	if err != nil {
-		return Settlement{}, fmt.Errorf("dispatcher.Reconcile(%d): %w", id, err)
+		return Settlement{}, opError(err, "Reconcile(%d)", id)
 	}
 	switch {
 	case r.status == statemachine.Sending && leaseUntil != nil:
-		return Settlement{IntentID: id, From: r.status, To: r.status}, fmt.Errorf("dispatcher.Reconcile(%d): %w", id, &LeaseError{IntentID: id, Until: *leaseUntil})
+		return Settlement{IntentID: id, From: r.status, To: r.status}, opError(&LeaseError{IntentID: id, Until: *leaseUntil}, "Reconcile(%d)", id)
 	case r.status != statemachine.Sending && r.status != statemachine.InDoubt:
-		return Settlement{}, fmt.Errorf("dispatcher.Reconcile(%d): %w", id, &statemachine.TransitionError{From: r.status, Event: statemachine.Found})
+		return Settlement{}, opError(&statemachine.TransitionError{From: r.status, Event: statemachine.Found}, "Reconcile(%d)", id)
 	}
 	if d.byName[r.channel] == nil {
-		return Settlement{}, fmt.Errorf("dispatcher.Reconcile(%d): %w: channel %q is not configured in this instance", id, ErrInvalid, r.channel)
+		return Settlement{}, opError(fmt.Errorf("%w: channel %q is not configured in this instance", ErrInvalid, r.channel), "Reconcile(%d)", id)
 	}
 	s, err := d.decide(ctx, r, r.status == statemachine.Sending)
 	if err != nil {
-		return s, fmt.Errorf("dispatcher.Reconcile(%d): %w", id, err)
+		return s, opError(err, "Reconcile(%d)", id)
 	}
 	if dryRun {
 		return s, nil
 	}
 	if err := d.apply(ctx, r, &s, actor); err != nil {
-		return s, fmt.Errorf("dispatcher.Reconcile(%d): %w", id, err)
+		return s, opError(err, "Reconcile(%d)", id)
 	}
 	return s, nil
 }

@@ -124,8 +124,22 @@ type TransitionError struct {
 	Event Event
 }
 
+// Error says, in the words the API and the audit use, what the intent is and
+// which states the event applies to.
 func (e *TransitionError) Error() string {
-	return fmt.Sprintf("%s: event %q from state %s", ErrTransition, e.Event, e.From)
+	from := Sources(e.Event)
+	if len(from) == 0 {
+		return fmt.Sprintf("%s: %q is not an event", ErrTransition, e.Event)
+	}
+	list := string(from[0])
+	for i, s := range from[1:] {
+		if i == len(from)-2 {
+			list += " or " + string(s)
+		} else {
+			list += ", " + string(s)
+		}
+	}
+	return fmt.Sprintf("%s: the intent is %s, and %s applies only to %s", ErrTransition, e.From, e.Event, list)
 }
 
 // Unwrap makes errors.Is(err, ErrTransition) true.

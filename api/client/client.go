@@ -30,10 +30,18 @@ type Client struct {
 type Error struct {
 	Status  int    // HTTP status
 	Code    string // e.g. not_found, conflict, invalid
-	Message string
+	Message string // on one line
 }
 
+// Error returns "<code>: <message>".
 func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+
+// maxForeignMessage bounds the message of an answer that is not the API's
+// JSON (a proxy's HTML page, say).
+const maxForeignMessage = 200
+
+// oneLine returns s with every run of white space (line breaks included) as one space.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 var defaultHTTP = &http.Client{Timeout: 30 * time.Second}
 
@@ -72,9 +80,14 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 			Error Error `json:"error"`
 		}
 		if json.Unmarshal(b, &e) != nil || e.Error.Code == "" {
-			return &Error{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: strings.TrimSpace(string(b))}
+			msg := []rune(oneLine(string(b)))
+			if len(msg) > maxForeignMessage {
+				msg = append(msg[:maxForeignMessage], '…')
+			}
+			return &Error{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode),
+				Message: cmp.Or(string(msg), http.StatusText(resp.StatusCode))}
 		}
-		e.Error.Status = resp.StatusCode
+		e.Error.Status, e.Error.Message = resp.StatusCode, oneLine(e.Error.Message)
 		return &e.Error
 	}
 	if out == nil {

@@ -25,7 +25,8 @@ const intentsUsage = `Usage:
   effectd intents reconcile ID [--dry-run] [--json]
 
 Talks to the admin API at EFFECTD_URL (default http://127.0.0.1:8080) with the
-bearer token EFFECTD_TOKEN. An error the API answers exits 1 with its code and message.
+bearer token EFFECTD_TOKEN. An error the API answers exits 1 and prints one line,
+error: <code>: <message>. A list that matches nothing says so.
 `
 
 const channelsUsage = `Usage:
@@ -35,7 +36,8 @@ const channelsUsage = `Usage:
   effectd channels resume NAME [--json]
 
 Talks to the admin API at EFFECTD_URL (default http://127.0.0.1:8080) with the
-bearer token EFFECTD_TOKEN. An error the API answers exits 1 with its code and message.
+bearer token EFFECTD_TOKEN. An error the API answers exits 1 and prints one line,
+error: <code>: <message>.
 `
 
 // cli is what every subcommand of intents and channels shares.
@@ -129,6 +131,10 @@ func runIntents(ctx context.Context, args []string, getenv env, stdout, stderr i
 			return err
 		}
 		return c.print(page, func(w io.Writer) {
+			if len(page.Intents) == 0 {
+				fmt.Fprintln(w, noneMatch("intents", f))
+				return
+			}
 			printIntents(w, page.Intents)
 			if page.Next != nil {
 				fmt.Fprintf(w, "\nmore: --after %d\n", *page.Next)
@@ -243,7 +249,13 @@ func runChannels(ctx context.Context, args []string, getenv env, stdout, stderr 
 		if err != nil {
 			return err
 		}
-		return c.print(map[string]any{"channels": chans}, func(w io.Writer) { printChannels(w, chans) })
+		return c.print(map[string]any{"channels": chans}, func(w io.Writer) {
+			if len(chans) == 0 {
+				fmt.Fprintln(w, "no channels: none is configured, or this token sees none")
+				return
+			}
+			printChannels(w, chans)
+		})
 	case "show", "pause", "resume":
 		pos, err := parseArgs(fs, rest, stdout, "NAME")
 		if err != nil {
@@ -274,6 +286,35 @@ func (c *cli) print(v any, human func(io.Writer)) error {
 	}
 	human(c.stdout)
 	return nil
+}
+
+// noneMatch says that a list of what came back empty, naming the filters as
+// they were typed: "no intents match --status IN_DOUBT --channel sms".
+func noneMatch(what string, f client.Filter) string {
+	var flags []string
+	for _, kv := range [][2]string{{"status", f.Status}, {"channel", f.Channel}, {"delivery", f.Delivery}, {"q", f.Q}} {
+		if kv[1] != "" {
+			flags = append(flags, "--"+kv[0]+" "+shellWord(kv[1]))
+		}
+	}
+	if f.After > 0 {
+		flags = append(flags, "--after "+strconv.FormatInt(f.After, 10))
+	}
+	if len(flags) == 0 {
+		return "no " + what
+	}
+	return "no " + what + " match " + strings.Join(flags, " ")
+}
+
+// shellWord returns s as a shell reads it back: quoted when it holds anything
+// but letters, digits and -_.:+@/*.
+func shellWord(s string) string {
+	for _, c := range s {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.ContainsRune("-_.:+@/*", c)) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
 
 func table(w io.Writer, headers ...string) *tabwriter.Writer {

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/effectd/effectd/api/client"
 )
 
 func main() {
@@ -29,9 +31,13 @@ var errHelp = errors.New("help")
 
 func exitCode(err error, stderr io.Writer) int {
 	var u usageError
+	var apiErr *client.Error
 	switch {
 	case err == nil, errors.Is(err, errHelp):
 		return 0
+	case errors.As(err, &apiErr): // the admin API's answer to the command line
+		fmt.Fprintln(stderr, "error:", apiErr)
+		return 1
 	case errors.As(err, &u):
 		fmt.Fprintln(stderr, "effectd:", err)
 		return 2
