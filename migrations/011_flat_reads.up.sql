@@ -40,6 +40,9 @@ CREATE INDEX CONCURRENTLY IF NOT EXISTS intents_hashed_key ON effectd.intents (i
 CREATE INDEX CONCURRENTLY IF NOT EXISTS intents_provider_ref ON effectd.intents (provider_ref)
     WHERE provider_ref IS NOT NULL;
 
+-- A page of one channel's provider events, in id order.
+CREATE INDEX CONCURRENTLY IF NOT EXISTS provider_events_channel ON effectd.provider_events (channel, id);
+
 -- A SENDING row always has a lease: the live counts read SENDING rows from
 -- intents_lease, whose predicate requires one. Added NOT VALID, then validated
 -- under a lock that lets writes go on.

@@ -77,5 +77,25 @@ type EventFilter struct {
 // event_id, channel, intent_id, object_ref, type, status, delivery, detail,
 // outcome, payload, received_at.
 func ListEvents(ctx context.Context, db DB, f EventFilter) (pgx.Rows, error) {
-	return db.Query(ctx, listEventsSQL, f.After, f.Limit, f.OrphansOnly, f.Channel, f.IntentID, f.Channels)
+	sql, args := f.statement()
+	return db.Query(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...)
+}
+
+// statement builds ListEvents's statement and its arguments.
+func (f EventFilter) statement() (string, []any) {
+	s := newStmt(listEventsSQL, f.After, f.Limit)
+	if f.OrphansOnly {
+		s.and("intent_id IS NULL")
+	}
+	if f.Channel != nil {
+		s.and("channel = %s", *f.Channel)
+	}
+	if f.IntentID != nil {
+		s.and("intent_id = %s", *f.IntentID)
+	}
+	if f.Channels != nil {
+		s.and("channel = ANY (%s::text[])", f.Channels)
+	}
+	s.raw("ORDER BY id\nLIMIT $2")
+	return s.sql(), s.args
 }

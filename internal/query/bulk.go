@@ -3,6 +3,9 @@ package query
 import (
 	"context"
 	_ "embed"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // BulkCreate creates a bulk snapshot of action $1 (resolve as $2) over filter
@@ -74,6 +77,25 @@ type BulkFilter struct {
 // FreezeBulk freezes the intents f selects into its snapshot, with their
 // state now, and returns how many it froze.
 func FreezeBulk(ctx context.Context, db DB, f BulkFilter) (int64, error) {
-	tag, err := db.Exec(ctx, bulkFreezeSQL, f.Snapshot, f.Limit, f.States, f.Channel, f.EventIDPrefix, f.Channels)
+	s := newStmt(bulkFreezeSQL, f.Snapshot, f.Limit)
+	states := make([]string, len(f.States))
+	for i, st := range f.States {
+		states[i] = s.word("status", st)
+	}
+	if len(states) == 0 {
+		states = []string{"false"}
+	}
+	s.and("(" + strings.Join(states, " OR ") + ")")
+	if f.Channel != nil {
+		s.and("channel = %s", *f.Channel)
+	}
+	if f.EventIDPrefix != nil {
+		s.and("starts_with(event_id, %s)", *f.EventIDPrefix)
+	}
+	if f.Channels != nil {
+		s.and("channel = ANY (%s::text[])", f.Channels)
+	}
+	s.raw("ORDER BY id\nLIMIT $2")
+	tag, err := db.Exec(ctx, s.sql(), append([]any{pgx.QueryExecModeExec}, s.args...)...)
 	return tag.RowsAffected(), err
 }

@@ -1,12 +1,8 @@
--- Freezes, for bulk snapshot $1, up to $2 intents in one of the states $3,
--- of channel $4, whose event id starts with $5, among channels $6 (a NULL
--- filter does not filter), by id, with the state and attempt count they are in
--- now. Run it through query.FreezeBulk.
+-- The head of the freeze of bulk snapshot $1: at most $2 intents, by id, with
+-- the state and attempt count they are in now. query.FreezeBulk adds the
+-- states the action applies to, each written in so its partial index matches,
+-- and one condition for each other filter present (a channel, an event id
+-- prefix, a scope's channels).
 INSERT INTO effectd.bulk_rows (snapshot, intent_id, status, attempts)
 SELECT $1, id, status, attempts FROM effectd.intents
-WHERE status = ANY($3::text[])
-  AND ($4::text IS NULL OR channel = $4)
-  AND ($5::text IS NULL OR starts_with(event_id, $5))
-  AND ($6::text[] IS NULL OR channel = ANY($6))
-ORDER BY id
-LIMIT $2
+WHERE true

@@ -41,6 +41,15 @@ func seedHistory(t *testing.T, pool *pgxpool.Pool, from, n int) {
 		 WHERE event_id LIKE 'h-%%' AND id > (SELECT coalesce(max(intent_id), 0) FROM effectd.attempts)`),
 		`INSERT INTO effectd.id_marks (at, max_id) SELECT now() - interval '50 minutes', max(id) FROM effectd.intents
 		 ON CONFLICT DO NOTHING`,
+		`INSERT INTO effectd.provider_events (provider, event_id, channel, intent_id, object_ref, type, outcome, payload, received_at)
+		 SELECT 'twilio', provider_ref || ':delivered', channel, id, provider_ref, 'delivered', 'applied', '{}', created_at
+		 FROM effectd.intents
+		 WHERE channel = 'sms' AND provider_ref IS NOT NULL AND event_id LIKE 'h-%'
+		   AND id > (SELECT coalesce(max(intent_id), 0) FROM effectd.provider_events)`,
+		`INSERT INTO effectd.provider_events (provider, event_id, channel, object_ref, type, outcome, payload)
+		 SELECT 'twilio', 'orphan-' || g || '-' || (SELECT count(*) FROM effectd.provider_events), 'sms', 'SMx', 'delivered', 'orphan', '{}'
+		 FROM generate_series(1, 2) g`,
+		`VACUUM ANALYZE effectd.provider_events`,
 		FoldCounts,
 		`VACUUM ANALYZE effectd.intent_count_deltas`,
 		`VACUUM ANALYZE effectd.intents`,
@@ -57,7 +66,8 @@ type flatRead struct {
 	name string
 	sql  string
 	args []any
-	list *IntentFilter // a list: ListIntents's statement, after its id mark
+	list   *IntentFilter // a list: ListIntents's statement, after its id mark
+	events *EventFilter  // a list of provider events: ListEvents's statement
 }
 
 // flatReads are the reads whose cost must not grow with history.
@@ -100,6 +110,19 @@ func flatReads() []flatRead {
 		f.f.Limit = 51
 		reads = append(reads, flatRead{name: "list: " + f.name, list: &f.f})
 	}
+	for _, f := range []struct {
+		name string
+		f    EventFilter
+	}{
+		{"first page", EventFilter{}},
+		{"one channel", EventFilter{Channel: str("sms")}},
+		{"a channel with none", EventFilter{Channel: str("pay")}},
+		{"a scope with none", EventFilter{Channels: []string{"pay", "hook"}}},
+		{"orphans", EventFilter{OrphansOnly: true}},
+		{"one intent", EventFilter{IntentID: new(int64(2))}},
+	} {
+		reads = append(reads, flatRead{name: "events: " + f.name, events: &f.f})
+	}
 	return reads
 }
 
@@ -117,6 +140,10 @@ func buffers(t *testing.T, pool *pgxpool.Pool, r flatRead) (int64, string) {
 			}
 		}
 		r.sql, r.args = f.statement()
+	}
+	if r.events != nil {
+		r.events.Limit = 51
+		r.sql, r.args = r.events.statement()
 	}
 	for range 6 {
 		rows, err := pool.Query(ctx, r.sql, r.args...)

@@ -4,8 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -64,11 +62,6 @@ type IntentFilter struct {
 	Channels []string   // among these channels; nil: every channel
 }
 
-// closedWord matches the values of status and delivery, closed sets spelled in
-// capitals or small letters: ListIntents writes such a value into the
-// statement, so the planner sees it and picks the partial index made for it.
-var closedWord = regexp.MustCompile(`^[A-Za-z_]{1,32}$`)
-
 // ListIntents reads up to f.Limit intents by id, whole (dispatcher.ScanIntent
 // reads each row). Its statement holds a condition only for each filter
 // present, and it is planned for its values at every call (an unnamed
@@ -102,57 +95,45 @@ var rareWords = map[string]bool{
 // each in id order from its index, then merged: one index range per channel
 // instead of every such row of those channels.
 func (f IntentFilter) statement() (string, []any) {
-	var b strings.Builder
-	args := []any{f.After, f.Limit}
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
 	rare := (f.Status != nil && rareWords[*f.Status]) || (f.Delivery != nil && rareWords[*f.Delivery])
 	perChannel := rare && f.Channels != nil && f.Channel == nil
+	s := newStmt("", f.After, f.Limit)
 	if perChannel {
-		fmt.Fprintf(&b, "SELECT i.* FROM unnest(%s::text[]) AS scope(channel) CROSS JOIN LATERAL (\n", arg(f.Channels))
+		s.raw("SELECT i.* FROM unnest(" + s.arg(f.Channels) + "::text[]) AS scope(channel) CROSS JOIN LATERAL (\n")
 	}
-	b.WriteString(listIntentsHead)
-	closed := func(col string, v string) {
-		if closedWord.MatchString(v) {
-			fmt.Fprintf(&b, "  AND %s = '%s'\n", col, v)
-		} else {
-			fmt.Fprintf(&b, "  AND %s = %s\n", col, arg(v))
-		}
-	}
+	s.raw(listIntentsHead)
 	if f.Status != nil {
-		closed("status", *f.Status)
+		s.and(s.word("status", *f.Status))
 	}
 	if f.Delivery != nil {
-		closed("delivery", *f.Delivery)
+		s.and(s.word("delivery", *f.Delivery))
 	}
 	if f.Channel != nil {
-		fmt.Fprintf(&b, "  AND channel = %s\n", arg(*f.Channel))
+		s.and("channel = %s", *f.Channel)
 	}
 	switch {
 	case perChannel:
-		b.WriteString("  AND channel = scope.channel\n")
+		s.and("channel = scope.channel")
 	case f.Channels != nil:
-		fmt.Fprintf(&b, "  AND channel = ANY (%s::text[])\n", arg(f.Channels))
+		s.and("channel = ANY (%s::text[])", f.Channels)
 	}
 	if f.EventID != nil {
-		fmt.Fprintf(&b, "  AND event_id = %s\n", arg(*f.EventID))
+		s.and("event_id = %s", *f.EventID)
 	}
 	if f.Since != nil {
-		fmt.Fprintf(&b, "  AND created_at >= %s\n", arg(*f.Since))
+		s.and("created_at >= %s", *f.Since)
 	}
 	if f.Until != nil {
-		fmt.Fprintf(&b, "  AND created_at < %s\n", arg(*f.Until))
+		s.and("created_at < %s", *f.Until)
 	}
 	if f.Search != nil {
-		b.WriteString(searchCondition(*f.Search, arg))
+		s.and(searchCondition(*f.Search, s.arg))
 	}
-	b.WriteString("ORDER BY id\nLIMIT $2")
+	s.raw("ORDER BY id\nLIMIT $2")
 	if perChannel {
-		b.WriteString("\n) AS i\nORDER BY i.id\nLIMIT $2")
+		s.raw("\n) AS i\nORDER BY i.id\nLIMIT $2")
 	}
-	return b.String(), args
+	return s.sql(), s.args
 }
 
 // searchCondition matches q exactly against the event id, the idempotency key
@@ -172,5 +153,5 @@ func searchCondition(q string, arg func(any) string) string {
 	parts = append(parts,
 		fmt.Sprintf("SELECT id FROM effectd.intents WHERE idempotency_key = %s AND idempotency_key LIKE '%%:sha256:%%'", p),
 		fmt.Sprintf("SELECT id FROM effectd.intents WHERE provider_ref = %s", p))
-	return "  AND id IN (\n        " + strings.Join(parts, "\n        UNION ALL\n        ") + ")\n"
+	return "id IN (\n        " + strings.Join(parts, "\n        UNION ALL\n        ") + ")"
 }
