@@ -54,10 +54,12 @@ func scaleReads() []scaleRead {
 
 // scale loads ScaleRows/10 retained intents, times every read, loads up to
 // ScaleRows and times them again, and prints each read's median at both
-// sizes and their ratio, after checking that /v1/stats counts what was
+// sizes and their ratio; then drains an Events backlog on top of the history
+// and in an empty database, twice each, and prints both rates, after checking that /v1/stats counts what was
 // loaded. It fails when a read breaks its budget at the larger
 // size or grows more than 1.5 times (reads under 5 ms at both sizes are within
-// the noise of the loopback HTTP call and pass the ratio).
+// the noise of the loopback HTTP call and pass the ratio), or when the drain
+// on history is more than 1.25 times slower.
 func (e *env) scale(ctx context.Context) error {
 	url, pool, err := e.database(ctx)
 	if err != nil {
@@ -114,8 +116,29 @@ func (e *env) scale(ctx context.Context) error {
 		}
 		fmt.Fprintf(e.out, "  %-42s %8.1fms %8.1fms %5.2fx %6dms%s\n", r.name, ms(a), ms(b), ratio, r.budget.Milliseconds(), verdict)
 	}
+	// Dispatch on top of the history, against an empty table, alternating.
+	var onHistory, onEmpty []float64
+	for range 2 {
+		r, err := e.drainInto(ctx, url, pool, cfg, "scale-drain", e.opt.Events)
+		if err != nil {
+			return fmt.Errorf("drain on %d retained: %w", sizes[1], err)
+		}
+		onHistory = append(onHistory, r.rate())
+		if r, err = e.drainBacklog(ctx, "scale-empty", e.opt.Events, e.opt.Concurrency); err != nil {
+			return fmt.Errorf("drain on an empty table: %w", err)
+		}
+		onEmpty = append(onEmpty, r.rate())
+	}
+	slowdown := (onEmpty[0] + onEmpty[1]) / (onHistory[0] + onHistory[1])
+	verdict := ""
+	if slowdown > 1.25 {
+		verdict = "  SLOWER"
+		broken = append(broken, "drain")
+	}
+	fmt.Fprintf(e.out, "  drain of %d, two rounds: %.0f · %.0f intents/s on %d retained, %.0f · %.0f on an empty table: %.2fx (at most 1.25x)%s\n",
+		e.opt.Events, onHistory[0], onHistory[1], sizes[1], onEmpty[0], onEmpty[1], slowdown, verdict)
 	if len(broken) > 0 {
-		return fmt.Errorf("%d reads broke their budget or grew with history: %v", len(broken), broken)
+		return fmt.Errorf("%d figures broke their budget or grew with history: %v", len(broken), broken)
 	}
 	return nil
 }

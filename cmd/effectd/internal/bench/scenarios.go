@@ -77,19 +77,26 @@ type drained struct {
 	lost, dup int
 }
 
-// drainBacklog enqueues n events (5% redelivered), then starts effectd serve
-// with the given concurrency and waits until every effect is applied.
+// drainBacklog enqueues n events (5% redelivered) into a fresh database, then
+// starts effectd serve with the given concurrency and waits until every
+// effect is applied.
 func (e *env) drainBacklog(ctx context.Context, name string, n, concurrency int) (drained, error) {
-	var r drained
 	url, pool, err := e.database(ctx)
 	if err != nil {
-		return r, err
+		return drained{}, err
 	}
 	defer pool.Close()
 	cfg, err := e.config(ctx, url, concurrency, "")
 	if err != nil {
-		return r, err
+		return drained{}, err
 	}
+	return e.drainInto(ctx, url, pool, cfg, name, n)
+}
+
+// drainInto is drainBacklog on the database at url, whatever it holds
+// already, with the YAML at cfg.
+func (e *env) drainInto(ctx context.Context, url string, pool *pgxpool.Pool, cfg, name string, n int) (drained, error) {
+	var r drained
 	prefix := fmt.Sprintf("%s%d-", name, e.seq)
 	committed, took, err := e.backlog(ctx, pool, prefix, n)
 	if err != nil {
