@@ -26,7 +26,7 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		return nil, fmt.Errorf("%w: more than %d bytes", errTooLarge, maxBody)
+		return nil, fmt.Errorf("%w: body: more than %d bytes", errTooLarge, maxBody)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: reading the body: %v", errMalformed, err)
