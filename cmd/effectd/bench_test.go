@@ -109,8 +109,8 @@ func TestBenchScale(t *testing.T) {
 			}
 		}
 	}
-	if reads < 17 {
-		t.Errorf("%d reads timed, want every read of the scenario (17)", reads)
+	if reads < 23 {
+		t.Errorf("%d reads timed, want every read of the scenario (23)", reads)
 	}
 	if !strings.Contains(out.String(), "scale: 20000 retained intents loaded") {
 		t.Errorf("output lacks the load of 20,000 intents")

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -21,6 +22,7 @@ type scaleRead struct {
 	name   string
 	path   string
 	budget time.Duration
+	body   string // POSTed when set
 }
 
 // scaleReads are the reads the scale scenario times. Each list filter is
@@ -32,23 +34,30 @@ func scaleReads() []scaleRead {
 	from, until := url.QueryEscape(old.Format(time.RFC3339)), url.QueryEscape(old.Add(time.Hour).Format(time.RFC3339))
 	const ms = time.Millisecond
 	return []scaleRead{
-		{"/metrics", "/metrics", 100 * ms},
-		{"stats", "/v1/stats", 100 * ms},
-		{"channels", "/v1/channels", 100 * ms},
-		{"one channel", "/v1/channels/sms", 100 * ms},
-		{"list: first page", "/v1/intents", 250 * ms},
-		{"list: IN_DOUBT (3 rows)", "/v1/intents?status=IN_DOUBT", 250 * ms},
-		{"list: FAILED of one channel", "/v1/intents?status=FAILED&channel=pay", 250 * ms},
-		{"list: SENT of one channel", "/v1/intents?status=SENT&channel=sms", 250 * ms},
-		{"list: undelivered", "/v1/intents?delivery=undelivered", 250 * ms},
-		{"list: undelivered of a channel with none", "/v1/intents?delivery=undelivered&channel=bench", 250 * ms},
-		{"list: since 30 minutes ago", "/v1/intents?since=" + since, 250 * ms},
-		{"list: a window that matches none", "/v1/intents?since=" + from + "&until=" + until, 250 * ms},
-		{"list: delivered in a window of none", "/v1/intents?delivery=delivered&since=" + from + "&until=" + until, 250 * ms},
-		{"list: event_id", "/v1/intents?event_id=s-1234", 250 * ms},
-		{"search: event id", "/v1/intents?q=s-4321", 50 * ms},
-		{"search: idempotency key", "/v1/intents?q=sms:s-4323", 50 * ms},
-		{"search: provider reference", "/v1/intents?q=ref-4325", 50 * ms},
+		{"/metrics", "/metrics", 100 * ms, ""},
+		{"stats", "/v1/stats", 100 * ms, ""},
+		{"channels", "/v1/channels", 100 * ms, ""},
+		{"one channel", "/v1/channels/sms", 100 * ms, ""},
+		{"list: first page", "/v1/intents", 250 * ms, ""},
+		{"list: IN_DOUBT (3 rows)", "/v1/intents?status=IN_DOUBT", 250 * ms, ""},
+		{"list: FAILED of one channel", "/v1/intents?status=FAILED&channel=pay", 250 * ms, ""},
+		{"list: SENT of one channel", "/v1/intents?status=SENT&channel=sms", 250 * ms, ""},
+		{"list: undelivered", "/v1/intents?delivery=undelivered", 250 * ms, ""},
+		{"list: undelivered of a channel with none", "/v1/intents?delivery=undelivered&channel=bench", 250 * ms, ""},
+		{"list: since 30 minutes ago", "/v1/intents?since=" + since, 250 * ms, ""},
+		{"list: a window that matches none", "/v1/intents?since=" + from + "&until=" + until, 250 * ms, ""},
+		{"list: delivered in a window of none", "/v1/intents?delivery=delivered&since=" + from + "&until=" + until, 250 * ms, ""},
+		{"list: event_id", "/v1/intents?event_id=s-124", 250 * ms, ""},
+		{"search: event id", "/v1/intents?q=s-321", 50 * ms, ""},
+		{"search: idempotency key", "/v1/intents?q=sms:s-323", 50 * ms, ""},
+		{"search: provider reference", "/v1/intents?q=ref-325", 50 * ms, ""},
+		{"one intent with its attempts", "/v1/intents/327", 250 * ms, ""},
+		{"provider events: first page", "/v1/provider-events", 250 * ms, ""},
+		{"provider events: one channel", "/v1/provider-events?channel=sms", 250 * ms, ""},
+		{"provider events: a channel with none", "/v1/provider-events?channel=pay", 250 * ms, ""},
+		{"provider events: orphans", "/v1/provider-events?orphan=true", 250 * ms, ""},
+		{"bulk snapshot: FAILED of one channel", "/v1/intents/bulk", 2000 * ms,
+			`{"action":"retry","filter":{"status":"FAILED","channel":"pay"},"reason":"scale bench"}`},
 	}
 }
 
@@ -178,7 +187,11 @@ func timeReads(ctx context.Context, base string, runs int) (map[string]time.Dura
 	for _, r := range scaleReads() {
 		times := make([]time.Duration, 0, runs)
 		for i := range runs + 1 {
-			req, err := http.NewRequestWithContext(ctx, "GET", base+r.path, nil)
+			method, body := "GET", io.Reader(nil)
+			if r.body != "" {
+				method, body = "POST", strings.NewReader(r.body)
+			}
+			req, err := http.NewRequestWithContext(ctx, method, base+r.path, body)
 			if err != nil {
 				return nil, err
 			}
@@ -190,8 +203,8 @@ func timeReads(ctx context.Context, base string, runs int) (map[string]time.Dura
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			took := time.Since(start)
-			if resp.StatusCode != http.StatusOK {
-				return nil, fmt.Errorf("%s: GET %s answered %d", r.name, r.path, resp.StatusCode)
+			if resp.StatusCode/100 != 2 {
+				return nil, fmt.Errorf("%s: %s %s answered %d", r.name, method, r.path, resp.StatusCode)
 			}
 			if i > 0 {
 				times = append(times, took)
@@ -209,8 +222,9 @@ func timeReads(ctx context.Context, base string, runs int) (map[string]time.Dura
 // the load folds the counts and marks the ids by time, as serve's folder
 // does): over the bench
 // webhook channel, a Stripe and a Twilio channel; one in 3,000 FAILED with its
-// error, one in 500 of the others undelivered, one attempt each; then 3 rows
-// IN_DOUBT, once. It loads a million rows per statement and ends with VACUUM
+// error, one in 500 of the others undelivered, one attempt each, a provider
+// event for each Twilio message; then 3 rows IN_DOUBT and 2 orphan events,
+// once. It loads a million rows per statement and ends with VACUUM
 // ANALYZE, as autovacuum would have by then.
 func loadHistory(ctx context.Context, pool *pgxpool.Pool, from, n, final int) error {
 	const chunk = 1_000_000
@@ -233,7 +247,15 @@ WITH rows AS (
     FROM generate_series($1::bigint, $2::bigint) g,
          LATERAL (SELECT (ARRAY['bench', 'pay', 'sms'])[1 + g % 3] AS ch,
                          now() - interval '1 hour' - ($3::bigint - g) * (interval '14 days' / $3::bigint) AS at) x
-    RETURNING id, status, provider_ref, last_error, created_at
+    RETURNING id, channel, status, provider_ref, last_error, created_at
+),
+events AS (
+    INSERT INTO effectd.provider_events (provider, event_id, channel, intent_id, object_ref, type, status,
+        delivery, outcome, payload, received_at)
+    SELECT 'twilio', provider_ref || ':delivered', channel, id, provider_ref, 'delivered', 'delivered',
+           'delivered', 'applied', jsonb_build_object('MessageSid', provider_ref, 'MessageStatus', 'delivered'), created_at
+    FROM rows
+    WHERE channel = 'sms' AND provider_ref IS NOT NULL
 ),
 mark AS (
     INSERT INTO effectd.id_marks (at, max_id)
@@ -253,8 +275,15 @@ SELECT 'doubt-' || g, 'sms', '{"to": "+15550000000", "body": "hi"}', 'sms:doubt-
 FROM generate_series(1, 3) g`); err != nil {
 			return err
 		}
+		if _, err := pool.Exec(ctx, `
+INSERT INTO effectd.provider_events (provider, event_id, channel, object_ref, type, status, outcome, payload)
+SELECT 'twilio', 'SMorphan' || g || ':delivered', 'sms', 'SMorphan' || g, 'delivered', 'delivered', 'orphan', '{}'
+FROM generate_series(1, 2) g`); err != nil {
+			return err
+		}
 	}
-	for _, s := range []string{query.FoldCounts, `VACUUM ANALYZE effectd.intents`, `VACUUM ANALYZE effectd.attempts`, `VACUUM ANALYZE effectd.intent_count_deltas`} {
+	for _, s := range []string{query.FoldCounts, `VACUUM ANALYZE effectd.intents`, `VACUUM ANALYZE effectd.attempts`,
+		`VACUUM ANALYZE effectd.provider_events`, `VACUUM ANALYZE effectd.intent_count_deltas`} {
 		if _, err := pool.Exec(ctx, s); err != nil {
 			return err
 		}
