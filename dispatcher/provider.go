@@ -27,6 +27,14 @@ type Looker interface {
 	Lookup(ctx context.Context, key string, payload json.RawMessage, meta map[string]string, created, claimed time.Time) (ref string, found bool, err error)
 }
 
+// Replayer is a Looker whose lookup, for an intent created at created, repeats
+// the call with its key: the provider answers with the first call's result,
+// or applies the effect now if the first call never arrived. A dry run does
+// not call such a lookup, since it may change the provider's books.
+type Replayer interface {
+	LookupReplays(created time.Time) bool
+}
+
 // Keyed is a Provider whose calls are deduplicated by the idempotency key, so a
 // call that may have been sent is safely repeated with the same key.
 type Keyed interface {

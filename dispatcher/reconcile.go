@@ -90,7 +90,7 @@ func (rc *reconciler) settleBatch(ctx context.Context, n int) (int, error) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			s, err := d.decide(ctx, r, true)
+			s, err := d.decide(ctx, r, true, false)
 			if err != nil {
 				d.release(ctx, r)
 				return
@@ -128,14 +128,20 @@ func (d *Dispatcher) release(ctx context.Context, r inDoubt) {
 // the provider can, else by policy. withPolicy=false (an operator's reconcile
 // of an IN_DOUBT row) only reports what the lookup found. A lookup that fails
 // because ctx ended says nothing about the provider: decide returns ctx's
-// error and nothing is settled.
-func (d *Dispatcher) decide(ctx context.Context, r inDoubt, withPolicy bool) (Settlement, error) {
+// error and nothing is settled. On a dry run, a lookup that would repeat the
+// call with its key (Replayer) is not called: it could apply the effect.
+func (d *Dispatcher) decide(ctx context.Context, r inDoubt, withPolicy, dryRun bool) (Settlement, error) {
 	s := Settlement{IntentID: r.id, From: r.status, Outcome: ByPolicy}
 	ch := d.byName[r.channel]
 	p := ch.policy.Load()
 	mode := p.InDoubt
 	if mode == policy.InDoubtLookup || !withPolicy {
+		replays, _ := ch.looker.(Replayer)
 		switch {
+		case dryRun && replays != nil && replays.LookupReplays(r.createdAt):
+			s.Outcome, s.To = NotLookedUp, r.status
+			s.Error = "a dry run does not look up: within the provider's key window the lookup repeats the call with its key, which applies the effect if the first call never arrived"
+			return s, nil
 		case ch.looker != nil:
 			lctx, cancel := context.WithTimeout(ctx, min(p.Lease.D(), d.cfg.SettleLease/2))
 			meta := map[string]string{effect.MetaEventID: r.eventID, effect.MetaIntentID: strconv.FormatInt(r.id, 10)}
@@ -252,7 +258,7 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id int64, dryRun bool, actor
 	if d.byName[r.channel] == nil {
 		return Settlement{}, opError(fmt.Errorf("%w: channel %q is not configured in this instance", ErrInvalid, r.channel), "Reconcile(%d)", id)
 	}
-	s, err := d.decide(ctx, r, r.status == statemachine.Sending)
+	s, err := d.decide(ctx, r, r.status == statemachine.Sending, dryRun)
 	if err != nil {
 		return s, opError(err, "Reconcile(%d)", id)
 	}

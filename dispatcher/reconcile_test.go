@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -264,5 +265,45 @@ func TestReconcileRacingResolve(t *testing.T) {
 	r.waitStatus(t, "probe", "SENT")
 	if got := r.row(t, "e"); got.Status != "SENT" || got.Ref != "SM-by-hand" || s.Calls("c:e") != 0 {
 		t.Fatalf("after the race: %+v, %d calls; want SENT by hand, never called", got, s.Calls("c:e"))
+	}
+}
+
+// replaying is a looker whose lookup repeats the call with its key, as
+// Stripe's does inside its key window: each lookup is counted.
+type replaying struct {
+	looking
+	lookups *atomic.Int64
+}
+
+func (r replaying) Lookup(ctx context.Context, key string, raw json.RawMessage, meta map[string]string, created, claimed time.Time) (string, bool, error) {
+	r.lookups.Add(1)
+	return r.looking.Lookup(ctx, key, raw, meta, created, claimed)
+}
+
+func (r replaying) LookupReplays(time.Time) bool { return true }
+
+// TestReconcileDryRunDoesNotReplay: a dry run does not call a lookup that
+// repeats the call with its key (it could apply the effect: a refund made by
+// a dry run), and says so; a real reconcile does call it.
+func TestReconcileDryRunDoesNotReplay(t *testing.T) {
+	t.Parallel()
+	var lookups atomic.Int64
+	pol := fastPolicy("twilio")
+	pol.InDoubt = policy.InDoubtManual
+	r := start(t, "twilio", replaying{looking{maybeSentOnce(), func(string) (string, bool, error) {
+		return "re_replayed", true, nil
+	}}, &lookups}, pol)
+	r.enqueue(t, "e")
+	r.waitStatus(t, "e", "IN_DOUBT")
+	var id int64
+	ctx := context.Background()
+	r.pool.QueryRow(ctx, `SELECT id FROM effectd.intents WHERE event_id='e'`).Scan(&id)
+	st, err := r.d.Reconcile(ctx, id, true, "tester")
+	if err != nil || st.Outcome != dispatcher.NotLookedUp || st.To != statemachine.InDoubt || st.Applied || lookups.Load() != 0 {
+		t.Fatalf("dry run: %+v, %v, %d lookups; want not_looked_up and no lookup", st, err, lookups.Load())
+	}
+	st, err = r.d.Reconcile(ctx, id, false, "tester")
+	if err != nil || st.Outcome != dispatcher.LookupFound || !st.Applied || lookups.Load() != 1 {
+		t.Fatalf("reconcile: %+v, %v, %d lookups", st, err, lookups.Load())
 	}
 }

@@ -30,10 +30,17 @@ func (p *Provider) Lookup(ctx context.Context, key string, raw json.RawMessage, 
 	if err != nil {
 		return "", false, fmt.Errorf("stripe lookup: %w", err)
 	}
-	if p.now().Sub(created) < ReplayWindow {
+	if p.LookupReplays(created) {
 		return p.replay(ctx, key, pl, meta)
 	}
 	return p.list(ctx, pl, meta, created)
+}
+
+// LookupReplays reports whether Lookup, for an intent created at created,
+// repeats the call with its key (inside Stripe's key window), which applies the
+// effect if the first call never reached Stripe.
+func (p *Provider) LookupReplays(created time.Time) bool {
+	return p.now().Sub(created) < ReplayWindow
 }
 
 // replay repeats the call with the same key and parameters.
