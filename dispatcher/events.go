@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -198,4 +199,23 @@ func DetailOf(status string, code ...string) string {
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+// DeliveryNote returns what a provider's delivery detail adds to the words
+// a page already shows. The detail is the provider's status, then its code
+// ("undelivered 30003"): a status among shown is not repeated. It returns
+// "provider code 30003", "provider status failed, code 30008", or "".
+func DeliveryNote(detail string, shown ...string) string {
+	status, code, _ := strings.Cut(strings.TrimSpace(detail), " ")
+	var parts []string
+	if status != "" && !slices.Contains(shown, status) {
+		parts = append(parts, "status "+status)
+	}
+	if code = strings.TrimSpace(code); code != "" {
+		parts = append(parts, "code "+code)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "provider " + strings.Join(parts, ", ")
 }

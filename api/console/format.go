@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -22,25 +21,6 @@ func errorExplains(s statemachine.State) bool {
 		return true
 	}
 	return false
-}
-
-// deliveryNote returns what a provider's delivery detail adds to the words
-// a page already shows. The detail is the provider's status, then its code
-// ("undelivered 30003"): a status among shown is not repeated. It returns
-// "provider code 30003", "provider status failed, code 30008", or "".
-func deliveryNote(detail string, shown ...string) string {
-	status, code, _ := strings.Cut(strings.TrimSpace(detail), " ")
-	var parts []string
-	if status != "" && !slices.Contains(shown, status) {
-		parts = append(parts, "status "+status)
-	}
-	if code = strings.TrimSpace(code); code != "" {
-		parts = append(parts, "code "+code)
-	}
-	if len(parts) == 0 {
-		return ""
-	}
-	return "provider " + strings.Join(parts, ", ")
 }
 
 // zeroMeans says what a zero (or empty) value of a policy field means, for

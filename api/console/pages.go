@@ -16,6 +16,7 @@ import (
 
 	"github.com/effectd/effectd/api"
 	"github.com/effectd/effectd/api/client"
+	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -207,7 +208,7 @@ func timeline(d client.IntentDetail, events []client.ProviderEvent) []timelineIt
 			title += ": " + d
 		}
 		detail := "outcome " + e.Outcome
-		if note := deliveryNote(deref(e.Detail), e.Type, deref(e.Delivery)); note != "" {
+		if note := dispatcher.DeliveryNote(deref(e.Detail), e.Type, deref(e.Delivery)); note != "" {
 			detail = note + " · " + detail
 		}
 		out = append(out, timelineItem{At: e.ReceivedAt, Kind: "provider event", Title: title,

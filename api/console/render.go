@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/api"
+	"github.com/effectd/effectd/dispatcher"
 )
 
 // funcs are the helpers the templates use.
@@ -62,7 +63,7 @@ var funcs = template.FuncMap{
 	},
 	"lower":         strings.ToLower,
 	"errorExplains": errorExplains,
-	"deliveryNote":  deliveryNote,
+	"deliveryNote":  dispatcher.DeliveryNote,
 }
 
 // parsePages parses each page template together with the layout.

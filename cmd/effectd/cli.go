@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/api/client"
+	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -337,7 +338,7 @@ func printDetail(w io.Writer, d client.IntentDetail) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, kv := range [][2]string{
 		{"id", strconv.FormatInt(in.ID, 10)}, {"event_id", in.EventID}, {"channel", in.Channel},
-		{"status", string(in.Status)}, {"delivery", dash(deref(in.Delivery)) + " " + deref(in.DeliveryDetail)},
+		{"status", string(in.Status)}, {"delivery", strings.TrimSuffix(dash(deref(in.Delivery))+" ("+dispatcher.DeliveryNote(deref(in.DeliveryDetail), deref(in.Delivery))+")", " ()")},
 		{"attempts", strconv.Itoa(in.Attempts)}, {"idempotency_key", in.IdempotencyKey},
 		{"provider_ref", dash(deref(in.ProviderRef))}, {"last_error", dash(deref(in.LastError))},
 		{"created_at", in.CreatedAt.UTC().Format(time.RFC3339)}, {"updated_at", in.UpdatedAt.UTC().Format(time.RFC3339)},

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/effectd/effectd/api/client"
 	"github.com/effectd/effectd/internal/pgtest"
 )
 
@@ -171,5 +172,33 @@ func TestCLIThroughBinary(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/login" {
 		t.Errorf("GET /ui/intents/%s without a session: %d to %q, want 303 to /ui/login", ids, resp.StatusCode, resp.Header.Get("Location"))
+	}
+}
+
+// TestShowDeliveryOnce: `intents show` prints a delivery's value once, then
+// what the provider's detail adds ("undelivered (provider code 30003)", not
+// "undelivered undelivered 30003"), and the value alone without a detail.
+func TestShowDeliveryOnce(t *testing.T) {
+	for _, c := range []struct{ delivery, detail, want string }{
+		{"undelivered", "undelivered 30003", "undelivered (provider code 30003)"},
+		{"undelivered", "failed 30008", "undelivered (provider status failed, code 30008)"},
+		{"delivered", "delivered", "delivered"},
+		{"", "", "-"},
+	} {
+		var d client.IntentDetail
+		if c.delivery != "" {
+			d.Intent.Delivery, d.Intent.DeliveryDetail = &c.delivery, &c.detail
+		}
+		var out bytes.Buffer
+		printDetail(&out, d)
+		line := ""
+		for _, l := range strings.Split(out.String(), "\n") {
+			if strings.HasPrefix(l, "delivery:") {
+				line = strings.TrimSpace(strings.TrimPrefix(l, "delivery:"))
+			}
+		}
+		if line != c.want {
+			t.Errorf("delivery %q, detail %q: printed %q, want %q", c.delivery, c.detail, line, c.want)
+		}
 	}
 }
