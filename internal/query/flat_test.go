@@ -63,9 +63,9 @@ func seedHistory(t *testing.T, pool *pgxpool.Pool, from, n int) {
 
 // flatRead is one read an operator or Prometheus makes.
 type flatRead struct {
-	name string
-	sql  string
-	args []any
+	name   string
+	sql    string
+	args   []any
 	list   *IntentFilter // a list: ListIntents's statement, after its id mark
 	events *EventFilter  // a list of provider events: ListEvents's statement
 }
