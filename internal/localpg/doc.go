@@ -1,5 +1,8 @@
 // Package localpg starts a throwaway PostgreSQL cluster from the binaries on this
 // machine: initdb into a directory, a Unix socket and a loopback port. Tests, the
-// benchmark and `make run` use it when no DATABASE_URL is given. Running as root,
-// it runs the server as the postgres user, since PostgreSQL refuses root.
+// benchmark and `make run` use it when no DATABASE_URL is given. A running
+// cluster can be copied into a streaming standby (pg_basebackup -R), optionally
+// synchronous, which can be promoted once its primary is killed: the failover
+// of `effectd chaos --faults failover`. Running as root, it runs the server as
+// the postgres user, since PostgreSQL refuses root.
 package localpg

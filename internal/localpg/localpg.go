@@ -19,7 +19,11 @@ import (
 type Options struct {
 	Port     int      // 0 picks a free loopback port
 	Fast     bool     // fsync, synchronous_commit and full_page_writes off: for tests only
-	Settings []string // extra "name=value" server settings
+	Settings []string // extra "name=value" server settings, applied last
+	// SyncStandby names a standby (its name in StartStandby) that every commit
+	// waits for until it has applied it: synchronous_standby_names and
+	// synchronous_commit=remote_apply. Commits block while that standby is down.
+	SyncStandby string
 }
 
 // Server is a running cluster.
@@ -36,6 +40,64 @@ var ErrNoPostgres = errors.New("localpg: no PostgreSQL server binaries (initdb, 
 
 // Start initialises dir if it holds no cluster yet and starts the server.
 func Start(ctx context.Context, dir string, opt Options) (*Server, error) {
+	s, err := prepare(dir, opt.Port)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(s.Dir, "data", "PG_VERSION")); err != nil {
+		if err := s.run(ctx, "initdb", "-D", s.data(), "-U", "postgres",
+			"--auth=trust", "-E", "UTF8", "--no-sync", "--locale=C"); err != nil {
+			return nil, err
+		}
+	}
+	// A server left running in dir by a previous run that did not stop it: stop it.
+	if _, err := os.Stat(filepath.Join(s.data(), "postmaster.pid")); err == nil {
+		if s.run(ctx, "pg_ctl", "-D", s.data(), "status") == nil {
+			s.run(ctx, "pg_ctl", "-D", s.data(), "-m", "fast", "-w", "stop")
+		}
+	}
+	if err := s.start(ctx, opt); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// StartStandby copies the running cluster s into dir with pg_basebackup -R
+// and starts the copy as a streaming standby of s, on a port of its own. name
+// is the standby's cluster_name, which is also the name it reports to s: the
+// name a primary lists in synchronous_standby_names (see Options.SyncStandby).
+// The standby is read-only until Promote.
+func (s *Server) StartStandby(ctx context.Context, dir, name string, opt Options) (*Server, error) {
+	st, err := prepare(dir, opt.Port)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.run(ctx, "pg_basebackup", "-D", st.data(), "-R", "-X", "stream", "-c", "fast", "--no-sync",
+		"-h", "127.0.0.1", "-p", strconv.Itoa(s.Port), "-U", "postgres"); err != nil {
+		return nil, err
+	}
+	opt.Settings = append([]string{"cluster_name=" + name}, opt.Settings...)
+	if err := st.start(ctx, opt); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// Promote turns a standby into a primary that accepts writes, and waits until it does.
+func (s *Server) Promote(ctx context.Context) error {
+	return s.run(ctx, "pg_ctl", "-D", s.data(), "-w", "-t", "60", "promote")
+}
+
+// StopImmediate kills the server the way a crash would (pg_ctl stop -m
+// immediate): no shutdown checkpoint, every connection cut, nothing more sent
+// to standbys.
+func (s *Server) StopImmediate() error {
+	return s.run(context.Background(), "pg_ctl", "-D", s.data(), "-m", "immediate", "-w", "stop")
+}
+
+// prepare makes dir ready for a cluster run by this process (or the postgres
+// user when root), and picks a free port when port is 0.
+func prepare(dir string, port int) (*Server, error) {
 	bin, err := binDir()
 	if err != nil {
 		return nil, err
@@ -44,7 +106,7 @@ func Start(ctx context.Context, dir string, opt Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Dir: dir, Port: opt.Port, Socket: filepath.Join(dir, "socket"), bin: bin}
+	s := &Server{Dir: dir, Port: port, Socket: filepath.Join(dir, "socket"), bin: bin}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
@@ -69,18 +131,11 @@ func Start(ctx context.Context, dir string, opt Options) (*Server, error) {
 	if err := s.reachable(); err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(filepath.Join(dir, "data", "PG_VERSION")); err != nil {
-		if err := s.run(ctx, "initdb", "-D", filepath.Join(dir, "data"), "-U", "postgres",
-			"--auth=trust", "-E", "UTF8", "--no-sync", "--locale=C"); err != nil {
-			return nil, err
-		}
-	}
-	// A server left running in dir by a previous run that did not stop it: stop it.
-	if _, err := os.Stat(filepath.Join(dir, "data", "postmaster.pid")); err == nil {
-		if s.run(ctx, "pg_ctl", "-D", filepath.Join(dir, "data"), "status") == nil {
-			s.run(ctx, "pg_ctl", "-D", filepath.Join(dir, "data"), "-m", "fast", "-w", "stop")
-		}
-	}
+	return s, nil
+}
+
+// start starts the server on its data directory with opt's settings.
+func (s *Server) start(ctx context.Context, opt Options) error {
 	settings := []string{
 		"listen_addresses=127.0.0.1",
 		"port=" + strconv.Itoa(s.Port),
@@ -91,17 +146,19 @@ func Start(ctx context.Context, dir string, opt Options) (*Server, error) {
 	if opt.Fast {
 		settings = append(settings, "fsync=off", "synchronous_commit=off", "full_page_writes=off")
 	}
+	if opt.SyncStandby != "" {
+		settings = append(settings, "synchronous_standby_names="+opt.SyncStandby, "synchronous_commit=remote_apply")
+	}
 	settings = append(settings, opt.Settings...)
 	var o strings.Builder
 	for _, kv := range settings {
 		o.WriteString(" -c " + kv)
 	}
-	if err := s.run(ctx, "pg_ctl", "-D", filepath.Join(dir, "data"), "-l", filepath.Join(dir, "server.log"),
-		"-o", o.String(), "-w", "-t", "60", "start"); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return s.run(ctx, "pg_ctl", "-D", s.data(), "-l", filepath.Join(s.Dir, "server.log"),
+		"-o", o.String(), "-w", "-t", "60", "start")
 }
+
+func (s *Server) data() string { return filepath.Join(s.Dir, "data") }
 
 // URL returns a connection string for database on the loopback port.
 func (s *Server) URL(database string) string {
@@ -110,7 +167,7 @@ func (s *Server) URL(database string) string {
 
 // Stop shuts the server down quickly.
 func (s *Server) Stop() error {
-	return s.run(context.Background(), "pg_ctl", "-D", filepath.Join(s.Dir, "data"), "-m", "fast", "-w", "stop")
+	return s.run(context.Background(), "pg_ctl", "-D", s.data(), "-m", "fast", "-w", "stop")
 }
 
 func (s *Server) run(ctx context.Context, name string, args ...string) error {
