@@ -93,7 +93,7 @@ func TestBenchScale(t *testing.T) {
 	defer cancel()
 	var out bytes.Buffer
 	err := bench.Run(ctx, bench.Options{Binary: binary, Scenarios: []string{"scale"}, ScaleRows: 20_000, ScaleRuns: 3,
-		Events: 500, Producers: 4, Concurrency: 16}, &out)
+		Events: 500, Producers: 4, Concurrency: 16, Rate: 100, Duration: time.Second}, &out)
 	t.Logf("effectd bench:\n%s", out.String())
 	// The verdict on times is the benchmark's, not this test's: on a busy
 	// machine a read of a millisecond may take six. Any other error fails.
@@ -117,5 +117,11 @@ func TestBenchScale(t *testing.T) {
 	}
 	if !regexp.MustCompile(`drain of 500, two rounds: \d+ · \d+ intents/s on 20000 retained, \d+ · \d+ on an empty table`).MatchString(out.String()) {
 		t.Errorf("output lacks the drain on history against an empty table")
+	}
+	if !regexp.MustCompile(`live at 100/s for 1s, p99 commit → provider, two rounds: [\d.]+ · [\d.]+ ms on 20000 retained`).MatchString(out.String()) {
+		t.Errorf("output lacks the live latency on history against an empty table")
+	}
+	if m := regexp.MustCompile(`prune: (\d+) rows of a day of history deleted`).FindStringSubmatch(out.String()); m == nil || m[1] == "0" {
+		t.Errorf("output lacks the prune of a day of history, or it deleted nothing")
 	}
 }

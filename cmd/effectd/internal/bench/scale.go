@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/internal/query"
@@ -146,10 +147,94 @@ func (e *env) scale(ctx context.Context) error {
 	}
 	fmt.Fprintf(e.out, "  drain of %d, two rounds: %.0f · %.0f intents/s on %d retained, %.0f · %.0f on an empty table: %.2fx (at most 1.25x)%s\n",
 		e.opt.Events, onHistory[0], onHistory[1], sizes[1], onEmpty[0], onEmpty[1], slowdown, verdict)
+
+	// Live latency on top of the history against an empty table; then on the
+	// history again while the pruner's statement deletes a day of another
+	// channel's history as fast as it can.
+	var p99History, p99Empty []float64
+	for range 2 {
+		r, err := e.liveInto(ctx, url, pool, cfg)
+		if err != nil {
+			return fmt.Errorf("live on %d retained: %w", sizes[1], err)
+		}
+		p99History = append(p99History, r.q(.99))
+		emptyURL, emptyPool, err := e.database(ctx)
+		if err != nil {
+			return err
+		}
+		emptyCfg, err := e.config(ctx, emptyURL, e.opt.Concurrency, "")
+		if err == nil {
+			r, err = e.liveInto(ctx, emptyURL, emptyPool, emptyCfg)
+		}
+		emptyPool.Close()
+		if err != nil {
+			return fmt.Errorf("live on an empty table: %w", err)
+		}
+		p99Empty = append(p99Empty, r.q(.99))
+	}
+	liveRatio := (p99History[0] + p99History[1]) / (p99Empty[0] + p99Empty[1])
+	verdict = ""
+	if liveRatio > 1.25 {
+		verdict = "  SLOWER"
+		broken = append(broken, "live p99")
+	}
+	fmt.Fprintf(e.out, "  live at %d/s for %s, p99 commit → provider, two rounds: %.1f · %.1f ms on %d retained, %.1f · %.1f ms on an empty table: %.2fx (at most 1.25x)%s\n",
+		e.opt.Rate, e.opt.Duration, p99History[0], p99History[1], sizes[1], p99Empty[0], p99Empty[1], liveRatio, verdict)
+
+	pruned, took, r, err := e.liveWhilePruning(ctx, url, pool, cfg)
+	if err != nil {
+		return err
+	}
+	pruneRatio := r.q(.99) / ((p99History[0] + p99History[1]) / 2)
+	verdict = ""
+	if pruneRatio > 1.25 || float64(pruned)/took.Seconds() < 5*float64(e.opt.Rate) {
+		verdict = "  TOO SLOW OR TOO COSTLY"
+		broken = append(broken, "prune")
+	}
+	fmt.Fprintf(e.out, "  prune: %d rows of a day of history deleted in %.1fs = %.0f rows/s (at least %d: 5× the live rate) while live ran at %d/s with p99 %.1f ms: %.2fx its p99 without (at most 1.25x)%s\n",
+		pruned, took.Seconds(), float64(pruned)/took.Seconds(), 5*e.opt.Rate, e.opt.Rate, r.q(.99), pruneRatio, verdict)
 	if len(broken) > 0 {
 		return fmt.Errorf("%d figures broke their budget or grew with history: %v", len(broken), broken)
 	}
 	return nil
+}
+
+// liveWhilePruning runs the live load on the history while the pruner's
+// statement (query.Prune, in the pruner's batches) deletes the settled rows of
+// channel pay older than 13 days, the oldest day of the 14 loaded, as a
+// lowered retention would; and returns how many it deleted, in how long.
+func (e *env) liveWhilePruning(ctx context.Context, url string, pool *pgxpool.Pool, cfg string) (int64, time.Duration, lived, error) {
+	type pruned struct {
+		n    int64
+		took time.Duration
+		err  error
+	}
+	done := make(chan pruned, 1)
+	pctx, stop := context.WithCancel(ctx)
+	go func() {
+		var p pruned
+		start := time.Now()
+		for pctx.Err() == nil {
+			tag, err := pool.Exec(pctx, query.Prune, "pay", 1000, pgtype.Interval{Microseconds: (13 * 24 * time.Hour).Microseconds(), Valid: true})
+			if err != nil {
+				p.err = err
+				break
+			}
+			p.n += tag.RowsAffected()
+			if tag.RowsAffected() < 1000 {
+				break
+			}
+		}
+		p.took = time.Since(start)
+		done <- p
+	}()
+	r, err := e.liveInto(ctx, url, pool, cfg)
+	stop()
+	p := <-done
+	if err == nil && p.err != nil && pctx.Err() == nil {
+		err = fmt.Errorf("prune: %w", p.err)
+	}
+	return p.n, p.took, r, err
 }
 
 // checkCounts fails unless /v1/stats counts the n intents loaded as settled

@@ -153,11 +153,48 @@ func (e *env) live(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	in, err := e.serve(ctx, url, cfg, false)
+	r, err := e.liveInto(ctx, url, pool, cfg)
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(e.out, "live: %d events offered at %d/s over %.1fs by %d producers (%d started more than 10 ms late)\n",
+		r.n, e.opt.Rate, r.offered.Seconds(), e.opt.Producers, r.late)
+	fmt.Fprintf(e.out, "  dispatcher: 1 instance, webhook channel, concurrency %d\n", e.opt.Concurrency)
+	fmt.Fprintf(e.out, "  commit → provider latency: p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, max %.1f ms\n", r.q(.50), r.q(.95), r.q(.99), r.q(1))
+	fmt.Fprintf(e.out, "  lost %d, duplicates %d\n", r.lost, r.dups)
+	if r.lost+r.dups > 0 {
+		return fmt.Errorf("lost %d, duplicates %d", r.lost, r.dups)
+	}
+	return nil
+}
+
+// lived is what one live run measured.
+type lived struct {
+	n          int
+	offered    time.Duration
+	late       int64
+	lat        []time.Duration // commit → provider, sorted
+	lost, dups int
+}
+
+// q is the p-quantile of the latencies in milliseconds.
+func (r lived) q(p float64) float64 {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	return float64(r.lat[int(p*float64(len(r.lat)-1))]) / float64(time.Millisecond)
+}
+
+// liveInto runs the live load on the database at url, whatever it holds
+// already, with the YAML at cfg.
+func (e *env) liveInto(ctx context.Context, url string, pool *pgxpool.Pool, cfg string) (lived, error) {
+	var r lived
+	in, err := e.serve(ctx, url, cfg, false)
+	if err != nil {
+		return r, err
+	}
 	defer in.stop()
+	e.seq++
 	prefix := fmt.Sprintf("l%d-", e.seq)
 	n := int(float64(e.opt.Rate) * e.opt.Duration.Seconds())
 	commits := make([]time.Time, n)
@@ -194,11 +231,11 @@ func (e *env) live(ctx context.Context) error {
 	offered := time.Since(start)
 	select {
 	case err := <-errc:
-		return err
+		return r, err
 	default:
 	}
 	if _, err := e.waitApplied(before+n, time.Minute); err != nil {
-		return err
+		return r, err
 	}
 	at := map[string]time.Time{}
 	for _, eff := range e.sandbox.Ledger.Snapshot("webhook").Effects {
@@ -212,17 +249,9 @@ func (e *env) live(ctx context.Context) error {
 		lat = append(lat, at["bench:"+id].Sub(c))
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))]) / float64(time.Millisecond) }
-	lost, dups := e.integrity(prefix, committed)
-	fmt.Fprintf(e.out, "live: %d events offered at %d/s over %.1fs by %d producers (%d started more than 10 ms late)\n",
-		n, e.opt.Rate, offered.Seconds(), e.opt.Producers, late.Load())
-	fmt.Fprintf(e.out, "  dispatcher: 1 instance, webhook channel, concurrency %d\n", e.opt.Concurrency)
-	fmt.Fprintf(e.out, "  commit → provider latency: p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, max %.1f ms\n", q(.50), q(.95), q(.99), q(1))
-	fmt.Fprintf(e.out, "  lost %d, duplicates %d\n", lost, dups)
-	if lost+dups > 0 {
-		return fmt.Errorf("lost %d, duplicates %d", lost, dups)
-	}
-	return nil
+	r = lived{n: n, offered: offered, late: late.Load(), lat: lat}
+	r.lost, r.dups = e.integrity(prefix, committed)
+	return r, nil
 }
 
 // slow: a provider that takes SlowLatency per call; sustained throughput at a
