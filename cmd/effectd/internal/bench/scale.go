@@ -93,8 +93,8 @@ func (e *env) scale(ctx context.Context) error {
 		if err := loadHistory(ctx, pool, loaded, n-loaded, e.opt.ScaleRows); err != nil {
 			return fmt.Errorf("loading %d intents: %w", n, err)
 		}
-		fmt.Fprintf(e.out, "scale: %d retained intents loaded (%d added in %.1fs, with VACUUM ANALYZE)\n",
-			n, n-loaded, time.Since(start).Seconds())
+		fmt.Fprintf(e.out, "scale: %d retained intents loaded (%d added in %.1fs, with VACUUM ANALYZE); %s\n",
+			n, n-loaded, time.Since(start).Seconds(), tableSizes(ctx, pool))
 		loaded = n
 		in, err := e.serve(ctx, url, cfg, false)
 		if err != nil {
@@ -235,6 +235,21 @@ func (e *env) liveWhilePruning(ctx context.Context, url string, pool *pgxpool.Po
 		err = fmt.Errorf("prune: %w", p.err)
 	}
 	return p.n, p.took, r, err
+}
+
+// tableSizes says how large the tables that grow with history are, heap and
+// indexes apart.
+func tableSizes(ctx context.Context, pool *pgxpool.Pool) string {
+	var out []string
+	for _, t := range []string{"intents", "attempts", "provider_events"} {
+		var heap, idx int64
+		if err := pool.QueryRow(ctx, `SELECT pg_table_size($1::regclass), pg_indexes_size($1::regclass)`, "effectd."+t).
+			Scan(&heap, &idx); err != nil {
+			return err.Error()
+		}
+		out = append(out, fmt.Sprintf("%s %.2f GB + %.2f GB indexes", t, float64(heap)/(1<<30), float64(idx)/(1<<30)))
+	}
+	return strings.Join(out, ", ")
 }
 
 // checkCounts fails unless /v1/stats counts the n intents loaded as settled
