@@ -19,6 +19,8 @@ type metrics struct {
 	deliveries   *prometheus.CounterVec   // channel, delivery
 	deliveryTime *prometheus.HistogramVec // channel
 	orphans      *prometheus.CounterVec   // channel
+
+	sweepFindings *prometheus.CounterVec // channel, kind
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -52,9 +54,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		orphans: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "effectd_orphan_events_total", Help: "Provider events that matched no intent, by channel.",
 		}, []string{"channel"}),
+		sweepFindings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "effectd_sweep_findings_total", Help: "Findings of reconciliation sweeps, by channel and kind: orphan, duplicate, unsettled, missing.",
+		}, []string{"channel", "kind"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.outcomes, m.calls, m.lookups, m.retries, m.fenced, m.inflight, m.deliveries, m.deliveryTime, m.orphans)
+		reg.MustRegister(m.outcomes, m.calls, m.lookups, m.retries, m.fenced, m.inflight, m.deliveries, m.deliveryTime, m.orphans, m.sweepFindings)
 	}
 	return m
 }
@@ -73,6 +78,9 @@ func (m *metrics) addChannel(channel string) {
 	}
 	for _, d := range []statemachine.Delivery{statemachine.Accepted, statemachine.Delivered, statemachine.Undelivered} {
 		m.deliveries.WithLabelValues(channel, string(d))
+	}
+	for _, k := range FindingKinds {
+		m.sweepFindings.WithLabelValues(channel, k)
 	}
 	for _, v := range []*prometheus.MetricVec{m.calls.MetricVec, m.retries.MetricVec, m.fenced.MetricVec, m.inflight.MetricVec, m.deliveryTime.MetricVec, m.orphans.MetricVec} {
 		v.GetMetricWithLabelValues(channel)

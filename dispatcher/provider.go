@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/effectd/effectd/providers/effect"
 )
 
 // Provider sends one effect. key is the intent's idempotency key, identical on
@@ -39,4 +41,17 @@ type Replayer interface {
 // call that may have been sent is safely repeated with the same key.
 type Keyed interface {
 	Idempotent() bool
+}
+
+// Lister is a Provider whose effects can be listed for the reconciliation
+// sweep (Sweep).
+type Lister interface {
+	// List returns the effects created in [since, until) that the listing
+	// covers: objects carrying effectd's metadata, or every message of the
+	// channel's sender. It fails rather than return a partial list.
+	List(ctx context.Context, since, until time.Time) ([]effect.Object, error)
+	// Match returns the Object.Match an effect of payload would carry ("" when
+	// objects are matched by metadata), and whether List covers such an
+	// effect at all (false: the sweep cannot tell whether it is missing).
+	Match(payload json.RawMessage) (match string, listed bool)
 }

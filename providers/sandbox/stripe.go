@@ -1,11 +1,11 @@
 package sandbox
 
 import (
-	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"regexp"
 	"slices"
@@ -434,9 +434,12 @@ func (e *stripeEmu) list(w http.ResponseWriter, r *http.Request, kind string) {
 		}
 		limit = n
 	}
-	var gte int64
-	if v := cmp.Or(q.Get("created[gte]"), q.Get("created")); v != "" {
-		gte, _ = strconv.ParseInt(v, 10, 64)
+	created, bad := stripeCreatedRange(q)
+	if bad != "" {
+		e.record(r, http.StatusBadRequest, false, "", Decision{})
+		stripeReply(w, http.StatusBadRequest, stripeErrorBody(stripeError{Type: "invalid_request_error", Code: "parameter_invalid_integer", Param: bad,
+			Message: "Invalid integer: " + q.Get(bad)}))
+		return
 	}
 	filters := map[string]string{}
 	for _, f := range []string{"payment_intent", "charge", "customer", "transfer_group"} {
@@ -455,7 +458,7 @@ func (e *stripeEmu) list(w http.ResponseWriter, r *http.Request, kind string) {
 			skipping = o.id != after
 			continue
 		}
-		if o.kind != kind || o.created < gte || !stripeMatch(o.fields, filters) {
+		if o.kind != kind || !created.holds(o.created) || !stripeMatch(o.fields, filters) {
 			continue
 		}
 		if len(data) == limit {
@@ -466,6 +469,41 @@ func (e *stripeEmu) list(w http.ResponseWriter, r *http.Request, kind string) {
 	}
 	e.mu.Unlock()
 	e.writeList(w, r, "list", data, hasMore)
+}
+
+// stripeRange is a list's created filter, in Unix seconds, both ends inclusive.
+type stripeRange struct{ from, to int64 }
+
+func (rg stripeRange) holds(t int64) bool { return rg.from <= t && t <= rg.to }
+
+// stripeCreatedRange reads the created filter as Stripe takes it: created=T
+// for one second, or any of created[gt], created[gte], created[lt] and
+// created[lte]. bad names a parameter that is not an integer.
+func stripeCreatedRange(q map[string][]string) (rg stripeRange, bad string) {
+	rg = stripeRange{from: math.MinInt64, to: math.MaxInt64}
+	for _, p := range []string{"created", "created[gt]", "created[gte]", "created[lt]", "created[lte]"} {
+		v := q[p]
+		if len(v) == 0 || v[0] == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(v[0], 10, 64)
+		if err != nil {
+			return rg, p
+		}
+		switch p {
+		case "created":
+			rg.from, rg.to = max(rg.from, n), min(rg.to, n)
+		case "created[gt]":
+			rg.from = max(rg.from, n+1)
+		case "created[gte]":
+			rg.from = max(rg.from, n)
+		case "created[lt]":
+			rg.to = min(rg.to, n-1)
+		case "created[lte]":
+			rg.to = min(rg.to, n)
+		}
+	}
+	return rg, ""
 }
 
 func stripeMatch(fields, filters map[string]string) bool {

@@ -71,10 +71,10 @@ func (p *Provider) list(ctx context.Context, pl payload, meta map[string]string,
 	defer cancel()
 	var matches []string
 	seen := 0
-	match := func(id string, md map[string]string) bool {
+	match := func(o effect.Object, _ map[string]string) bool {
 		seen++
-		if md[effect.MetaEventID] == event {
-			matches = append(matches, id)
+		if o.EventID == event {
+			matches = append(matches, o.Ref)
 		}
 		return seen < lookupListLimit
 	}
@@ -89,17 +89,11 @@ func (p *Provider) list(ctx context.Context, pl payload, meta map[string]string,
 			lp.Charge = stripeapi.String(pl.Charge)
 		}
 		lp.Context, lp.Limit = ctx, stripeapi.Int64(100)
-		it := p.api.Refunds.List(lp)
-		for it.Next() && match(it.Refund().ID, it.Refund().Metadata) {
-		}
-		err = it.Err()
+		err = walk(p.api.Refunds.List(lp), match)
 	case "transfer":
 		lp := &stripeapi.TransferListParams{TransferGroup: stripeapi.String(event)}
 		lp.Context, lp.Limit = ctx, stripeapi.Int64(100)
-		it := p.api.Transfers.List(lp)
-		for it.Next() && match(it.Transfer().ID, it.Transfer().Metadata) {
-		}
-		err = it.Err()
+		err = walk(p.api.Transfers.List(lp), match)
 	case "payment_intent":
 		if pl.Customer != "" {
 			lp := &stripeapi.PaymentIntentListParams{
@@ -107,10 +101,7 @@ func (p *Provider) list(ctx context.Context, pl payload, meta map[string]string,
 				CreatedRange: &stripeapi.RangeQueryParams{GreaterThanOrEqual: created.Add(-time.Hour).Unix()},
 			}
 			lp.Context, lp.Limit = ctx, stripeapi.Int64(100)
-			it := p.api.PaymentIntents.List(lp)
-			for it.Next() && match(it.PaymentIntent().ID, it.PaymentIntent().Metadata) {
-			}
-			err = it.Err()
+			err = walk(p.api.PaymentIntents.List(lp), match)
 			break
 		}
 		// No customer to list by: only the search API is left, and it is
@@ -119,10 +110,7 @@ func (p *Provider) list(ctx context.Context, pl payload, meta map[string]string,
 		sp := &stripeapi.PaymentIntentSearchParams{}
 		sp.Context, sp.Limit = ctx, stripeapi.Int64(100)
 		sp.Query = fmt.Sprintf("metadata['%s']:'%s'", effect.MetaEventID, strings.NewReplacer(`\`, `\\`, "'", `\'`).Replace(event))
-		it := p.api.PaymentIntents.Search(sp)
-		for it.Next() && match(it.PaymentIntent().ID, it.PaymentIntent().Metadata) {
-		}
-		err = it.Err()
+		err = walk(p.api.PaymentIntents.Search(sp), match)
 	}
 	switch {
 	case err != nil:

@@ -1,0 +1,383 @@
+package dispatcher
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/providers/effect"
+	"github.com/effectd/effectd/statemachine"
+)
+
+// Sweep bounds.
+const (
+	// SweepMaxWindow is the longest window one sweep reads.
+	SweepMaxWindow = 7 * 24 * time.Hour
+	// SweepMaxIntents is the most intents one sweep reads from its window.
+	SweepMaxIntents = 100_000
+	// sweepSkew widens the provider listing on both sides of the window, for
+	// clock skew between effectd and the provider.
+	sweepSkew = 5 * time.Minute
+)
+
+// The kinds of finding a sweep reports.
+const (
+	FindingOrphan    = "orphan"    // a provider object carrying effectd's metadata (a Twilio message of the channel's sender) with no intent
+	FindingDuplicate = "duplicate" // two or more provider objects for one intent
+	FindingUnsettled = "unsettled" // a SENDING (lease expired), IN_DOUBT or FAILED intent whose effect the provider holds
+	FindingMissing   = "missing"   // a SENT intent whose effect the provider lacks
+)
+
+// FindingKinds lists every kind of finding.
+var FindingKinds = []string{FindingOrphan, FindingDuplicate, FindingUnsettled, FindingMissing}
+
+// Finding is one disagreement between the provider and the table. The sweep
+// changes nothing: Operation says what an operator would do about it.
+type Finding struct {
+	Kind        string             `json:"kind"`
+	IntentID    int64              `json:"intent_id,omitempty"`
+	EventID     string             `json:"event_id,omitempty"`
+	Status      statemachine.State `json:"status,omitempty"`
+	ProviderRef string             `json:"provider_ref,omitempty"` // the table's reference
+	Objects     []effect.Object    `json:"objects"`                // what the provider holds for it
+	Operation   string             `json:"operation"`
+}
+
+// SweepReport is what a sweep found for a channel and a window.
+type SweepReport struct {
+	Channel  string    `json:"channel"`
+	Provider string    `json:"provider"`
+	Since    time.Time `json:"since"`
+	Until    time.Time `json:"until"`
+	// ListedSince and ListedUntil bound the provider listing: the window
+	// widened for clock skew, and to the latest claim of its intents.
+	ListedSince time.Time `json:"listed_since"`
+	ListedUntil time.Time `json:"listed_until"`
+	Intents     int       `json:"intents"` // intents created in the window
+	Objects     int       `json:"objects"` // provider objects listed
+	// Unlisted counts the window's SENT intents whose effect the listing
+	// does not cover (a Twilio message from another sender): not judged.
+	Unlisted int            `json:"unlisted"`
+	Counts   map[string]int `json:"counts"` // findings by kind, every kind present
+	Findings []Finding      `json:"findings"`
+}
+
+// sweptIntent is an intent as the sweep reads it, with the objects joined to it.
+type sweptIntent struct {
+	id        int64
+	eventID   string
+	channel   string
+	payload   json.RawMessage
+	status    statemachine.State
+	ref       *string
+	created   time.Time
+	claimed   *time.Time
+	leaseLive bool
+	inWindow  bool
+
+	match   string
+	listed  bool
+	objects []effect.Object
+}
+
+// Sweep lists what channel's provider holds for the intents created in
+// [since, until) and joins it with the table, reporting orphans, duplicates,
+// unsettled intents and missing effects. It is read-only. A window longer
+// than SweepMaxWindow or holding more than SweepMaxIntents intents, and a
+// channel whose provider cannot list (a webhook), are ErrInvalid naming the
+// field; a channel not configured here is ErrNotFound.
+func (d *Dispatcher) Sweep(ctx context.Context, channel string, since, until time.Time) (rep SweepReport, err error) {
+	defer func() {
+		if err != nil {
+			err = opError(err, "Sweep(%q)", channel)
+		}
+	}()
+	switch {
+	case channel == "":
+		return rep, fmt.Errorf("%w: channel: is required", ErrInvalid)
+	case since.IsZero():
+		return rep, fmt.Errorf("%w: since: is required", ErrInvalid)
+	case until.IsZero():
+		return rep, fmt.Errorf("%w: until: is required", ErrInvalid)
+	case !since.Before(until):
+		return rep, fmt.Errorf("%w: since: %s is not before until %s", ErrInvalid, since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
+	case until.Sub(since) > SweepMaxWindow:
+		return rep, fmt.Errorf("%w: until: the window is %s long, more than the %s a sweep reads: sweep it in parts",
+			ErrInvalid, until.Sub(since).Round(time.Second), SweepMaxWindow)
+	}
+	ch := d.byName[channel]
+	if ch == nil {
+		return rep, fmt.Errorf("channel %q: %w", channel, ErrNotFound)
+	}
+	lister, ok := ch.Provider.(Lister)
+	if !ok {
+		return rep, fmt.Errorf("%w: channel: %q is a %s channel, whose provider cannot list what it holds", ErrInvalid, channel, ch.Kind)
+	}
+	rep = SweepReport{Channel: channel, Provider: ch.Kind, Since: since.UTC(), Until: until.UTC(), Counts: map[string]int{}, Findings: []Finding{}}
+	for _, k := range FindingKinds {
+		rep.Counts[k] = 0
+	}
+
+	rows, err := query.SweepIntents(ctx, d.pool, channel, since, until, SweepMaxIntents+1)
+	if err != nil {
+		return rep, err
+	}
+	intents, err := pgx.CollectRows(rows, scanSwept)
+	if err != nil {
+		return rep, err
+	}
+	if len(intents) > SweepMaxIntents {
+		return rep, fmt.Errorf("%w: since: more than %d intents were created in the window: sweep a shorter one", ErrInvalid, SweepMaxIntents)
+	}
+	rep.Intents = len(intents)
+	listUntil := until
+	for _, in := range intents {
+		in.inWindow = true
+		in.match, in.listed = lister.Match(in.payload)
+		if in.claimed != nil && in.claimed.After(listUntil) {
+			listUntil = *in.claimed // a late send's object is listed too
+		}
+	}
+	rep.ListedSince, rep.ListedUntil = since.Add(-sweepSkew).UTC(), listUntil.Add(sweepSkew).UTC()
+	objects, err := lister.List(ctx, rep.ListedSince, rep.ListedUntil)
+	if err != nil {
+		return rep, fmt.Errorf("listing the provider's objects: %w", err)
+	}
+	rep.Objects = len(objects)
+
+	j := newJoin(channel, intents)
+	unmatched := j.byIdentity(objects)
+	if len(unmatched) > 0 {
+		// Objects of intents created outside the window: find them by id and
+		// reference, so that they are not taken for orphans.
+		var ids []int64
+		var refs []string
+		for _, o := range unmatched {
+			if id, err := strconv.ParseInt(o.IntentID, 10, 64); err == nil {
+				ids = append(ids, id)
+			}
+			refs = append(refs, o.Ref)
+		}
+		rows, err := d.pool.Query(ctx, query.SweepIntentsBy, ids, refs)
+		if err != nil {
+			return rep, err
+		}
+		more, err := pgx.CollectRows(rows, scanSwept)
+		if err != nil {
+			return rep, err
+		}
+		for _, in := range more {
+			in.match, in.listed = lister.Match(in.payload)
+			j.add(in)
+		}
+		unmatched = j.byIdentity(unmatched)
+		unmatched = j.byMatch(unmatched)
+	}
+	for _, o := range unmatched {
+		if o.Created.Before(since) || !o.Created.Before(until) {
+			continue // outside the window: its intent may be too
+		}
+		rep.Findings = append(rep.Findings, Finding{Kind: FindingOrphan, Objects: []effect.Object{o},
+			Operation: "no intent of this channel has it: check " + o.Ref + " at the provider and reverse it there if it was not meant; effectd has nothing to settle"})
+	}
+	for _, in := range j.intents {
+		if in.channel != channel {
+			continue
+		}
+		rep.Findings = append(rep.Findings, judge(in, ch.Kind, time.Now())...)
+		if in.inWindow && in.status == statemachine.Sent && !in.listed {
+			rep.Unlisted++
+		}
+	}
+	for _, f := range rep.Findings {
+		rep.Counts[f.Kind]++
+	}
+	for k, n := range rep.Counts {
+		d.m.sweepFindings.WithLabelValues(channel, k).Add(float64(n))
+	}
+	d.log.InfoContext(ctx, "sweep", "channel", channel, "since", rep.Since, "until", rep.Until,
+		"intents", rep.Intents, "objects", rep.Objects, "orphan", rep.Counts[FindingOrphan], "duplicate", rep.Counts[FindingDuplicate],
+		"unsettled", rep.Counts[FindingUnsettled], "missing", rep.Counts[FindingMissing])
+	return rep, nil
+}
+
+func scanSwept(row pgx.CollectableRow) (*sweptIntent, error) {
+	in := &sweptIntent{}
+	created, claimed, lease := looseTime{Field: "created_at"}, looseTime{Field: "claimed_at"}, looseTime{Field: "lease_expires_at"}
+	err := row.Scan(&in.id, &in.eventID, &in.channel, &in.payload, &in.status, &in.ref, &created, &claimed, &lease)
+	in.created, in.claimed = created.Time, claimed.ptr()
+	in.leaseLive = lease.Valid && lease.Time.After(time.Now())
+	return in, err
+}
+
+// join matches provider objects to intents.
+type join struct {
+	intents []*sweptIntent
+	byID    map[int64]*sweptIntent
+	byRef   map[string]*sweptIntent
+	byEvent map[string]*sweptIntent // intents of the swept channel only
+	channel string
+}
+
+func newJoin(channel string, intents []*sweptIntent) *join {
+	j := &join{byID: map[int64]*sweptIntent{}, byRef: map[string]*sweptIntent{}, byEvent: map[string]*sweptIntent{}, channel: channel}
+	for _, in := range intents {
+		j.add(in)
+	}
+	return j
+}
+
+// add takes in into the join, once.
+func (j *join) add(in *sweptIntent) {
+	if j.byID[in.id] != nil {
+		return
+	}
+	j.intents = append(j.intents, in)
+	j.byID[in.id] = in
+	if in.ref != nil {
+		j.byRef[*in.ref] = in
+	}
+	if in.channel == j.channel {
+		j.byEvent[in.eventID] = in
+	}
+}
+
+// byIdentity joins each object to its intent by the table's reference or by
+// the metadata stamped on it, and returns those it cannot join. An object of
+// another channel's intent is dropped: that channel's sweep reports it.
+func (j *join) byIdentity(objects []effect.Object) []effect.Object {
+	var rest []effect.Object
+	for _, o := range objects {
+		in := j.byRef[o.Ref]
+		if in == nil && o.IntentID != "" {
+			if id, err := strconv.ParseInt(o.IntentID, 10, 64); err == nil {
+				if c := j.byID[id]; c != nil && c.eventID == o.EventID {
+					in = c
+				}
+			}
+		}
+		if in == nil && o.IntentID == "" && o.EventID != "" {
+			in = j.byEvent[o.EventID]
+		}
+		switch {
+		case in == nil:
+			rest = append(rest, o)
+		case in.channel == j.channel:
+			in.objects = append(in.objects, o)
+		}
+	}
+	return rest
+}
+
+// better reports whether a is a likelier intent than b for an object joined
+// by Match: one without an object yet, else the later created.
+func better(a, b *sweptIntent) bool {
+	if (len(a.objects) == 0) != (len(b.objects) == 0) {
+		return len(a.objects) == 0
+	}
+	return a.created.After(b.created)
+}
+
+// byMatch joins each object that carries no metadata to an intent of the
+// swept channel with the same Match created before it (allowing for skew):
+// one without an object first, then the latest. It returns those it cannot join.
+func (j *join) byMatch(objects []effect.Object) []effect.Object {
+	var rest []effect.Object
+	for _, o := range objects {
+		var best *sweptIntent
+		for _, in := range j.intents {
+			if o.Match == "" || in.match != o.Match || in.channel != j.channel || in.created.After(o.Created.Add(sweepSkew)) {
+				continue
+			}
+			if best == nil || better(in, best) {
+				best = in
+			}
+		}
+		if best == nil {
+			rest = append(rest, o)
+			continue
+		}
+		best.objects = append(best.objects, o)
+	}
+	return rest
+}
+
+// judge returns the findings about one intent and the objects joined to it.
+func judge(in *sweptIntent, kind string, now time.Time) []Finding {
+	var out []Finding
+	f := Finding{IntentID: in.id, EventID: in.eventID, Status: in.status, ProviderRef: deref(in.ref), Objects: in.objects}
+	if f.Objects == nil {
+		f.Objects = []effect.Object{}
+	}
+	refs := func(os []effect.Object) string {
+		s := make([]string, len(os))
+		for i, o := range os {
+			s[i] = o.Ref
+		}
+		return strings.Join(s, ", ")
+	}
+	if len(in.objects) > 1 {
+		objs := slices.Clone(in.objects)
+		slices.SortFunc(objs, func(a, b effect.Object) int { return a.Created.Compare(b.Created) })
+		keep := objs[0]
+		for _, o := range objs {
+			if o.Ref == f.ProviderRef {
+				keep = o
+			}
+		}
+		extra := slices.DeleteFunc(objs, func(o effect.Object) bool { return o.Ref == keep.Ref })
+		d := f
+		d.Kind = FindingDuplicate
+		d.Operation = fmt.Sprintf("the effect was applied %d times: keep %s and reverse %s at the provider (a refund, a cancel, a reversal; an SMS cannot be taken back)",
+			len(in.objects), keep.Ref, refs(extra))
+		out = append(out, d)
+	}
+	switch in.status {
+	case statemachine.Sending, statemachine.InDoubt, statemachine.Failed:
+		if len(in.objects) == 0 || (in.status == statemachine.Sending && in.leaseLive) {
+			break // nothing held, or a call in flight whose completion is coming
+		}
+		ref := in.objects[0].Ref
+		for _, o := range in.objects {
+			if o.Ref == f.ProviderRef {
+				ref = o.Ref
+			}
+		}
+		u := f
+		u.Kind = FindingUnsettled
+		if in.status == statemachine.Failed {
+			u.Operation = fmt.Sprintf("the provider holds %s although the intent FAILED, and no operator event leads from FAILED to SENT: leave it FAILED and do not retry it, which would apply it again", ref)
+			if w := KeyWindow(kind); w > 0 && !pastKeyWindow(kind, in.created, now) {
+				u.Operation = fmt.Sprintf("effectd intents retry %d --reason %q: within the provider's %s key window the call repeats with the intent's key and the provider answers with %s instead of applying it again, which settles it SENT",
+					in.id, "sweep: the provider holds "+ref, w, ref)
+			}
+		} else {
+			u.Operation = fmt.Sprintf("effectd intents resolve %d --as sent --ref %s --reason %q", in.id, ref, "sweep: the provider holds "+ref)
+		}
+		out = append(out, u)
+	case statemachine.Sent:
+		if in.inWindow && in.listed && len(in.objects) == 0 {
+			m := f
+			m.Kind = FindingMissing
+			m.Operation = fmt.Sprintf("the provider lacks %s: look it up at the provider (deleted, reversed, or a wrong reference given to a resolve); SENT has no operator event, so if the effect is owed, enqueue it again under a new event id",
+				cmp.Or(f.ProviderRef, "the intent's effect"))
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

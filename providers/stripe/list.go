@@ -1,0 +1,116 @@
+package stripe
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	stripeapi "github.com/stripe/stripe-go/v76"
+
+	"github.com/effectd/effectd/providers/effect"
+)
+
+// ListLimit bounds how many objects of each type List reads: a window holding
+// more fails, asking for a shorter one.
+const ListLimit = 20000
+
+// iter is what every stripe-go list iterator offers.
+type iter interface {
+	Next() bool
+	Err() error
+	Current() interface{}
+}
+
+// walk reads it, object by object, until visit returns false or the list ends.
+func walk(it iter, visit func(o effect.Object, md map[string]string) bool) error {
+	for it.Next() {
+		if !visit(describe(it.Current())) {
+			break
+		}
+	}
+	return it.Err()
+}
+
+// describe reads a listed refund, payment intent or transfer.
+func describe(v any) (effect.Object, map[string]string) {
+	money := func(amount int64, currency stripeapi.Currency) string {
+		return fmt.Sprintf("%d %s", amount, strings.ToLower(string(currency)))
+	}
+	var o effect.Object
+	var md map[string]string
+	var created int64
+	switch x := v.(type) {
+	case *stripeapi.Refund:
+		o.Ref, o.Kind, md, created = x.ID, "refund", x.Metadata, x.Created
+		o.Summary = "refund " + money(x.Amount, x.Currency)
+	case *stripeapi.PaymentIntent:
+		o.Ref, o.Kind, md, created = x.ID, "payment_intent", x.Metadata, x.Created
+		o.Summary = "payment intent " + money(x.Amount, x.Currency) + ", " + string(x.Status)
+	case *stripeapi.Transfer:
+		o.Ref, o.Kind, md, created = x.ID, "transfer", x.Metadata, x.Created
+		o.Summary = "transfer " + money(x.Amount, x.Currency)
+		if x.Destination != nil {
+			o.Summary += " to " + x.Destination.ID
+		}
+	}
+	o.EventID, o.IntentID = md[effect.MetaEventID], md[effect.MetaIntentID]
+	o.Created = time.Unix(created, 0).UTC()
+	return o, md
+}
+
+// List returns the refunds, payment intents and transfers created in
+// [since, until) that carry metadata effectd_event_id, from Stripe's list
+// endpoints filtered by created, every page. Stripe's created times are whole
+// seconds: the filter is [since rounded down, until rounded up).
+func (p *Provider) List(ctx context.Context, since, until time.Time) ([]effect.Object, error) {
+	ctx, x, cancel := p.traced(ctx)
+	defer cancel()
+	window := func() *stripeapi.RangeQueryParams {
+		lt := until.Unix()
+		if until.After(time.Unix(lt, 0)) {
+			lt++
+		}
+		return &stripeapi.RangeQueryParams{GreaterThanOrEqual: since.Unix(), LesserThan: lt}
+	}
+	var out []effect.Object
+	for _, kind := range []string{"refund", "payment_intent", "transfer"} {
+		seen := 0
+		keep := func(o effect.Object, md map[string]string) bool {
+			seen++
+			if o.EventID != "" {
+				out = append(out, o)
+			}
+			return seen <= ListLimit
+		}
+		var err error
+		switch kind {
+		case "refund":
+			lp := &stripeapi.RefundListParams{CreatedRange: window()}
+			lp.Context, lp.Limit = ctx, stripeapi.Int64(100)
+			err = walk(p.api.Refunds.List(lp), keep)
+		case "payment_intent":
+			lp := &stripeapi.PaymentIntentListParams{CreatedRange: window()}
+			lp.Context, lp.Limit = ctx, stripeapi.Int64(100)
+			err = walk(p.api.PaymentIntents.List(lp), keep)
+		case "transfer":
+			lp := &stripeapi.TransferListParams{CreatedRange: window()}
+			lp.Context, lp.Limit = ctx, stripeapi.Int64(100)
+			err = walk(p.api.Transfers.List(lp), keep)
+		}
+		op := "stripe list " + kind + "s"
+		if err != nil {
+			return nil, classify(op, err, x)
+		}
+		if seen > ListLimit {
+			return nil, fmt.Errorf("%s: more than %d created between %s and %s: list a shorter window",
+				op, ListLimit, since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
+		}
+	}
+	return out, nil
+}
+
+// Match reports that Stripe objects are matched by their metadata, and that
+// List covers every payload's effect.
+func (p *Provider) Match(json.RawMessage) (string, bool) { return "", true }

@@ -1,0 +1,95 @@
+package twilio
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	openapi "github.com/twilio/twilio-go/rest/api/v2010"
+
+	"github.com/effectd/effectd/providers/effect"
+)
+
+// Listing bounds.
+const (
+	// ListLimit bounds how many messages List reads: a window holding more
+	// fails, asking for a shorter one.
+	ListLimit = 20000
+	// listSendSlack is how long after its creation a message may still be
+	// queued: List reads messages sent up to this long after the window.
+	listSendSlack = 10 * time.Minute
+	// listQueuedLimit bounds the listing of the newest messages, where those
+	// still queued (no date_sent yet) are.
+	listQueuedLimit = 1000
+)
+
+// List returns the messages of the channel's sender (its From, else its
+// messaging service) created in [since, until): those Twilio dates as sent
+// from since to listSendSlack past until (Messages.json filtered by
+// DateSent> and DateSent<, every page), and, when the window reaches that
+// close to now, those still queued among the newest listQueuedLimit. Twilio
+// keeps no metadata: each message's Match is its recipient and body.
+func (p *Provider) List(ctx context.Context, since, until time.Time) ([]effect.Object, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	api, tr := p.api(ctx)
+	params := func(limit int) *openapi.ListMessageParams {
+		lp := &openapi.ListMessageParams{}
+		lp.SetPageSize(min(limit, 1000)).SetLimit(limit)
+		if p.cfg.From != "" {
+			lp.SetFrom(p.cfg.From)
+		}
+		return lp
+	}
+	sent, err := api.ListMessage(params(ListLimit + 1).SetDateSentAfter(since.UTC()).SetDateSentBefore(until.Add(listSendSlack).UTC()))
+	if err != nil {
+		return nil, classify("list", "", err, tr)
+	}
+	if len(sent) > ListLimit {
+		return nil, fmt.Errorf("twilio: list: more than %d messages sent between %s and %s: list a shorter window",
+			ListLimit, since.UTC().Format(time.RFC3339), until.Add(listSendSlack).UTC().Format(time.RFC3339))
+	}
+	var queued []openapi.ApiV2010Message
+	if time.Since(until) < listSendSlack {
+		if queued, err = api.ListMessage(params(listQueuedLimit)); err != nil {
+			return nil, classify("list", "", err, tr)
+		}
+	}
+	var out []effect.Object
+	seen := map[string]bool{}
+	for i, msg := range append(sent, queued...) {
+		sid := deref(msg.Sid)
+		if sid == "" || seen[sid] || (i >= len(sent) && deref(msg.DateSent) != "") {
+			continue // a queued listing's sent message is in the first listing, or outside the window
+		}
+		seen[sid] = true
+		if p.cfg.From == "" && deref(msg.MessagingServiceSid) != p.cfg.MessagingServiceSID {
+			continue
+		}
+		created, err := time.Parse(time.RFC1123Z, deref(msg.DateCreated))
+		if err != nil {
+			return nil, fmt.Errorf("twilio: list: message %s: date_created: %w", sid, err)
+		}
+		if created.Before(since) || !created.Before(until) {
+			continue
+		}
+		to := deref(msg.To)
+		out = append(out, effect.Object{Ref: sid, Kind: "message", Created: created.UTC(),
+			Match: to + "\x00" + deref(msg.Body), Summary: "message to " + maskNumber(to) + ", " + deref(msg.Status)})
+	}
+	return out, nil
+}
+
+// Match returns the recipient and body an SMS of payload carries, and whether
+// List covers it: only a message from the channel's own sender is listed.
+func (p *Provider) Match(payload json.RawMessage) (string, bool) {
+	m, err := p.message(payload)
+	if err != nil {
+		return "", false
+	}
+	if m.From != p.cfg.From {
+		return "", false
+	}
+	return m.To + "\x00" + m.Body, true
+}
