@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -40,6 +42,21 @@ type Row struct {
 	Duplicates, Explained, Lost, Gap int // Gap: not applied, recorded as a policy state
 	Fenced                           int // attempt rows "(fenced out)": late completions refused
 	Ambiguous                        int // lookups that could not tell
+
+	// What a failover lost (see failoverLoss), with the run's failover only.
+	EnqueuesLost      int // enqueues the producer saw committed, gone with the producer's row
+	AppliedLost       int // of those, applied by the provider before the failover: effects with no intent
+	UpdatesLost       int // intents whose claim or completion the promoted standby never received
+	Resent            int // of those, called again after the promotion, having been called before the kill
+	FailoverExplained int // duplicate effects of lost updates (Twilio, asynchronous replication)
+}
+
+// policy is the channel's in-doubt policy as the tables print it.
+func (c Channel) policy() string {
+	if c.InDoubt == "lookup" {
+		return c.InDoubt + "/" + c.LookupFallback
+	}
+	return c.InDoubt
 }
 
 // Violation is one broken rule with the keys that break it.
@@ -53,8 +70,9 @@ type Violation struct {
 type Report struct {
 	Rows       []Row
 	Violations []Violation
-	Details    []string // attempt rows of some offending intents
-	Orphans    int      // effects that match no intent
+	Details    []string        // attempt rows of some offending intents
+	Orphans    int             // effects that match no intent
+	Failover   *FailoverReport // the run's failover; nil without one
 }
 
 // OK reports whether every rule held.
@@ -73,6 +91,15 @@ type intentRow struct {
 
 // Check judges the run. events is the producers' log; ledger the sandbox's.
 func Check(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, ledger sandbox.Snapshot, chans []Channel) (*Report, error) {
+	return check(ctx, pool, events, ledger, chans, nil)
+}
+
+// check is Check after a failover that lost what loss says (nil: no failover).
+// Under asynchronous replication the enqueues it lost, with the producers'
+// rows, and the Twilio duplicates of the claims and completions it lost are
+// counted as its cost; under synchronous replication they break the rules.
+func check(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, ledger sandbox.Snapshot, chans []Channel, loss *failoverLoss) (*Report, error) {
+	excused := loss != nil && !loss.sync
 	intents, err := loadIntents(ctx, pool)
 	if err != nil {
 		return nil, err
@@ -131,7 +158,7 @@ func Check(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, l
 		}
 	}
 	for t := range applied {
-		if byEvent[t] == nil {
+		if byEvent[t] == nil && !(excused && loss.lostEnqueues[t] && events[t.event].Committed) {
 			flag("effect without an intent", t.channel, t.event)
 		}
 	}
@@ -153,7 +180,16 @@ func Check(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, l
 			flag(fmt.Sprintf("enqueue returned true %d times, want once", o.Inserted), o.Channel, ev)
 		}
 		if in == nil {
-			if committed {
+			switch {
+			case committed && loss != nil && loss.lostEnqueues[t] && !delivered[ev]:
+				row.EnqueuesLost++
+				if applied[t] > 0 {
+					row.AppliedLost++
+				}
+				if !excused {
+					flag("enqueue acknowledged to its producer, lost in the failover", o.Channel, ev)
+				}
+			case committed:
 				row.Lost++
 				flag("committed but no intent", o.Channel, ev)
 			}
@@ -209,6 +245,10 @@ func Check(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, l
 		}
 		explained = min(explained, extra)
 		row.Explained += explained
+		if excused && row.Channel.Provider == "twilio" && loss.lostUpdates[t] {
+			row.FailoverExplained += extra - explained
+			explained = extra
+		}
 		if explained < extra {
 			flag(fmt.Sprintf("applied %d times, %d unexplained", n, extra-explained), o.Channel, ev)
 			suspects = append(suspects, in.id)
@@ -226,6 +266,17 @@ func Check(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, l
 		flag(fmt.Sprintf("%d effects not attributable to any event", rep.Orphans), "*", "-")
 	}
 
+	if loss != nil {
+		resent := resentAcross(ledger, loss.killed, loss.promoted)
+		for t := range loss.lostUpdates {
+			if row := byChannel[t.channel]; row != nil {
+				row.UpdatesLost++
+				if resent[t] {
+					row.Resent++
+				}
+			}
+		}
+	}
 	for _, c := range chans {
 		rep.Rows = append(rep.Rows, *byChannel[c.Name])
 	}
@@ -367,16 +418,15 @@ func (r *Report) Print(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "channel\tprovider\tpolicy\tcommitted\tmaybe\tintents\tSENT\tFAILED\tSKIPPED\tIN_DOUBT\tCANCELLED\tunsettled\tapplied\tkeys>1\tdup effects\texplained\tambiguous\tfenced out\tgap\tlost\t")
 	for _, x := range r.Rows {
-		policy := x.Channel.InDoubt
-		if policy == "lookup" {
-			policy += "/" + x.Channel.LookupFallback
-		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n",
-			x.Channel.Name, x.Channel.Provider, policy, x.Committed, x.Maybe, x.Intents,
+			x.Channel.Name, x.Channel.Provider, x.Channel.policy(), x.Committed, x.Maybe, x.Intents,
 			x.States["SENT"], x.States["FAILED"], x.States["SKIPPED"], x.States["IN_DOUBT"], x.States["CANCELLED"],
 			x.Unsettled, x.Applied, x.KeysTwice, x.Duplicates, x.Explained, x.Ambiguous, x.Fenced, x.Gap, x.Lost)
 	}
 	tw.Flush()
+	if r.Failover != nil {
+		r.printFailover(w)
+	}
 	if r.OK() {
 		fmt.Fprintln(w, "checker: PASS — lost 0, unexplained duplicates 0, every intent settled")
 		return
@@ -393,4 +443,41 @@ func (r *Report) Print(w io.Writer) {
 	for _, d := range r.Details {
 		fmt.Fprintln(w, "  "+d)
 	}
+}
+
+// resentAcross returns the targets the provider was called for both before
+// killed (a call that applied the effect) and after promoted.
+func resentAcross(ledger sandbox.Snapshot, killed, promoted time.Time) map[target]bool {
+	// a call names its effect by the idempotency key or webhook-id, a Twilio
+	// call by the message it created
+	byKey := map[string]target{}
+	for _, e := range ledger.Effects {
+		if t, ok := effectTarget(e); ok {
+			byKey[e.Kind+"\x00"+e.Key] = t
+		}
+	}
+	before, after := map[target]bool{}, map[target]bool{}
+	for _, c := range ledger.Calls {
+		key := c.Key
+		if c.Kind == "twilio" {
+			key = c.Ref
+		}
+		t, ok := byKey[c.Kind+"\x00"+key]
+		if !ok || c.Method != http.MethodPost {
+			continue
+		}
+		switch {
+		case c.Applied && c.At.Before(killed):
+			before[t] = true
+		case c.At.After(promoted):
+			after[t] = true
+		}
+	}
+	out := map[target]bool{}
+	for t := range before {
+		if after[t] {
+			out[t] = true
+		}
+	}
+	return out
 }

@@ -24,6 +24,10 @@ const (
 	Fault429       = "429"       // provider 429 storm with Retry-After
 	FaultHang      = "hang"      // provider never answers
 	FaultDrop      = "drop"      // provider applies, then drops the answer
+	// FaultFailover kills the primary (-m immediate) once mid-burst and
+	// promotes its streaming standby. It is not part of "all": it needs a
+	// standby, and a run has one failover.
+	FaultFailover = "failover"
 )
 
 // AllFaults lists every fault, in the order of the table.
@@ -40,12 +44,15 @@ func ParseFaults(s string) ([]string, error) {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
-		if !slices.Contains(AllFaults, f) {
-			return nil, fmt.Errorf("unknown fault %q (want %s, all or none)", f, strings.Join(AllFaults, ", "))
+		if !slices.Contains(AllFaults, f) && f != FaultFailover {
+			return nil, fmt.Errorf("unknown fault %q (want %s, %s, all or none)", f, strings.Join(AllFaults, ", "), FaultFailover)
 		}
 		if !slices.Contains(out, f) {
 			out = append(out, f)
 		}
+	}
+	if slices.Contains(out, FaultFailover) && slices.Contains(out, FaultPGRestart) {
+		return nil, fmt.Errorf("%s and %s do not mix: a restart would bring the killed primary back", FaultFailover, FaultPGRestart)
 	}
 	return out, nil
 }
@@ -58,7 +65,9 @@ type injector struct {
 	faults    []string
 	lease     time.Duration
 	instances []*instance
-	restartPG func() error // stops PostgreSQL and starts it again
+	restartPG func() error  // stops PostgreSQL and starts it again
+	failover  func()        // kills the primary and promotes the standby; nil: no failover
+	window    time.Duration // the producers' window: the failover lands inside it
 	sb        *sandbox.Server
 	note      func(format string, args ...any)
 
@@ -76,9 +85,24 @@ func (j *injector) run(ctx, stop context.Context) {
 	j.kindMu = map[string]*sync.Mutex{"webhook": {}, "stripe": {}, "twilio": {}, "*": {}}
 	j.counts = map[string]int{}
 	defer j.wg.Wait()
-	if len(j.faults) == 0 {
+	if j.failover != nil {
+		// once, mid-burst: between 30% and 60% of the producers' window
+		at := time.Duration((0.3 + 0.3*j.rng.Float64()) * float64(j.window))
+		j.spawn(func() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(at):
+			}
+			j.count(FaultFailover)
+			j.failover()
+		})
+	}
+	others := slices.DeleteFunc(slices.Clone(j.faults), func(f string) bool { return f == FaultFailover })
+	if len(others) == 0 {
 		return
 	}
+	j.faults = others
 	for {
 		gap := time.Duration(300+j.rng.IntN(1700)) * time.Millisecond // the schedule itself
 		select {

@@ -38,6 +38,9 @@ type Config struct {
 	Out          io.Writer     // progress, fault log and the table [io.Discard]
 	Channels     []Channel     // the channels to run [Channels]
 	Dir          string        // work directory (PostgreSQL, logs); "" makes a temporary one, removed at the end
+	// Sync makes the failover's standby synchronous: the primary's commits
+	// wait until the standby has applied them (synchronous_commit=remote_apply).
+	Sync bool
 }
 
 // Channels are the channels of a run, one per provider and in-doubt policy.
@@ -88,8 +91,9 @@ type harness struct {
 
 	dir       string
 	removeDir bool
-	pg        *localpg.Server
+	pg        *localpg.Server // the primary: after a failover, the promoted standby
 	dsn       string
+	fo        *failover // nil unless the run fails over
 	pool      *pgxpool.Pool
 	sbSrv     *http.Server
 	sb        *sandbox.Server
@@ -117,13 +121,19 @@ func (h *harness) setup(ctx context.Context) error {
 		return err
 	}
 	var err error
-	if h.pg, err = localpg.Start(ctx, filepath.Join(h.dir, "pg"), localpg.Options{Fast: true}); err != nil {
-		return err
+	if slices.Contains(h.cfg.Faults, FaultFailover) {
+		if err := h.setupPair(ctx); err != nil {
+			return err
+		}
+	} else {
+		if h.pg, err = localpg.Start(ctx, filepath.Join(h.dir, "pg"), localpg.Options{Fast: true}); err != nil {
+			return err
+		}
+		h.dsn = h.pg.URL("effectd")
 	}
 	if err := createDatabase(ctx, h.pg.URL("postgres"), "effectd"); err != nil {
 		return err
 	}
-	h.dsn = h.pg.URL("effectd")
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -177,6 +187,11 @@ func (h *harness) setup(ctx context.Context) error {
 			return err
 		}
 	}
+	if h.fo != nil {
+		h.note("setup: PostgreSQL primary on %d, %s standby on %d, sandbox %s, %d instances, logs in %s",
+			h.pg.Port, h.fo.mode(), h.fo.standby.Port, sandboxURL, len(h.instances), h.dir)
+		return nil
+	}
 	h.note("setup: PostgreSQL on %d, sandbox %s, %d instances, logs in %s", h.pg.Port, sandboxURL, len(h.instances), h.dir)
 	return nil
 }
@@ -214,7 +229,10 @@ func (h *harness) run(ctx context.Context) (*Report, error) {
 	faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration)
 	defer stopFaults()
 	inj := &injector{rng: rand.New(rand.NewPCG(cfg.Seed, 2)), faults: cfg.Faults, lease: cfg.Lease,
-		instances: h.instances, restartPG: h.restartPG, sb: h.sb, note: h.note}
+		instances: h.instances, restartPG: h.restartPG, sb: h.sb, note: h.note, window: cfg.Duration * 3 / 4}
+	if h.fo != nil {
+		inj.failover = h.failover
+	}
 	injected := make(chan struct{})
 	go func() { inj.run(faultCtx, ctx); close(injected) }()
 	produce(ctx, h.pool, deliveries, 8, log)
@@ -265,7 +283,14 @@ func (h *harness) run(ctx context.Context) (*Report, error) {
 		crashes += p.crashes
 	}
 
-	rep, err := Check(ctx, h.pool, log.Events(), h.sb.Ledger.Snapshot(""), cfg.Channels)
+	ledger := h.sb.Ledger.Snapshot("")
+	var rep *Report
+	var err error
+	if h.fo != nil {
+		rep, err = h.checkFailover(ctx, log.Events(), ledger)
+	} else {
+		rep, err = Check(ctx, h.pool, log.Events(), ledger, cfg.Channels)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -278,6 +303,9 @@ func (h *harness) run(ctx context.Context) (*Report, error) {
 	}
 	h.outMu.Lock()
 	fmt.Fprintf(cfg.Out, "\nseed %d, %d events, %d instances, %s, faults %v\n", cfg.Seed, cfg.Events, cfg.Instances, cfg.Duration, sortedCounts(inj.Counts()))
+	if h.fo != nil {
+		fmt.Fprintf(cfg.Out, "replication %s\n", h.fo.mode())
+	}
 	rep.Print(cfg.Out)
 	h.outMu.Unlock()
 	return rep, nil
@@ -285,7 +313,7 @@ func (h *harness) run(ctx context.Context) (*Report, error) {
 
 func sortedCounts(m map[string]int) string {
 	var parts []string
-	for _, f := range AllFaults {
+	for _, f := range append(slices.Clone(AllFaults), FaultFailover) {
 		if m[f] > 0 {
 			parts = append(parts, fmt.Sprintf("%s×%d", f, m[f]))
 		}
@@ -328,6 +356,9 @@ func (h *harness) close() {
 	}
 	if h.pg != nil {
 		h.pg.Stop()
+	}
+	if h.fo != nil {
+		h.fo.close()
 	}
 	if h.removeDir {
 		os.RemoveAll(h.dir)

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -27,6 +28,8 @@ type instance struct {
 	exited   chan struct{} // closed when cmd has exited
 	expected bool          // the harness caused the exit
 	crashes  int           // exits nobody caused
+
+	addr atomic.Value // string: the running process's admin API, "http://host:port"; read without mu
 }
 
 // start launches the process and waits until its admin API is up.
@@ -73,8 +76,9 @@ func (p *instance) startOnce() error {
 		sc := bufio.NewScanner(out)
 		once := false
 		for sc.Scan() {
-			if !once && strings.HasPrefix(sc.Text(), "effectd: admin API on ") {
+			if addr, ok := strings.CutPrefix(sc.Text(), "effectd: admin API on "); ok && !once {
 				once = true
+				p.addr.Store(addr)
 				close(ready)
 			}
 		}
