@@ -29,6 +29,7 @@ type Config struct {
 	Tokens         []Token                         // bearer tokens; see TokensFromEnv
 	InsecureNoAuth bool                            // no tokens: every caller is "anonymous" and may do anything (loopback only; see CheckBind)
 	Reconciler     Reconciler                      // nil: the reconcile route answers 503
+	Sweeper        Sweeper                         // nil: the sweep route answers 503
 	Registry       *prometheus.Registry            // served at /metrics; nil: a new registry
 	Logger         *slog.Logger                    // nil: slog.Default()
 	Ready          func(ctx context.Context) error // nil: ping the database and check migrations are current
@@ -40,6 +41,7 @@ type handler struct {
 	tokens     Tokens
 	noAuth     bool
 	reconciler Reconciler
+	sweeper    Sweeper
 	registry   *prometheus.Registry
 	log        *slog.Logger
 	ready      func(ctx context.Context) error
@@ -67,6 +69,7 @@ func NewHandler(cfg Config) (http.Handler, error) {
 		tokens:     cfg.Tokens,
 		noAuth:     cfg.InsecureNoAuth,
 		reconciler: cfg.Reconciler,
+		sweeper:    cfg.Sweeper,
 		registry:   cmp.Or(cfg.Registry, prometheus.NewRegistry()),
 		log:        cmp.Or(cfg.Logger, slog.Default()),
 		ready:      cfg.Ready,

@@ -85,6 +85,7 @@ UPDATE effectd.channels SET redact = '{to,body}',
 			NewToken(Principal{Name: "sms-operator", Role: RoleOperator, Channels: []string{"sms*"}}, smsOperator),
 		},
 		Reconciler: e.recon,
+		Sweeper:    fakeSweeper{},
 		Registry:   prometheus.NewRegistry(),
 		Logger:     slog.New(slog.DiscardHandler),
 	})
@@ -141,6 +142,7 @@ UPDATE effectd.channels SET redact = '{to,body}',
 	json.Unmarshal([]byte(body), &snap)
 	ok(check("POST", "/v1/intents/bulk/"+snap.Snapshot+"/apply", smsOperator, ""))
 	ok(check("POST", intent("sms/failed")+"/cancel", adminToken, `{"reason":"given up"}`))
+	ok(check("POST", "/v1/sweeps", smsOperator, `{"channel":"sms","since":"2026-11-30T12:00:00Z","until":"2026-11-30T13:00:00Z"}`))
 
 	// Reads, by every token: the viewers' answers are masked.
 	var notifications []string
@@ -189,6 +191,9 @@ UPDATE effectd.channels SET redact = '{to,body}',
 	expect(http.StatusConflict)(check("POST", "/v1/intents/bulk/"+snap.Snapshot+"/apply", smsOperator, ""))
 	expect(http.StatusNotFound)(check("POST", "/v1/intents/bulk/00000000-0000-0000-0000-000000000000/apply", adminToken, ""))
 	expect(http.StatusBadRequest)(check("POST", "/v1/intents/bulk", adminToken, `{"action":"retry","reason":"x","extra":1}`))
+	expect(http.StatusUnprocessableEntity)(check("POST", "/v1/sweeps", adminToken, `{"since":"2026-11-30T12:00:00Z"}`))
+	expect(http.StatusForbidden)(check("POST", "/v1/sweeps", smsViewer, `{"channel":"sms","since":"2026-11-30T12:00:00Z"}`))
+	expect(http.StatusNotFound)(check("POST", "/v1/sweeps", smsOperator, `{"channel":"refund","since":"2026-11-30T12:00:00Z"}`))
 
 	// Every documented operation answered 2xx at least once.
 	for _, op := range spec.Operations() {

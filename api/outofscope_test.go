@@ -48,6 +48,7 @@ func TestOutOfScopeIsNotFound(t *testing.T) {
 		{"PATCH", "/v1/channels/%s/policy", `{"max_attempts":3}`, "refund", "nope"},
 		{"POST", "/v1/intents/bulk", `{"action":"retry","filter":{"channel":"%s"},"reason":"r"}`, "refund", "nope"},
 		{"POST", "/v1/intents/bulk/%s/apply", "", snap, missingSnap},
+		{"POST", "/v1/sweeps", `{"channel":"%s","since":"2026-11-30T12:00:00Z"}`, "refund", "nope"},
 	}
 	for _, r := range routes {
 		call := func(name string) (int, string) {

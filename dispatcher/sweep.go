@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -35,6 +36,10 @@ const (
 	FindingUnsettled = "unsettled" // a SENDING (lease expired), IN_DOUBT or FAILED intent whose effect the provider holds
 	FindingMissing   = "missing"   // a SENT intent whose effect the provider lacks
 )
+
+// ErrListing is wrapped by a sweep whose provider listing failed: the
+// provider did not answer, refused, or holds more than a listing reads.
+var ErrListing = errors.New("the provider's listing failed")
 
 // FindingKinds lists every kind of finding.
 var FindingKinds = []string{FindingOrphan, FindingDuplicate, FindingUnsettled, FindingMissing}
@@ -149,7 +154,7 @@ func (d *Dispatcher) Sweep(ctx context.Context, channel string, since, until tim
 	rep.ListedSince, rep.ListedUntil = since.Add(-sweepSkew).UTC(), listUntil.Add(sweepSkew).UTC()
 	objects, err := lister.List(ctx, rep.ListedSince, rep.ListedUntil)
 	if err != nil {
-		return rep, fmt.Errorf("listing the provider's objects: %w", err)
+		return rep, fmt.Errorf("%w: %w", ErrListing, err)
 	}
 	rep.Objects = len(objects)
 

@@ -162,7 +162,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		return err
 	}
 	apiHandler, err := api.NewHandler(api.Config{Pool: pool, Tokens: o.tokens, InsecureNoAuth: o.insecure,
-		Reconciler: d, Registry: reg, Logger: o.log})
+		Reconciler: d, Sweeper: d, Registry: reg, Logger: o.log})
 	if err != nil {
 		return err
 	}
