@@ -27,6 +27,7 @@ Usage:
   effectd chaos    [--events N] [--faults F]   prove effectively-once under faults (real processes, checker)
   effectd intents  list|show|resolve|retry|cancel|reconcile   operate on intents through the admin API
   effectd channels list|show|pause|resume                      channels through the admin API
+  effectd sweep    --channel C --since T [--until T]           what the provider holds against the table (read-only)
   effectd version                              print the version
 
 Run 'effectd COMMAND --help' for a command's flags.
@@ -56,6 +57,8 @@ func run(ctx context.Context, args []string, getenv env, stdout, stderr io.Write
 		return runIntents(ctx, rest, getenv, stdout, stderr)
 	case "channels":
 		return runChannels(ctx, rest, getenv, stdout, stderr)
+	case "sweep":
+		return runSweep(ctx, rest, getenv, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "effectd", buildVersion())
 		return nil
