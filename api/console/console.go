@@ -137,6 +137,8 @@ func (c *console) routes() http.Handler {
 		r.Post("/ui/channels/{name}/{action:pause|resume|policy}", c.channelAction)
 		r.Post("/ui/bulk", c.bulkPreview)
 		r.Post("/ui/bulk/{snapshot}/apply", c.bulkApply)
+		r.Get("/ui/sweep", c.sweepPage)
+		r.Post("/ui/sweep", c.sweep)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		if _, ok := c.who(r); !ok {
