@@ -416,8 +416,9 @@ func (e *stripeEmu) retrieve(w http.ResponseWriter, r *http.Request, kind string
 	stripeReply(w, http.StatusOK, body)
 }
 
-// list handles GET /v1/{kind}s: newest first, filtered, paginated by
-// starting_after and limit.
+// list handles GET /v1/{kind}s: newest first, filtered by created (see
+// stripeCreatedRange) and by payment_intent, charge, customer or
+// transfer_group, paginated by starting_after and limit.
 func (e *stripeEmu) list(w http.ResponseWriter, r *http.Request, kind string) {
 	if !e.fault(w, r) {
 		return
