@@ -83,4 +83,3 @@ func TestList(t *testing.T) {
 		t.Errorf("Match = %q, %v; want metadata matching and listed", m, listed)
 	}
 }
-
