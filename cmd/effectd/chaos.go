@@ -21,6 +21,7 @@ func runChaos(ctx context.Context, args []string, getenv env, stdout, stderr io.
 	seed := fs.Uint64("seed", 0, "seed of the event plan and the fault schedule (0: from the clock; printed)")
 	faults := fs.String("faults", "all", "comma-separated faults: kill, stop, pgrestart, latency, 5xx, 429, hang, drop; all (all of these); none; failover (a streaming standby promoted once the primary is killed mid-burst; not with pgrestart)")
 	syncRep := fs.Bool("sync", false, "with failover: the standby is synchronous (synchronous_commit=remote_apply)")
+	lag := fs.Duration("replication-lag", 0, "with failover: how long the link to the standby holds the primary's WAL (loopback's own lag is microseconds)")
 	drainTimeout := fs.Duration("drain-timeout", 5*time.Minute, "how long the instances may take to settle every intent")
 	dir := fs.String("dir", "", "work directory for PostgreSQL and the instances' logs (default: a temporary one, kept on failure)")
 	if err := parseFlags(fs, args, stdout); err != nil {
@@ -30,8 +31,11 @@ func runChaos(ctx context.Context, args []string, getenv env, stdout, stderr io.
 	if err != nil {
 		return usagef("chaos: --faults: %v", err)
 	}
-	if *syncRep && !slices.Contains(list, chaos.FaultFailover) {
-		return usagef("chaos: --sync needs --faults failover")
+	if (*syncRep || *lag != 0) && !slices.Contains(list, chaos.FaultFailover) {
+		return usagef("chaos: --sync and --replication-lag need --faults failover")
+	}
+	if *lag < 0 {
+		return usagef("chaos: --replication-lag must not be negative")
 	}
 	if *events < 1 || *instances < 1 || *instances > 10 || *duration <= 0 {
 		return usagef("chaos: --events must be positive, --instances between 1 and 10, --duration positive")
@@ -45,7 +49,7 @@ func runChaos(ctx context.Context, args []string, getenv env, stdout, stderr io.
 	}
 	fmt.Fprintf(stdout, "effectd chaos --seed %d (pass it to replay the plan and the fault schedule)\n", *seed)
 	rep, err := chaos.Run(ctx, chaos.Config{Binary: bin, Events: *events, Instances: *instances, Duration: *duration,
-		Seed: *seed, Faults: list, Sync: *syncRep, DrainTimeout: *drainTimeout, Dir: *dir, Out: stdout})
+		Seed: *seed, Faults: list, Sync: *syncRep, ReplicationLag: *lag, DrainTimeout: *drainTimeout, Dir: *dir, Out: stdout})
 	if err != nil {
 		return err
 	}

@@ -39,33 +39,8 @@ func (w *testWriter) Write(b []byte) (int, error) {
 // fault mixed, then the checker. The release check is `effectd chaos` with at
 // least 5,000 events (see the README).
 func TestChaos(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos run skipped in -short mode")
-	}
-	if _, err := exec.LookPath("pg_ctl"); err != nil {
-		if dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb"); len(dirs) == 0 {
-			t.Skip(localpg.ErrNoPostgres)
-		}
-	}
-	bin := filepath.Join(t.TempDir(), "effectd")
-	build := exec.Command("go", "build", "-o", bin, "github.com/effectd/effectd/cmd/effectd")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building effectd: %v\n%s", err, out)
-	}
-	// A fixed schedule by default, so that a run in CI is comparable with the
-	// last; EFFECTD_CHAOS_SEED=random (or a number) explores others.
-	seed := uint64(20261130)
-	switch v := os.Getenv("EFFECTD_CHAOS_SEED"); v {
-	case "":
-	case "random":
-		seed = uint64(time.Now().UnixNano())
-	default:
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("EFFECTD_CHAOS_SEED=%q: want a number or random", v)
-		}
-		seed = n
-	}
+	bin := build(t)
+	seed := seed(t, 20261130)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, Config{
@@ -80,6 +55,77 @@ func TestChaos(t *testing.T) {
 	}
 }
 
+// TestChaosFailover is the failover's short run in `make test`: 600 events,
+// 2 instances, the primary killed mid-burst and its standby promoted, behind a
+// link holding WAL for 20ms. Asynchronous: every loss is accounted for by the
+// checker. Synchronous (remote_apply): nothing lost, nothing applied twice.
+// Either way effectd serves the new primary within 10s. The long run is
+// `effectd chaos --faults failover` (see the README's "Failover").
+func TestChaosFailover(t *testing.T) {
+	bin := build(t)
+	seed := seed(t, 20261201)
+	for _, sync := range []bool{false, true} {
+		t.Run(map[bool]string{false: "async", true: "sync"}[sync], func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			rep, err := Run(ctx, Config{
+				Binary: bin, Events: 600, Instances: 2, Duration: 8 * time.Second, Seed: seed,
+				Faults: []string{FaultFailover}, Sync: sync, ReplicationLag: 20 * time.Millisecond, Out: &testWriter{t: t},
+			})
+			if err != nil {
+				t.Fatalf("chaos run (seed %d): %v", seed, err)
+			}
+			if rep.Failover == nil {
+				t.Fatal("no failover in the report")
+			}
+			for _, r := range rep.Rows {
+				if sync && r.EnqueuesLost+r.Duplicates > 0 {
+					t.Errorf("%s, synchronous: %d enqueues lost, %d duplicate effects; want none", r.Channel.Name, r.EnqueuesLost, r.Duplicates)
+				}
+			}
+			if !rep.OK() {
+				t.Errorf("checker failed; replay with: go run ./cmd/effectd chaos --events 600 --instances 2 --duration 8s --faults failover --replication-lag 20ms --sync=%t --seed %d", sync, seed)
+			}
+		})
+	}
+}
+
+// build builds effectd for the runs, skipping without PostgreSQL or in -short mode.
+func build(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("chaos run skipped in -short mode")
+	}
+	if _, err := exec.LookPath("pg_ctl"); err != nil {
+		if dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb"); len(dirs) == 0 {
+			t.Skip(localpg.ErrNoPostgres)
+		}
+	}
+	bin := filepath.Join(t.TempDir(), "effectd")
+	build := exec.Command("go", "build", "-o", bin, "github.com/effectd/effectd/cmd/effectd")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building effectd: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// seed is def, a fixed schedule so that a run in CI is comparable with the
+// last; EFFECTD_CHAOS_SEED=random (or a number) explores others.
+func seed(t *testing.T, def uint64) uint64 {
+	switch v := os.Getenv("EFFECTD_CHAOS_SEED"); v {
+	case "":
+		return def
+	case "random":
+		return uint64(time.Now().UnixNano())
+	default:
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("EFFECTD_CHAOS_SEED=%q: want a number or random", v)
+		}
+		return n
+	}
+}
+
 // TestParseFaults: names, all, none, and an unknown name.
 func TestParseFaults(t *testing.T) {
 	for in, want := range map[string]int{"all": len(AllFaults), "none": 0, "kill,stop,kill": 2, "drop": 1} {
@@ -90,5 +136,11 @@ func TestParseFaults(t *testing.T) {
 	}
 	if _, err := ParseFaults("kill,meteor"); err == nil {
 		t.Error("ParseFaults accepted an unknown fault")
+	}
+	if got, err := ParseFaults("failover,kill"); err != nil || len(got) != 2 {
+		t.Errorf("ParseFaults(failover,kill) = %v, %v", got, err)
+	}
+	if _, err := ParseFaults("failover,pgrestart"); err == nil {
+		t.Error("ParseFaults accepted failover with pgrestart")
 	}
 }

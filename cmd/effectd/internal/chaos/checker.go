@@ -44,8 +44,9 @@ type Row struct {
 	Ambiguous                        int // lookups that could not tell
 
 	// What a failover lost (see failoverLoss), with the run's failover only.
-	EnqueuesLost      int // enqueues the producer saw committed, gone with the producer's row
-	AppliedLost       int // of those, applied by the provider before the failover: effects with no intent
+	EnqueuesLost      int // enqueues the producer saw committed that the standby never received, with the producer's rows
+	Gone              int // of those, with no intent in the end (no redelivery enqueued the event again)
+	AppliedLost       int // of those, applied by the provider before the kill
 	UpdatesLost       int // intents whose claim or completion the promoted standby never received
 	Resent            int // of those, called again after the promotion, having been called before the kill
 	FailoverExplained int // duplicate effects of lost updates (Twilio, asynchronous replication)
@@ -100,6 +101,10 @@ func Check(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, l
 // counted as its cost; under synchronous replication they break the rules.
 func check(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, ledger sandbox.Snapshot, chans []Channel, loss *failoverLoss) (*Report, error) {
 	excused := loss != nil && !loss.sync
+	var calledBefore, calledAfter map[target]bool
+	if loss != nil {
+		calledBefore, calledAfter = callsAcross(ledger, loss.killed, loss.promoted)
+	}
 	intents, err := loadIntents(ctx, pool)
 	if err != nil {
 		return nil, err
@@ -158,7 +163,7 @@ func check(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, l
 		}
 	}
 	for t := range applied {
-		if byEvent[t] == nil && !(excused && loss.lostEnqueues[t] && events[t.event].Committed) {
+		if o := events[t.event]; byEvent[t] == nil && !(excused && loss.lostEnqueues[t] && o.Committed && o.FirstCommit.Before(loss.killed)) {
 			flag("effect without an intent", t.channel, t.event)
 		}
 	}
@@ -176,19 +181,25 @@ func check(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, l
 		case o.Maybe:
 			row.Maybe++
 		}
-		if committed && !o.Maybe && o.Inserted != 1 {
+		// an enqueue acknowledged to the producer and lost in the failover
+		lostEnqueue := loss != nil && loss.lostEnqueues[t] && o.Committed && o.FirstCommit.Before(loss.killed)
+		if lostEnqueue {
+			row.EnqueuesLost++
+			if calledBefore[t] {
+				row.AppliedLost++
+			}
+			if !excused {
+				flag("enqueue acknowledged to its producer, lost in the failover", o.Channel, ev)
+			}
+		}
+		// a redelivery enqueued again what the failover lost: true twice
+		if committed && !o.Maybe && o.Inserted != 1 && !(excused && lostEnqueue && o.Inserted == 2) {
 			flag(fmt.Sprintf("enqueue returned true %d times, want once", o.Inserted), o.Channel, ev)
 		}
 		if in == nil {
 			switch {
-			case committed && loss != nil && loss.lostEnqueues[t] && !delivered[ev]:
-				row.EnqueuesLost++
-				if applied[t] > 0 {
-					row.AppliedLost++
-				}
-				if !excused {
-					flag("enqueue acknowledged to its producer, lost in the failover", o.Channel, ev)
-				}
+			case lostEnqueue && !delivered[ev]:
+				row.Gone++
 			case committed:
 				row.Lost++
 				flag("committed but no intent", o.Channel, ev)
@@ -245,7 +256,7 @@ func check(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, l
 		}
 		explained = min(explained, extra)
 		row.Explained += explained
-		if excused && row.Channel.Provider == "twilio" && loss.lostUpdates[t] {
+		if excused && row.Channel.Provider == "twilio" && (loss.lostUpdates[t] || lostEnqueue) {
 			row.FailoverExplained += extra - explained
 			explained = extra
 		}
@@ -267,13 +278,14 @@ func check(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, l
 	}
 
 	if loss != nil {
-		resent := resentAcross(ledger, loss.killed, loss.promoted)
 		for t := range loss.lostUpdates {
 			if row := byChannel[t.channel]; row != nil {
 				row.UpdatesLost++
-				if resent[t] {
-					row.Resent++
-				}
+			}
+		}
+		for t := range calledBefore {
+			if row := byChannel[t.channel]; row != nil && calledAfter[t] && (loss.lostUpdates[t] || loss.lostEnqueues[t]) {
+				row.Resent++
 			}
 		}
 	}
@@ -445,9 +457,9 @@ func (r *Report) Print(w io.Writer) {
 	}
 }
 
-// resentAcross returns the targets the provider was called for both before
-// killed (a call that applied the effect) and after promoted.
-func resentAcross(ledger sandbox.Snapshot, killed, promoted time.Time) map[target]bool {
+// callsAcross returns the targets whose effect a provider call applied
+// before killed, and the targets the provider was called for after promoted.
+func callsAcross(ledger sandbox.Snapshot, killed, promoted time.Time) (before, after map[target]bool) {
 	// a call names its effect by the idempotency key or webhook-id, a Twilio
 	// call by the message it created
 	byKey := map[string]target{}
@@ -456,7 +468,7 @@ func resentAcross(ledger sandbox.Snapshot, killed, promoted time.Time) map[targe
 			byKey[e.Kind+"\x00"+e.Key] = t
 		}
 	}
-	before, after := map[target]bool{}, map[target]bool{}
+	before, after = map[target]bool{}, map[target]bool{}
 	for _, c := range ledger.Calls {
 		key := c.Key
 		if c.Kind == "twilio" {
@@ -473,11 +485,5 @@ func resentAcross(ledger sandbox.Snapshot, killed, promoted time.Time) map[targe
 			after[t] = true
 		}
 	}
-	out := map[target]bool{}
-	for t := range before {
-		if after[t] {
-			out[t] = true
-		}
-	}
-	return out
+	return before, after
 }

@@ -30,6 +30,7 @@ type failover struct {
 	sync    bool
 	primary *localpg.Server // killed by the failover
 	standby *localpg.Server // promoted by the failover
+	link    *link           // the standby's replication connection to the primary
 	note    func(format string, args ...any)
 
 	mu       sync.Mutex
@@ -42,13 +43,15 @@ type failover struct {
 }
 
 func (f *failover) mode() string {
+	m := "asynchronous"
 	if f.sync {
-		return "synchronous (remote_apply)"
+		m = "synchronous (remote_apply)"
 	}
-	return "asynchronous"
+	return fmt.Sprintf("%s, link lag %s", m, f.link.lag)
 }
 
 func (f *failover) close() {
+	f.link.partition()
 	f.standby.Stop()
 	f.primary.Stop() // already dead unless the run ended before the failover
 }
@@ -67,12 +70,18 @@ func (h *harness) setupPair(ctx context.Context) error {
 	if h.pg, err = localpg.Start(ctx, filepath.Join(h.dir, "pg"), prim); err != nil {
 		return err
 	}
-	standby, err := h.pg.StartStandby(ctx, filepath.Join(h.dir, "standby"), "standby",
-		localpg.Options{Fast: true, Settings: []string{"synchronous_commit=on"}})
+	ln, err := startLink(fmt.Sprintf("127.0.0.1:%d", h.pg.Port), h.cfg.ReplicationLag)
 	if err != nil {
 		return err
 	}
-	h.fo = &failover{sync: h.cfg.Sync, primary: h.pg, standby: standby, note: h.note}
+	standby, err := h.pg.StartStandby(ctx, filepath.Join(h.dir, "standby"), "standby",
+		localpg.Options{Fast: true, Settings: []string{"synchronous_commit=on",
+			fmt.Sprintf("primary_conninfo='host=127.0.0.1 port=%d user=postgres'", ln.port())}})
+	if err != nil {
+		ln.partition()
+		return err
+	}
+	h.fo = &failover{sync: h.cfg.Sync, primary: h.pg, standby: standby, link: ln, note: h.note}
 	h.dsn = fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/effectd?sslmode=disable&target_session_attrs=read-write",
 		h.pg.Port, standby.Port)
 	return nil
@@ -89,7 +98,8 @@ func (h *harness) failover() {
 	go func() { defer probing.Done(); f.probeReadiness(h.instances, stop) }()
 	defer func() { close(stop); probing.Wait() }()
 
-	h.note("failover: killing the primary (pg_ctl stop -m immediate)")
+	h.note("failover: cutting the standby off and killing the primary (pg_ctl stop -m immediate)")
+	f.link.partition()
 	if err := f.primary.StopImmediate(); err != nil {
 		f.fail(err)
 		return
@@ -380,10 +390,10 @@ func (r *Report) printFailover(w io.Writer) {
 	fmt.Fprintf(w, "\nfailover, %s replication: no writable primary for %s; every instance ready %s after the promotion, first provider call %s after it; /readyz meanwhile: 503 ×%d, no answer within 2s ×%d\n",
 		fr.Mode, fr.Outage.Round(time.Millisecond), fr.Ready.Round(time.Millisecond), fr.FirstCall.Round(time.Millisecond), fr.NotReady, fr.Unanswered)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "channel\tprovider\tpolicy\tenqueues lost\tof them applied\tclaims/completions lost\tre-sent\tapplied twice\tby the failover\t")
+	fmt.Fprintln(tw, "channel\tprovider\tpolicy\tenqueues lost\tgone\tapplied before\tclaims/completions lost\tre-sent\tkeys>1\tdup effects\tby the failover\t")
 	for _, x := range r.Rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", x.Channel.Name, x.Channel.Provider, x.Channel.policy(),
-			x.EnqueuesLost, x.AppliedLost, x.UpdatesLost, x.Resent, x.KeysTwice, x.FailoverExplained)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", x.Channel.Name, x.Channel.Provider, x.Channel.policy(),
+			x.EnqueuesLost, x.Gone, x.AppliedLost, x.UpdatesLost, x.Resent, x.KeysTwice, x.Duplicates, x.FailoverExplained)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "producers' rows lost with their enqueues: %d\n", fr.LostProducer)

@@ -41,6 +41,9 @@ type Config struct {
 	// Sync makes the failover's standby synchronous: the primary's commits
 	// wait until the standby has applied them (synchronous_commit=remote_apply).
 	Sync bool
+	// ReplicationLag holds the primary's WAL this long on its way to the
+	// standby (see link); the failover cuts the link as it kills the primary.
+	ReplicationLag time.Duration
 }
 
 // Channels are the channels of a run, one per provider and in-doubt policy.

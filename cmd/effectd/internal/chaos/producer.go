@@ -32,6 +32,10 @@ type Outcome struct {
 	RolledBack int  // deliveries that rolled back
 	Inserted   int  // committed deliveries for which enqueue returned true
 	Deliveries int  // deliveries attempted
+	// FirstCommit is when the first transaction whose COMMIT succeeded
+	// began: a failover that killed the primary later could lose only an
+	// acknowledged enqueue that began before it.
+	FirstCommit time.Time
 }
 
 // Log is the producers' record of every event: what committed, what may have,
@@ -181,6 +185,7 @@ var errUnknownCommit = errors.New("commit outcome unknown")
 func deliver(ctx context.Context, pool *pgxpool.Pool, d delivery, log *Log) {
 	log.update(d.eventID, d.channel, func(o *Outcome) { o.Deliveries++ })
 	for try := 0; try < 30 && ctx.Err() == nil; try++ {
+		began := time.Now()
 		inserted, err := transact(ctx, pool, d)
 		switch {
 		case err == nil && d.rollback:
@@ -189,6 +194,9 @@ func deliver(ctx context.Context, pool *pgxpool.Pool, d delivery, log *Log) {
 		case err == nil:
 			log.update(d.eventID, d.channel, func(o *Outcome) {
 				o.Committed = true
+				if o.FirstCommit.IsZero() || began.Before(o.FirstCommit) {
+					o.FirstCommit = began
+				}
 				if inserted {
 					o.Inserted++
 				}
