@@ -159,7 +159,8 @@ func (r *sweepRig) tableState(t *testing.T) string {
 // TestSweepFindsEveryPlantedDiscrepancy: on a clean run the sweep finds
 // nothing; then, for Stripe and for Twilio, an orphan object, a duplicate
 // object for one intent, a FAILED intent whose effect the provider silently
-// holds (and, for Stripe, an IN_DOUBT one), and a SENT intent whose effect the
+// holds (and, for Stripe, an IN_DOUBT one, and a FAILED one created before
+// the window whose refund is in it), and a SENT intent whose effect the
 // provider lacks are each found, with the operation that settles them, and
 // nothing else: not a SENDING intent under a live lease whose object exists,
 // nor objects of another channel. The sweep changes nothing.
@@ -194,6 +195,13 @@ func TestSweepFindsEveryPlantedDiscrepancy(t *testing.T) {
 	orphanRef := r.refund(t, "ghost-key", "ghost", 987654321)
 	flying := r.plant(t, "pay", "flying", refund, "SENDING", "")
 	r.refund(t, "pay:flying", "flying", flying) // its completion is still coming
+	// An intent created before the window, retried into it: its refund is in
+	// the window, and it is found by the intent id stamped on it.
+	old := r.plant(t, "pay", "old", refund, "FAILED", "")
+	if _, err := r.pool.Exec(ctx, `UPDATE effectd.intents SET created_at = now() - interval '2 hours' WHERE id = $1`, old); err != nil {
+		t.Fatal(err)
+	}
+	oldRef := r.refund(t, "pay:old", "old", old)
 	other := r.plant(t, "text", "other-channel", `{"to":"+15551230009","body":"x"}`, "FAILED", "")
 	r.refund(t, "other", "other-channel", other) // another channel's: its sweep reports it
 
@@ -222,6 +230,7 @@ func TestSweepFindsEveryPlantedDiscrepancy(t *testing.T) {
 			fmt.Sprintf("orphan 0 %s", orphanRef),
 			fmt.Sprintf("unsettled %d %s", doubt, doubtRef),
 			fmt.Sprintf("unsettled %d %s", failed, failedRef),
+			fmt.Sprintf("unsettled %d %s", old, oldRef),
 		}},
 		{text, []string{
 			fmt.Sprintf("duplicate %d %s", tDup, sorted(tDup1, tDup2)),
@@ -249,8 +258,8 @@ func TestSweepFindsEveryPlantedDiscrepancy(t *testing.T) {
 		switch {
 		case f.Kind == dispatcher.FindingUnsettled && f.IntentID == doubt:
 			want = fmt.Sprintf("effectd intents resolve %d --as sent --ref %s", doubt, doubtRef)
-		case f.Kind == dispatcher.FindingUnsettled && f.IntentID == failed:
-			want = fmt.Sprintf("effectd intents retry %d", failed)
+		case f.Kind == dispatcher.FindingUnsettled && (f.IntentID == failed || f.IntentID == old):
+			want = fmt.Sprintf("effectd intents retry %d", f.IntentID)
 		}
 		if !strings.Contains(f.Operation, want) {
 			t.Errorf("%s finding of intent %d: operation %q, want it to say %q", f.Kind, f.IntentID, f.Operation, want)

@@ -269,4 +269,18 @@ var mutations = []mutation{
 	{name: "policy: a registered value equal to the default shown as YAML", file: "policy/explain.go",
 		from: "} else if !bytes.Equal(yamlLeaves[name], defLeaves[name]) {", to: "} else if yamlLeaves[name] != nil && defLeaves[name] != nil {",
 		pkg: "./policy/", run: "^TestExplain$"},
+
+	// Reconciliation sweep: every disagreement found, nothing invented, the window capped.
+	{name: "sweep: a duplicate not reported", file: "dispatcher/sweep.go",
+		from: "if len(in.objects) > 1 {", to: "if len(in.objects) > 2 {",
+		pkg: "./dispatcher/", run: "^TestSweepFindsEveryPlantedDiscrepancy$"},
+	{name: "sweep: a call in flight under a live lease reported unsettled", file: "dispatcher/sweep.go",
+		from: "(in.status == statemachine.Sending && in.leaseLive)", to: "false",
+		pkg: "./dispatcher/", run: "^TestSweepFindsEveryPlantedDiscrepancy$"},
+	{name: "sweep: an object of an intent created before the window taken for an orphan", file: "dispatcher/sweep.go",
+		from: "if len(unmatched) > 0 {", to: "if false {",
+		pkg: "./dispatcher/", run: "^TestSweepFindsEveryPlantedDiscrepancy$"},
+	{name: "sweep: a window longer than the cap read", file: "dispatcher/sweep.go",
+		from: "case until.Sub(since) > SweepMaxWindow:", to: "case false:",
+		pkg: "./dispatcher/", run: "^TestSweepRefuses$"},
 }
