@@ -290,7 +290,7 @@ func (h *harness) run(ctx context.Context) (*Report, error) {
 	var rep *Report
 	var err error
 	if h.fo != nil {
-		rep, err = h.checkFailover(ctx, log.Events(), ledger)
+		rep, err = h.checkFailover(ctx, log, ledger)
 	} else {
 		rep, err = Check(ctx, h.pool, log.Events(), ledger, cfg.Channels)
 	}

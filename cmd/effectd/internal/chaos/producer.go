@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -41,9 +42,35 @@ type Outcome struct {
 // Log is the producers' record of every event: what committed, what may have,
 // what rolled back. It is safe for concurrent use.
 type Log struct {
-	mu     sync.Mutex
-	events map[string]*Outcome
-	errors int // failed transactions that were retried
+	mu      sync.Mutex
+	events  map[string]*Outcome
+	errors  int            // failed transactions that were retried
+	commits []commitTiming // every committed transaction
+}
+
+// commitTiming is when a producer's committed transaction began and how long
+// it took (its insert, the enqueue and the COMMIT).
+type commitTiming struct {
+	began time.Time
+	took  time.Duration
+}
+
+// latency returns the median and 99th percentile of the transactions that
+// committed and began before t.
+func (l *Log) latency(t time.Time) (p50, p99 time.Duration, n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var d []time.Duration
+	for _, c := range l.commits {
+		if c.began.Before(t) {
+			d = append(d, c.took)
+		}
+	}
+	if len(d) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(d)
+	return d[len(d)/2], d[len(d)*99/100], len(d)
 }
 
 func newLog() *Log { return &Log{events: map[string]*Outcome{}} }
@@ -192,6 +219,9 @@ func deliver(ctx context.Context, pool *pgxpool.Pool, d delivery, log *Log) {
 			log.update(d.eventID, d.channel, func(o *Outcome) { o.RolledBack++ })
 			return
 		case err == nil:
+			log.mu.Lock()
+			log.commits = append(log.commits, commitTiming{began, time.Since(began)})
+			log.mu.Unlock()
 			log.update(d.eventID, d.channel, func(o *Outcome) {
 				o.Committed = true
 				if o.FirstCommit.IsZero() || began.Before(o.FirstCommit) {
