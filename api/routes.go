@@ -49,10 +49,11 @@ func (h *handler) routes() chi.Router {
 		r.Post("/channels/{name}/pause", h.pauseChannel)
 		r.Post("/channels/{name}/resume", h.resumeChannel)
 		r.Patch("/channels/{name}/policy", h.patchPolicy)
-		r.Post("/sweeps", h.createSweep)
 		// Bulk actions see only the principal's channels; the role is checked first.
 		r.With(h.require(ActionOperate)).Post("/intents/bulk", h.createBulk)
 		r.With(h.require(ActionOperate)).Post("/intents/bulk/{snapshot}/apply", h.applyBulk)
+		// A sweep reads a provider on behalf of an operator: the role first, then the channel's scope (404).
+		r.With(h.require(ActionOperate)).Post("/sweeps", h.createSweep)
 	})
 	return r
 }

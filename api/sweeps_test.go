@@ -101,7 +101,7 @@ func TestSweepRoute(t *testing.T) {
 		want(t, status, b, http.StatusOK, `"channel": "refund"`, `"orphan": 0`, `"missing": 0`)
 	}
 	status, b := e.do(t, "POST", "/v1/sweeps", readToken, hour)
-	want(t, status, b, http.StatusForbidden, "role viewer may not operate channel")
+	want(t, status, b, http.StatusForbidden, "role viewer may not operate")
 	status, b = e.do(t, "POST", "/v1/sweeps", "sms-operator-0123456789", hour)
 	_, missing := e.do(t, "POST", "/v1/sweeps", "sms-operator-0123456789", body("nowhere", now.Add(-time.Hour), now))
 	want(t, status, b, http.StatusNotFound)

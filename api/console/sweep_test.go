@@ -114,7 +114,7 @@ func TestSweepPage(t *testing.T) {
 
 	v := browserless(t)
 	vcsrf := login(t, v, srv.URL, viewerToken)
-	if resp, page = post(t, v, srv.URL+"/ui/sweep", window(vcsrf)); resp.StatusCode != http.StatusForbidden || !strings.Contains(page, "role viewer may not operate channel") {
+	if resp, page = post(t, v, srv.URL+"/ui/sweep", window(vcsrf)); resp.StatusCode != http.StatusForbidden || !strings.Contains(page, "role viewer may not operate") {
 		t.Errorf("a viewer's sweep: %d:\n%s", resp.StatusCode, page)
 	}
 	var status string
