@@ -31,6 +31,10 @@
 // then it waits for the workers' calls in flight until its context ends and
 // cancels the rest; then the completers write every queued outcome.
 //
+// Sweep (sweep.go), outside the loops, joins what a channel's provider lists
+// for a window (a Lister) with the window's intents and reports orphans,
+// duplicates, unsettled and missing effects, changing nothing.
+//
 // Config's zero fields take the Default constants; New refuses a negative
 // field (or a ClaimBatch above MaxClaimBatch) with an ErrInvalid naming it.
 package dispatcher
