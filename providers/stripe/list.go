@@ -12,9 +12,13 @@ import (
 	"github.com/effectd/effectd/providers/effect"
 )
 
-// ListLimit bounds how many objects of each type List reads: a window holding
-// more fails, asking for a shorter one.
-const ListLimit = 20000
+// List's bounds: a window holding more than ListLimit objects of a type fails,
+// asking for a shorter one; the whole listing, every page, gets ListTimeout
+// (or the per-call timeout, when longer).
+const (
+	ListLimit   = 20000
+	ListTimeout = 2 * time.Minute
+)
 
 // iter is what every stripe-go list iterator offers.
 type iter interface {
@@ -65,7 +69,7 @@ func describe(v any) (effect.Object, map[string]string) {
 // endpoints filtered by created, every page. Stripe's created times are whole
 // seconds: the filter is [since rounded down, until rounded up).
 func (p *Provider) List(ctx context.Context, since, until time.Time) ([]effect.Object, error) {
-	ctx, x, cancel := p.traced(ctx)
+	ctx, x, cancel := p.tracedFor(ctx, max(p.timeout, ListTimeout))
 	defer cancel()
 	window := func() *stripeapi.RangeQueryParams {
 		lt := until.Unix()

@@ -257,7 +257,12 @@ func (p *Provider) call(ctx context.Context, op string, f func(ctx context.Conte
 // traced returns ctx with the per-call timeout and an exchange in which the
 // transport records what it saw of the calls made with it.
 func (p *Provider) traced(ctx context.Context) (context.Context, *exchange, context.CancelFunc) {
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	return p.tracedFor(ctx, p.timeout)
+}
+
+// tracedFor is traced with timeout d.
+func (p *Provider) tracedFor(ctx context.Context, d time.Duration) (context.Context, *exchange, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, d)
 	x := &exchange{}
 	ctx = context.WithValue(ctx, exchangeKey{}, x)
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{

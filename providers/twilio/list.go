@@ -16,6 +16,9 @@ const (
 	// ListLimit bounds how many messages List reads: a window holding more
 	// fails, asking for a shorter one.
 	ListLimit = 20000
+	// ListTimeout bounds the whole listing, every page (or the per-call
+	// timeout, when longer).
+	ListTimeout = 2 * time.Minute
 	// listSendSlack is how long after its creation a message may still be
 	// queued: List reads messages sent up to this long after the window.
 	listSendSlack = 10 * time.Minute
@@ -31,7 +34,7 @@ const (
 // close to now, those still queued among the newest listQueuedLimit. Twilio
 // keeps no metadata: each message's Match is its recipient and body.
 func (p *Provider) List(ctx context.Context, since, until time.Time) ([]effect.Object, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	ctx, cancel := context.WithTimeout(ctx, max(p.timeout, ListTimeout))
 	defer cancel()
 	api, tr := p.api(ctx)
 	params := func(limit int) *openapi.ListMessageParams {
