@@ -152,8 +152,8 @@ type probe struct {
 	status     int // 0: no answer (the instance down, or a timeout)
 }
 
-// probeReadiness polls every instance's /readyz every 100ms until stop,
-// appending the answers to f.probes.
+// probeReadiness asks every instance's /readyz every 100ms until stop,
+// appending the answers to f.probes, and waits for the questions in flight.
 func (f *failover) probeReadiness(instances []*instance, stop <-chan struct{}) {
 	client := &http.Client{Timeout: 2 * time.Second}
 	var wg sync.WaitGroup
@@ -173,16 +173,21 @@ func (f *failover) probeReadiness(instances []*instance, stop <-chan struct{}) {
 				if addr == "" {
 					continue
 				}
-				pr := probe{instance: p.n, start: time.Now()}
-				if resp, err := client.Get(addr + "/readyz"); err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					pr.status = resp.StatusCode
-				}
-				pr.end = time.Now()
-				f.mu.Lock()
-				f.probes = append(f.probes, pr)
-				f.mu.Unlock()
+				// each probe on its own: a slow answer does not delay the next question
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					pr := probe{instance: p.n, start: time.Now()}
+					if resp, err := client.Get(addr + "/readyz"); err == nil {
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						pr.status = resp.StatusCode
+					}
+					pr.end = time.Now()
+					f.mu.Lock()
+					f.probes = append(f.probes, pr)
+					f.mu.Unlock()
+				}()
 			}
 		}()
 	}
@@ -318,7 +323,7 @@ type FailoverReport struct {
 	Outage       time.Duration // from the kill to the promotion
 	Ready        time.Duration // from the promotion to the last instance's first /readyz 200
 	FirstCall    time.Duration // from the promotion to the first provider call
-	NotReady     int           // /readyz 503 answers while no primary was writable
+	NotReady     int           // /readyz 503 answers to requests made while no primary was writable
 	ReadyOutage  int           // /readyz 200 answers asked and answered while no primary was writable
 	Unanswered   int           // /readyz asked while no primary was writable and not answered within 2s
 	LostProducer int           // producers' rows lost (their enqueues with them)
@@ -354,7 +359,7 @@ func (h *harness) checkFailover(ctx context.Context, log *Log, ledger sandbox.Sn
 		switch {
 		case p.start.After(f.killed) && p.end.Before(f.promoting) && p.status == http.StatusOK:
 			fr.ReadyOutage++
-		case p.start.After(f.killed) && p.end.Before(f.promoting) && p.status == http.StatusServiceUnavailable:
+		case p.start.After(f.killed) && p.start.Before(f.promoting) && p.status == http.StatusServiceUnavailable:
 			fr.NotReady++
 		case p.start.After(f.killed) && p.start.Before(f.promoting) && p.status == 0:
 			fr.Unanswered++
