@@ -14,6 +14,7 @@ import (
 // completion is the outcome of one claimed intent, written in batches.
 type completion struct {
 	id          int64
+	key         string // the intent's idempotency key: with id, which intent this is
 	attempts    int32
 	channel     string
 	event       statemachine.Event // ignored when stayInDoubt
@@ -124,7 +125,7 @@ func (d *Dispatcher) writeCompletions(batch []completion) {
 func (d *Dispatcher) complete(batch []completion, recheck bool) (map[int64]fence, error) {
 	var b query.CompleteBatch
 	for _, c := range batch {
-		q := query.Completion{ID: c.id, Attempts: c.attempts, ProviderRef: c.ref, LastError: c.err, NextAttemptAt: c.finished,
+		q := query.Completion{ID: c.id, Key: c.key, Attempts: c.attempts, ProviderRef: c.ref, LastError: c.err, NextAttemptAt: c.finished,
 			StartedAt: c.started, FinishedAt: c.finished, Outcome: c.outcome, Called: c.called}
 		if !c.next.IsZero() {
 			q.NextAttemptAt = c.next
@@ -169,6 +170,7 @@ const (
 	fencedOut    fence = iota + 1 // someone else settled the row
 	settledEarly                  // a provider event settled it SENT with this call's reference
 	racedOut                      // the row changed while the statement waited for it: not recorded, to be written again
+	lostIntent                    // no row is this intent any more (its id now names another, or none): not recorded
 )
 
 // runComplete writes b and says which of its completions were not applied, and why.
@@ -187,6 +189,8 @@ func (d *Dispatcher) runComplete(ctx context.Context, b *query.CompleteBatch, re
 			fenced[f.ID] = settledEarly
 		case f.Raced:
 			fenced[f.ID] = racedOut
+		case f.Lost:
+			fenced[f.ID] = lostIntent
 		default:
 			fenced[f.ID] = fencedOut
 		}
@@ -202,6 +206,14 @@ func (d *Dispatcher) countCompletions(batch []completion, fenced map[int64]fence
 			d.log.Info("provider call answered; the intent was already settled by its callback", "intent", c.id, "channel", c.channel, "attempt", c.attempts, "ref", c.ref)
 			continue
 		case racedOut:
+			continue
+		case lostIntent:
+			// The intent is gone: a failover lost the commit that enqueued it,
+			// and its id may now name another intent. This line is the call's
+			// only record; a sweep of the channel lists its effect as an orphan.
+			d.m.fenced.WithLabelValues(c.channel).Inc()
+			d.log.Error("provider call made for an intent that no longer exists (lost in a database failover?); the call is not recorded on any row",
+				"intent", c.id, "key", c.key, "channel", c.channel, "attempt", c.attempts, "outcome", c.outcome, "ref", c.ref)
 			continue
 		case fencedOut:
 			d.m.fenced.WithLabelValues(c.channel).Inc()

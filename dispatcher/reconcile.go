@@ -117,7 +117,7 @@ func scanInDoubt(row pgx.CollectableRow) (inDoubt, error) {
 func (d *Dispatcher) release(ctx context.Context, r inDoubt) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.WriteTimeout)
 	defer cancel()
-	if _, err := d.pool.Exec(wctx, query.ReleaseLease, r.id, r.attempts); err != nil {
+	if _, err := d.pool.Exec(wctx, query.ReleaseLease, r.id, r.attempts, r.key); err != nil {
 		d.log.Warn("giving back an in-doubt intent whose lookup shutdown cut short", "intent", r.id, "channel", r.channel, "error", err)
 		return
 	}
@@ -211,7 +211,7 @@ func (d *Dispatcher) apply(ctx context.Context, r inDoubt, s *Settlement, actor 
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.WriteTimeout)
 	defer cancel()
-	q := query.Settlement{IntentID: r.id, Attempts: r.attempts, From: string(s.From), To: string(s.To),
+	q := query.Settlement{IntentID: r.id, Key: r.key, Attempts: r.attempts, From: string(s.From), To: string(s.To),
 		ProviderRef: s.ProviderRef, Error: s.Error, StartedAt: time.Now(), Outcome: s.Outcome + " → " + string(s.To)}
 	var err error
 	if actor == "" {

@@ -12,6 +12,7 @@ var completeSQL string
 // Completion is the outcome of one provider call, as Complete writes it.
 type Completion struct {
 	ID            int64
+	Key           string    // the intent's idempotency key: the fence names the intent, not only its id
 	Attempts      int32     // the attempt the call was made under: the fence
 	Status        string    // the status to set; SENDING keeps the row for the reconciler with its lease ended
 	ProviderRef   string    // "": keep the row's
@@ -27,6 +28,7 @@ type Completion struct {
 // CompleteBatch holds completions column by column, as complete.sql unnests them.
 type CompleteBatch struct {
 	ids                     []int64
+	keys                    []string
 	attempts                []int32
 	statuses, refs, errs    []string
 	next, started, finished []time.Time
@@ -38,6 +40,7 @@ type CompleteBatch struct {
 // Add appends c to the batch.
 func (b *CompleteBatch) Add(c Completion) {
 	b.ids = append(b.ids, c.ID)
+	b.keys = append(b.keys, c.Key)
 	b.attempts = append(b.attempts, c.Attempts)
 	b.statuses = append(b.statuses, c.Status)
 	b.refs = append(b.refs, c.ProviderRef)
@@ -64,6 +67,10 @@ type Fenced struct {
 	// statement could not tell whether a provider event did it: the completion
 	// was neither applied nor recorded, and must be written again.
 	Raced bool
+	// Lost says no row is this intent any more: its id names another intent
+	// (a failover lost the enqueue and the id was handed out again) or none.
+	// The completion was neither applied nor recorded.
+	Lost bool
 }
 
 // Complete applies b as fenced compare-and-sets (a row changes only while it
@@ -73,7 +80,7 @@ type Fenced struct {
 // returned Raced instead of being recorded.
 func Complete(ctx context.Context, db DB, b *CompleteBatch, recheck bool) ([]Fenced, error) {
 	rows, err := db.Query(ctx, completeSQL, b.ids, b.attempts, b.statuses, b.refs, b.errs,
-		b.next, b.started, b.finished, b.outcomes, b.called, b.delivery, recheck)
+		b.next, b.started, b.finished, b.outcomes, b.called, b.delivery, recheck, b.keys)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +92,7 @@ func Complete(ctx context.Context, db DB, b *CompleteBatch, recheck bool) ([]Fen
 		if err := rows.Scan(&f.ID, &why); err != nil {
 			return nil, err
 		}
-		f.SettledEarly, f.Raced = why == "early", why == "raced"
+		f.SettledEarly, f.Raced, f.Lost = why == "early", why == "raced", why == "lost"
 		fenced = append(fenced, f)
 	}
 	return fenced, rows.Err()

@@ -1,14 +1,19 @@
 -- Applies a batch of dispatcher outcomes, one per row of the unnested arrays
--- ($1 ids … $11 deliveries, in the order of the unnest below), as fenced
--- compare-and-sets on (SENDING, attempts), records one attempt row per call,
+-- ($1 ids … $11 deliveries, and $13 idempotency keys, in the order of the
+-- unnest below), as fenced compare-and-sets on (SENDING, attempts) of the row
+-- that has the id and still the key (an id names one intent only while its
+-- enqueue survives: a failover that loses it hands the id out again), records
+-- one attempt row per call,
 -- and returns the rows not applied with why (see fenced below); $12 asks for
 -- the rows changed while it ran to be left out, to be written again. Run it
 -- through query.Complete.
 WITH input AS (
     SELECT *
     FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[],
-                $6::timestamptz[], $7::timestamptz[], $8::timestamptz[], $9::text[], $10::boolean[], $11::text[])
-         AS t(id, attempts, status, provider_ref, last_error, next_attempt_at, started_at, finished_at, outcome, called, delivery)
+                $6::timestamptz[], $7::timestamptz[], $8::timestamptz[], $9::text[], $10::boolean[], $11::text[],
+                $13::text[])
+         AS t(id, attempts, status, provider_ref, last_error, next_attempt_at, started_at, finished_at, outcome, called, delivery,
+              key)
 ),
 updated AS (
     UPDATE effectd.intents i
@@ -26,6 +31,7 @@ updated AS (
         updated_at       = now()
     FROM input
     WHERE i.id = input.id
+      AND i.idempotency_key = input.key
       AND i.status = 'SENDING'
       AND i.attempts = input.attempts
     RETURNING i.id
@@ -36,10 +42,14 @@ updated AS (
 -- waited for it (this statement's snapshot still shows it SENDING under this
 -- attempt, and cannot show the event's callback attempt), asked for by $12:
 -- such a completion is neither recorded nor counted here, but written again in
--- a statement that sees the change; 'fenced' otherwise
+-- a statement that sees the change; 'lost' when no row has the id and the
+-- key any more (not recorded: an attempt row names its intent by id only);
+-- 'fenced' otherwise
 fenced AS (
     SELECT input.id,
-           CASE WHEN input.status = 'SENT' AND EXISTS (
+           CASE WHEN cur.id IS NULL OR cur.idempotency_key <> input.key
+                THEN 'lost'
+                WHEN input.status = 'SENT' AND EXISTS (
                     SELECT 1 FROM effectd.attempts a
                     WHERE a.intent_id = input.id AND a.attempt = input.attempts AND a.kind = 'callback'
                       AND a.provider_ref = nullif(input.provider_ref, ''))
@@ -63,6 +73,6 @@ recorded AS (
            END,
            nullif(input.last_error, ''), nullif(input.provider_ref, '')
     FROM input LEFT JOIN fenced ON fenced.id = input.id
-    WHERE input.called AND fenced.why IS DISTINCT FROM 'raced'
+    WHERE input.called AND fenced.why IS DISTINCT FROM 'raced' AND fenced.why IS DISTINCT FROM 'lost'
 )
 SELECT id, why FROM fenced

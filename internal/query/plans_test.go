@@ -63,7 +63,7 @@ func TestCompleteLooksUpByID(t *testing.T) {
 		`ANALYZE effectd.intents`,
 		`SET LOCAL plan_cache_mode = force_generic_plan`,
 		`PREPARE complete_plan AS ` + completeSQL,
-	}, `EXECUTE complete_plan('{1}', '{1}', '{SENT}', '{ref}', '{""}', '{now}', '{now}', '{now}', '{sent}', '{t}', '{""}', true)`)
+	}, `EXECUTE complete_plan('{1}', '{1}', '{SENT}', '{ref}', '{""}', '{now}', '{now}', '{now}', '{sent}', '{t}', '{""}', true, '{plan:evt-1}')`)
 	update := between(plan, "Update on intents", "CTE fenced")
 	if !strings.Contains(update, "intents_pkey") || strings.Contains(update, "intents_lease") {
 		t.Fatalf("the completion's update does not look its rows up by id:\n%s", plan)

@@ -19,8 +19,8 @@ var SlowDown string
 //go:embed take_expired.sql
 var TakeExpired string
 
-// ReleaseLease ends the lease of SENDING intent $1 (attempt $2) now, for the
-// next reconciler.
+// ReleaseLease ends the lease of SENDING intent $1 (attempt $2, key $3) now,
+// for the next reconciler.
 //
 //go:embed release_lease.sql
 var ReleaseLease string

@@ -12,6 +12,7 @@ var settleSQL string
 // Settlement is one reconciler or lookup decision, as Settle writes it.
 type Settlement struct {
 	IntentID    int64
+	Key         string // the intent's idempotency key: the fence names the intent, not only its id
 	Attempts    int32  // the fence, with From
 	From, To    string // statuses
 	ProviderRef string // "": keep the row's
@@ -25,7 +26,7 @@ type Settlement struct {
 func Settle(ctx context.Context, db DB, s Settlement) (applied bool, err error) {
 	var n int
 	err = db.QueryRow(ctx, settleSQL, s.IntentID, s.Attempts, s.From, s.To, nullString(s.ProviderRef),
-		nullString(s.Error), s.StartedAt, s.Outcome).Scan(&n)
+		nullString(s.Error), s.StartedAt, s.Outcome, s.Key).Scan(&n)
 	return n == 1, err
 }
 

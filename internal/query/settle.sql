@@ -1,5 +1,6 @@
--- Applies one reconciler or lookup decision to intent $1 (attempt $2) as a
--- fenced compare-and-set from status $3 to $4, with provider reference $5 and
+-- Applies one reconciler or lookup decision to intent $1 (attempt $2, still
+-- with idempotency key $9: a failover that lost the intent's enqueue hands its
+-- id out again) as a fenced compare-and-set from status $3 to $4, with provider reference $5 and
 -- error $6 when not NULL, and records it as an attempt of kind lookup started
 -- at $7 with outcome $8 (after the attempt the lease expired on, when that one
 -- left no row). Returns 1 when applied, 0 when fenced out. Run it through
@@ -16,7 +17,7 @@ WITH updated AS (
         delivery         = CASE WHEN $4 = 'SENT' THEN coalesce(delivery, 'accepted') ELSE delivery END,
         delivery_at      = CASE WHEN $4 = 'SENT' AND delivery IS NULL THEN now() ELSE delivery_at END,
         updated_at       = now()
-    WHERE id = $1 AND status = $3 AND attempts = $2
+    WHERE id = $1 AND idempotency_key = $9 AND status = $3 AND attempts = $2
     RETURNING id, claimed_at, channel
 ),
 recorded AS (

@@ -1,0 +1,84 @@
+package query
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/effectd/effectd/internal/pgtest"
+)
+
+// TestCompleteFencesOnTheIntent: a completion applies only to the row that
+// still has its intent's key. After a failover that lost an enqueue, the
+// intent's id is handed out again; the lost intent's completion must neither
+// settle the new intent nor leave an attempt on it.
+func TestCompleteFencesOnTheIntent(t *testing.T) {
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	for _, s := range []string{
+		`INSERT INTO effectd.channels (name, provider) VALUES ('pay', 'stripe'), ('sms', 'twilio')`,
+		// id 7 now names a refund; the SMS that had id 7 before the failover is gone.
+		`INSERT INTO effectd.intents (id, event_id, channel, payload, idempotency_key, status, attempts, lease_expires_at)
+		 OVERRIDING SYSTEM VALUE VALUES (7, 'evt-new', 'pay', '{}', 'pay:evt-new', 'SENDING', 1, now() + interval '1 minute')`,
+	} {
+		if _, err := pool.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	complete := func(key, ref string) []Fenced {
+		t.Helper()
+		var b CompleteBatch
+		b.Add(Completion{ID: 7, Key: key, Attempts: 1, Status: "SENT", ProviderRef: ref, NextAttemptAt: now,
+			StartedAt: now, FinishedAt: now, Outcome: "sent", Called: true})
+		fenced, err := Complete(ctx, pool, &b, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fenced
+	}
+	if f := complete("sms:evt-lost", "SMlost"); len(f) != 1 || !f[0].Lost {
+		t.Fatalf("the lost SMS's completion: fenced %+v, want it lost", f)
+	}
+	var status string
+	var ref *string
+	var attempts int
+	pool.QueryRow(ctx, `SELECT status, provider_ref, (SELECT count(*) FROM effectd.attempts WHERE intent_id = 7)
+		FROM effectd.intents WHERE id = 7`).Scan(&status, &ref, &attempts)
+	if status != "SENDING" || ref != nil || attempts != 0 {
+		t.Fatalf("the refund after another intent's completion: %s, ref %v, %d attempts; want it untouched", status, ref, attempts)
+	}
+	if f := complete("pay:evt-new", "re_1"); len(f) != 0 {
+		t.Fatalf("the refund's own completion: fenced %+v", f)
+	}
+	pool.QueryRow(ctx, `SELECT status, provider_ref, (SELECT count(*) FROM effectd.attempts WHERE intent_id = 7)
+		FROM effectd.intents WHERE id = 7`).Scan(&status, &ref, &attempts)
+	if status != "SENT" || ref == nil || *ref != "re_1" || attempts != 1 {
+		t.Fatalf("the refund after its own completion: %s, ref %v, %d attempts", status, ref, attempts)
+	}
+}
+
+// TestSettleFencesOnTheIntent: a reconciler's decision about a lost intent
+// does not settle the intent that has its id now.
+func TestSettleFencesOnTheIntent(t *testing.T) {
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	for _, s := range []string{
+		`INSERT INTO effectd.channels (name, provider) VALUES ('pay', 'stripe')`,
+		`INSERT INTO effectd.intents (id, event_id, channel, payload, idempotency_key, status, attempts, lease_expires_at)
+		 OVERRIDING SYSTEM VALUE VALUES (9, 'evt-new', 'pay', '{}', 'pay:evt-new', 'SENDING', 1, now() - interval '1 minute')`,
+	} {
+		if _, err := pool.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := Settlement{IntentID: 9, Attempts: 1, From: "SENDING", To: "SENT", ProviderRef: "re_x", StartedAt: time.Now(), Outcome: "found → SENT"}
+	s.Key = "pay:evt-lost"
+	if applied, err := Settle(ctx, pool, s); err != nil || applied {
+		t.Fatalf("another intent's settlement: applied %v, %v", applied, err)
+	}
+	s.Key = "pay:evt-new"
+	if applied, err := Settle(ctx, pool, s); err != nil || !applied {
+		t.Fatalf("its own settlement: applied %v, %v", applied, err)
+	}
+}
