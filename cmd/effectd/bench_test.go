@@ -82,7 +82,7 @@ func TestBenchSoakAndStartup(t *testing.T) {
 
 // scaleLine matches one read of the scale scenario: name, median at both
 // sizes, ratio, budget.
-var scaleLine = regexp.MustCompile(`^  (\S.*?)\s+([\d.]+)ms\s+([\d.]+)ms\s+([\d.]+)x\s+(\d+)ms`)
+var scaleLine = regexp.MustCompile(`^  (\S.*?)\s+([\d.]+)ms\s+([\d.]+)ms\s+([\d.]+)x\s+([\d.]+)x\s+(\d+)ms`)
 
 // TestBenchScale runs the scale scenario on a small history: every read is
 // timed at both sizes, through the admin API of a real effectd serve (the
