@@ -41,9 +41,15 @@ type channel struct {
 	Policy         policy.Policy                `json:"policy"`          // effective: defaults ← YAML ← override
 	PolicyYAML     json.RawMessage              `json:"policy_yaml"`     // what the YAML set
 	PolicyOverride json.RawMessage              `json:"policy_override"` // what the API changed
-	Counts         map[statemachine.State]int64 `json:"counts"`          // live intents by status
+	Counts         map[statemachine.State]int64 `json:"counts"`          // intents by status
+	CountsKind     string                       `json:"counts_kind"`     // countsExact
 	UpdatedAt      time.Time                    `json:"updated_at"`
 }
+
+// countsExact is what every count the API answers is (counts_kind): exact,
+// and read without reading history: live states from their partial indexes,
+// settled states from the counts kept as changes happen.
+const countsExact = "exact"
 
 // view returns c as the API shows it, with counts.
 func (c channelRow) view(counts map[statemachine.State]int64) (channel, error) {
@@ -55,7 +61,7 @@ func (c channelRow) view(counts map[statemachine.State]int64) (channel, error) {
 		counts = zeroCounts()
 	}
 	return channel{Name: c.Name, Provider: c.Provider, Paused: c.Paused, Policy: p,
-		PolicyYAML: c.Policy, PolicyOverride: c.Override, Counts: counts, UpdatedAt: c.UpdatedAt}, nil
+		PolicyYAML: c.Policy, PolicyOverride: c.Override, Counts: counts, CountsKind: countsExact, UpdatedAt: c.UpdatedAt}, nil
 }
 
 // zeroCounts has every state, so a response always lists all of them.

@@ -42,7 +42,8 @@ func (h *handler) readGauges(ctx context.Context) ([]channelGauges, error) {
 
 // channelStats is one channel in GET /v1/stats.
 type channelStats struct {
-	Counts map[statemachine.State]int64 `json:"counts"`
+	Counts     map[statemachine.State]int64 `json:"counts"`
+	CountsKind string                       `json:"counts_kind"` // countsExact
 	channelGauges
 }
 
@@ -67,12 +68,12 @@ func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := principalOf(r)
-	out := statsResponse{Channels: map[string]channelStats{}, Totals: channelStats{Counts: zeroCounts()}}
+	out := statsResponse{Channels: map[string]channelStats{}, Totals: channelStats{Counts: zeroCounts(), CountsKind: countsExact}}
 	for _, g := range gauges {
 		if !p.CanSee(g.Channel) {
 			continue
 		}
-		cs := channelStats{Counts: counts[g.Channel], channelGauges: g}
+		cs := channelStats{Counts: counts[g.Channel], CountsKind: countsExact, channelGauges: g}
 		if cs.Counts == nil {
 			cs.Counts = zeroCounts()
 		}
