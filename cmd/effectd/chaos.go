@@ -19,7 +19,7 @@ func runChaos(ctx context.Context, args []string, getenv env, stdout, stderr io.
 	instances := fs.Int("instances", 3, "effectd serve processes")
 	duration := fs.Duration("duration", 2*time.Minute, "how long faults are injected (producers spread events over 75% of it)")
 	seed := fs.Uint64("seed", 0, "seed of the event plan and the fault schedule (0: from the clock; printed)")
-	faults := fs.String("faults", "all", "comma-separated faults: kill, stop, pgrestart, latency, 5xx, 429, hang, drop; all (all of these); none; failover (a streaming standby promoted once the primary is killed mid-burst; not with pgrestart)")
+	faults := fs.String("faults", "all", "comma-separated faults: kill, stop, pgrestart, latency, 5xx, 429, hang, drop; all (all of these); none; failover (a streaming standby promoted once the primary is killed mid-burst, then the reconciliation sweep of every Stripe and Twilio channel checked against the checker; not with pgrestart)")
 	syncRep := fs.Bool("sync", false, "with failover: the standby is synchronous (synchronous_commit=remote_apply)")
 	lag := fs.Duration("replication-lag", 0, "with failover: how long the link to the standby holds the primary's WAL (loopback's own lag is microseconds)")
 	drainTimeout := fs.Duration("drain-timeout", 5*time.Minute, "how long the instances may take to settle every intent")

@@ -7,10 +7,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/localpg"
 )
 
@@ -59,7 +61,10 @@ func TestChaos(t *testing.T) {
 // 2 instances, the primary killed mid-burst and its standby promoted, behind a
 // link holding WAL for 20ms. Asynchronous: every loss is accounted for by the
 // checker. Synchronous (remote_apply): nothing lost, nothing applied twice.
-// Either way effectd serves the new primary within 10s. The long run is
+// Either way effectd serves the new primary within 10s, and the reconciliation
+// sweep of every Stripe and Twilio channel finds exactly what the checker
+// counts: each effect without an intent an orphan, each intent sent twice a
+// duplicate, and nothing after a synchronous failover. The long run is
 // `effectd chaos --faults failover` (see the README's "Failover").
 func TestChaosFailover(t *testing.T) {
 	bin := build(t)
@@ -81,6 +86,22 @@ func TestChaosFailover(t *testing.T) {
 			for _, r := range rep.Rows {
 				if sync && r.EnqueuesLost+r.Duplicates > 0 {
 					t.Errorf("%s, synchronous: %d enqueues lost, %d duplicate effects; want none", r.Channel.Name, r.EnqueuesLost, r.Duplicates)
+				}
+			}
+			// the sweep an operator runs after the failover sees what the checker counts
+			if len(rep.Sweep) != 4 {
+				t.Errorf("sweeps of %d channels, want refund and the 3 SMS channels: %+v", len(rep.Sweep), rep.Sweep)
+			}
+			for _, s := range rep.Sweep {
+				for _, k := range dispatcher.FindingKinds {
+					if s.Found[k] != s.Expected[k] || (sync && s.Found[k] > 0) {
+						t.Errorf("%s: sweep found %d %s findings, the checker expects %d (synchronous: %t, want none)", s.Channel.Name, s.Found[k], k, s.Expected[k], sync)
+					}
+				}
+			}
+			for _, v := range rep.Violations {
+				if strings.HasPrefix(v.Rule, "sweep") {
+					t.Errorf("%s: %s: %v", v.Channel, v.Rule, v.Keys)
 				}
 			}
 			if !rep.OK() {

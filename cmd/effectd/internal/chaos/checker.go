@@ -74,6 +74,7 @@ type Report struct {
 	Details    []string        // attempt rows of some offending intents
 	Orphans    int             // effects that match no intent
 	Failover   *FailoverReport // the run's failover; nil without one
+	Sweep      []SweepRow      // the reconciliation sweep after the failover; nil without one
 }
 
 // OK reports whether every rule held.
@@ -438,6 +439,9 @@ func (r *Report) Print(w io.Writer) {
 	tw.Flush()
 	if r.Failover != nil {
 		r.printFailover(w)
+	}
+	if r.Sweep != nil {
+		r.printSweep(w)
 	}
 	if r.OK() {
 		fmt.Fprintln(w, "checker: PASS — lost 0, unexplained duplicates 0, every intent settled")

@@ -5,7 +5,10 @@
 // past the lease, PostgreSQL restarts, provider latency, 5xx, 429, hangs and
 // dropped answers). After the instances drain, an independent checker compares
 // the producers' log, the database and the sandbox ledger, and reports per
-// channel what was lost or applied twice. Run runs it; `effectd chaos` wraps it.
+// channel what was lost or applied twice. A failover run (a streaming standby
+// promoted once the primary is killed) also runs the reconciliation sweep of
+// every Stripe and Twilio channel through an instance's admin API and checks
+// its findings against the checker's. Run runs it; `effectd chaos` wraps it.
 //
 // Clock skew is not injected: leases, claims and fences compare only the
 // database's now(), never an instance's clock, so a skewed instance cannot

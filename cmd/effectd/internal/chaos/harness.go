@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/localpg"
 	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/providers/sandbox"
@@ -199,6 +200,11 @@ func (h *harness) setup(ctx context.Context) error {
 	return nil
 }
 
+// smsSender is the sender number of the i-th channel: each Twilio channel
+// has its own, as the sweep expects (it lists the messages of the channel's
+// sender and judges them against that channel's intents).
+func smsSender(i int) string { return fmt.Sprintf("+1555900%04d", i) }
+
 // configYAML is the shared configuration: short leases so that faults turn
 // into in-doubt rows quickly, small backoff, and max_attempts high enough that
 // fault storms never exhaust an intent (FAILED would hide what the checker
@@ -206,7 +212,7 @@ func (h *harness) setup(ctx context.Context) error {
 func configYAML(sandboxURL string, lease time.Duration, chans []Channel) string {
 	var b strings.Builder
 	b.WriteString("channels:\n")
-	for _, c := range chans {
+	for i, c := range chans {
 		fmt.Fprintf(&b, "  %s:\n    provider: %s\n", c.Name, c.Provider)
 		switch c.Provider {
 		case "webhook":
@@ -214,7 +220,7 @@ func configYAML(sandboxURL string, lease time.Duration, chans []Channel) string 
 		case "stripe":
 			fmt.Fprintf(&b, "    stripe: { base_url: %q }\n", sandboxURL)
 		case "twilio":
-			fmt.Fprintf(&b, "    twilio: { from: \"+15005550006\", base_url: %q }\n", sandboxURL)
+			fmt.Fprintf(&b, "    twilio: { from: %q, base_url: %q }\n", smsSender(i), sandboxURL)
 		}
 		fmt.Fprintf(&b, "    policy: { max_attempts: 1000, lease: %s, backoff: { base: 100ms, max: 2s }, in_doubt: %s, lookup_fallback: %s, concurrency: 16 }\n",
 			lease, c.InDoubt, c.LookupFallback)
@@ -278,6 +284,12 @@ func (h *harness) run(ctx context.Context) (*Report, error) {
 		}
 	}
 	h.note("drained")
+	// the sweep an operator runs after a failover, while the instances serve
+	var sweeps []dispatcher.SweepReport
+	var sweepFailed []Violation
+	if h.fo != nil {
+		sweeps, sweepFailed = h.sweep(ctx, h.start)
+	}
 	crashes := 0
 	for _, p := range h.instances {
 		if err := p.terminate(20 * time.Second); err != nil {
@@ -296,6 +308,16 @@ func (h *harness) run(ctx context.Context) (*Report, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if h.fo != nil {
+		intents, err := loadIntents(ctx, h.pool)
+		if err != nil {
+			return nil, err
+		}
+		rows, vs := compareSweeps(sweeps, intents, ledger, cfg.Channels, h.fo.sync)
+		rep.Sweep = rows
+		rep.Violations = append(rep.Violations, sweepFailed...)
+		rep.Violations = append(rep.Violations, vs...)
 	}
 	if crashes > 0 {
 		rep.Violations = append(rep.Violations, Violation{Rule: fmt.Sprintf("effectd exited by itself %d times", crashes), Channel: "*", Keys: []string{"see instance logs in " + h.dir}})

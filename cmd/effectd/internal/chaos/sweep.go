@@ -1,0 +1,189 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/effectd/effectd/api/client"
+	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/providers/sandbox"
+)
+
+// After a failover run has drained, the harness runs the reconciliation sweep
+// of every Stripe and Twilio channel over the run's window, through the admin
+// API of one instance as an operator would (POST /v1/sweeps), and compares
+// its findings with what the checker counts from the sandbox ledger and the
+// table: the sweep is how an operator sees a failover's damage, so it must
+// see all of it and nothing else.
+
+// SweepRow is one channel's sweep: findings by kind, as the sweep reported
+// them and as the checker expects them.
+type SweepRow struct {
+	Channel         Channel
+	Intents         int // intents the sweep read from its window
+	Objects         int // provider objects it listed
+	Found, Expected map[string]int
+}
+
+// sweptChannel reports whether the sweep covers c: a provider that lists
+// what it holds (webhooks cannot).
+func sweptChannel(c Channel) bool { return c.Provider == "stripe" || c.Provider == "twilio" }
+
+// sweep runs the sweep of every swept channel over [since, now) through
+// instance 1's admin API. A failed sweep is a violation, not a failed run.
+func (h *harness) sweep(ctx context.Context, since time.Time) (reps []dispatcher.SweepReport, failed []Violation) {
+	addr, _ := h.instances[0].addr.Load().(string)
+	c := &client.Client{BaseURL: addr}
+	until := time.Now()
+	for _, ch := range h.cfg.Channels {
+		if !sweptChannel(ch) {
+			continue
+		}
+		rep, err := c.Sweep(ctx, ch.Name, since, until)
+		if err != nil {
+			failed = append(failed, Violation{Rule: "sweep failed: " + err.Error(), Channel: ch.Name, Keys: []string{"-"}})
+			continue
+		}
+		h.note("sweep %s: %d intents, %d objects: orphan %d, duplicate %d, unsettled %d, missing %d", ch.Name, rep.Intents, rep.Objects,
+			rep.Counts[dispatcher.FindingOrphan], rep.Counts[dispatcher.FindingDuplicate],
+			rep.Counts[dispatcher.FindingUnsettled], rep.Counts[dispatcher.FindingMissing])
+		reps = append(reps, rep)
+	}
+	return reps, failed
+}
+
+// compareSweeps judges the sweeps' findings against what the ledger and the
+// final table (intents) say, per swept channel:
+//   - orphan: each effect of an event that has no intent (an enqueue the
+//     failover lost after its call was made, or a call made for a lost intent
+//     whose event was not enqueued again), by the effect's reference;
+//   - duplicate: each intent whose event the provider holds two effects or more of;
+//   - unsettled: each SENDING, IN_DOUBT or FAILED intent whose effect the provider holds;
+//   - missing: each SENT intent whose effect the provider lacks.
+//
+// A finding the checker does not expect, or an expected one the sweep lacks,
+// is a violation naming the event and reference; after a synchronous
+// failover any finding is one too.
+func compareSweeps(reps []dispatcher.SweepReport, intents []intentRow, ledger sandbox.Snapshot, chans []Channel, sync bool) ([]SweepRow, []Violation) {
+	byEvent := map[target]*intentRow{}
+	for i := range intents {
+		byEvent[target{intents[i].channel, intents[i].eventID}] = &intents[i]
+	}
+	effects := map[target][]string{} // refs of the effects per target
+	byRef := map[string]target{}
+	for _, e := range ledger.Effects {
+		if t, ok := effectTarget(e); ok {
+			effects[t] = append(effects[t], e.Ref)
+			byRef[e.Ref] = t
+		}
+	}
+	// a finding, by kind, channel and what it names: the reference of an
+	// orphan, the event of any other
+	type key struct{ kind, channel, name string }
+	expected := map[key]bool{}
+	for t, refs := range effects {
+		in := byEvent[t]
+		switch {
+		case in == nil:
+			for _, r := range refs {
+				expected[key{dispatcher.FindingOrphan, t.channel, r}] = true
+			}
+			continue
+		case len(refs) > 1:
+			expected[key{dispatcher.FindingDuplicate, t.channel, t.event}] = true
+		}
+		if in.status == "SENDING" || in.status == "IN_DOUBT" || in.status == "FAILED" {
+			expected[key{dispatcher.FindingUnsettled, t.channel, t.event}] = true
+		}
+	}
+	for _, in := range intents {
+		if in.status == "SENT" && len(effects[target{in.channel, in.eventID}]) == 0 {
+			expected[key{dispatcher.FindingMissing, in.channel, in.eventID}] = true
+		}
+	}
+	// name is how a violation names a finding: its event and reference
+	name := func(k key) string {
+		if k.kind != dispatcher.FindingOrphan {
+			return k.name
+		}
+		if t, ok := byRef[k.name]; ok {
+			return t.event + "/" + k.name
+		}
+		return "?/" + k.name
+	}
+
+	var rows []SweepRow
+	bad := map[[2]string][]string{} // (rule, channel) → findings
+	for _, c := range chans {
+		if !sweptChannel(c) {
+			continue
+		}
+		row := SweepRow{Channel: c, Found: map[string]int{}, Expected: map[string]int{}}
+		i := slices.IndexFunc(reps, func(r dispatcher.SweepReport) bool { return r.Channel == c.Name })
+		if i < 0 {
+			continue // its sweep failed: already a violation
+		}
+		rep := reps[i]
+		row.Intents, row.Objects = rep.Intents, rep.Objects
+		found := map[key]bool{}
+		for _, f := range rep.Findings {
+			k := key{f.Kind, c.Name, f.EventID}
+			if f.Kind == dispatcher.FindingOrphan && len(f.Objects) > 0 {
+				k.name = f.Objects[0].Ref
+			}
+			found[k] = true
+			row.Found[f.Kind]++
+			if !expected[k] {
+				bad[[2]string{"sweep: " + f.Kind + " finding the checker does not account for", c.Name}] = append(
+					bad[[2]string{"sweep: " + f.Kind + " finding the checker does not account for", c.Name}], name(k))
+			}
+		}
+		for k := range expected {
+			if k.channel != c.Name {
+				continue
+			}
+			row.Expected[k.kind]++
+			if !found[k] {
+				rule := "sweep: no " + k.kind + " finding where the checker counts one"
+				bad[[2]string{rule, c.Name}] = append(bad[[2]string{rule, c.Name}], name(k))
+			}
+		}
+		if n := len(rep.Findings); sync && n > 0 {
+			rule := fmt.Sprintf("sweep: %d findings after a synchronous failover, want none", n)
+			bad[[2]string{rule, c.Name}] = append(bad[[2]string{rule, c.Name}], "-")
+		}
+		rows = append(rows, row)
+	}
+	var vs []Violation
+	for k, names := range bad {
+		slices.Sort(names)
+		vs = append(vs, Violation{Rule: k[0], Channel: k[1], Keys: names})
+	}
+	slices.SortFunc(vs, func(a, b Violation) int { return strings.Compare(a.Channel+a.Rule, b.Channel+b.Rule) })
+	return rows, vs
+}
+
+// printSweep writes the sweeps' table: per channel, each kind of finding as
+// the sweep reported it and as the checker expects it.
+func (r *Report) printSweep(w io.Writer) {
+	fmt.Fprintln(w, "\nreconciliation sweep after the failover (POST /v1/sweeps over the run's window), found/expected by the checker:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "channel\tprovider\tintents\tobjects\t")
+	for _, k := range dispatcher.FindingKinds {
+		fmt.Fprintf(tw, "%s\t", k)
+	}
+	fmt.Fprintln(tw)
+	for _, x := range r.Sweep {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t", x.Channel.Name, x.Channel.Provider, x.Intents, x.Objects)
+		for _, k := range dispatcher.FindingKinds {
+			fmt.Fprintf(tw, "%d/%d\t", x.Found[k], x.Expected[k])
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+}

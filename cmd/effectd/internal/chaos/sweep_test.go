@@ -1,0 +1,87 @@
+package chaos
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/providers/effect"
+	"github.com/effectd/effectd/providers/sandbox"
+)
+
+// TestCompareSweeps: the sweep's findings must be exactly what the ledger and
+// the table account for; an orphan it misses, a duplicate it invents, and any
+// finding after a synchronous failover are violations naming the event and
+// reference.
+func TestCompareSweeps(t *testing.T) {
+	sms := func(ev string, i int, ref string) sandbox.Effect {
+		b, _ := json.Marshal(map[string]string{"to": smsNumber(i), "body": "sms-lookup " + ev})
+		return sandbox.Effect{Kind: "twilio", Key: ref, Ref: ref, Applied: 1, Body: b}
+	}
+	refund := func(ev, ref string) sandbox.Effect {
+		b, _ := json.Marshal(map[string]any{"metadata": map[string]string{effect.MetaEventID: ev}})
+		return sandbox.Effect{Kind: "stripe", Key: "refund:" + ev, Ref: ref, Applied: 1, Body: b}
+	}
+	ledger := sandbox.Snapshot{Effects: []sandbox.Effect{
+		sms("evt-1", 1, "SM1"),                           // SENT once: nothing
+		sms("evt-2", 2, "SM2a"), sms("evt-2", 2, "SM2b"), // sent twice: a duplicate
+		sms("evt-3", 3, "SM3"),  // its intent lost: an orphan
+		refund("evt-4", "re_4"), // its intent lost: an orphan
+		refund("evt-5", "re_5"),
+	}}
+	intents := []intentRow{
+		{eventID: "evt-1", channel: "sms-lookup", status: "SENT", ref: "SM1"},
+		{eventID: "evt-2", channel: "sms-lookup", status: "SENT", ref: "SM2a"},
+		{eventID: "evt-5", channel: "refund", status: "SENT", ref: "re_5"},
+	}
+	chans := []Channel{Channels[0], Channels[1], Channels[2]} // hook (not swept), refund, sms-lookup
+	finding := func(kind, ev, ref string) dispatcher.Finding {
+		return dispatcher.Finding{Kind: kind, EventID: ev, Objects: []effect.Object{{Ref: ref}}}
+	}
+	right := []dispatcher.SweepReport{
+		{Channel: "refund", Findings: []dispatcher.Finding{finding("orphan", "evt-4", "re_4")}},
+		{Channel: "sms-lookup", Findings: []dispatcher.Finding{finding("orphan", "", "SM3"), finding("duplicate", "evt-2", "SM2b")}},
+	}
+	rows, vs := compareSweeps(right, intents, ledger, chans, false)
+	if len(vs) > 0 {
+		t.Errorf("matching sweeps: violations %+v", vs)
+	}
+	if len(rows) != 2 || rows[1].Found["orphan"] != 1 || rows[1].Expected["duplicate"] != 1 || rows[0].Expected["orphan"] != 1 {
+		t.Errorf("rows = %+v", rows)
+	}
+
+	wrong := []dispatcher.SweepReport{
+		{Channel: "refund", Findings: []dispatcher.Finding{finding("duplicate", "evt-5", "re_5")}},
+		{Channel: "sms-lookup", Findings: []dispatcher.Finding{finding("duplicate", "evt-2", "SM2b")}},
+	}
+	_, vs = compareSweeps(wrong, intents, ledger, chans, false)
+	got := map[string]string{}
+	for _, v := range vs {
+		got[v.Channel+" "+v.Rule] = strings.Join(v.Keys, " ")
+	}
+	want := map[string]string{
+		"refund sweep: duplicate finding the checker does not account for": "evt-5",
+		"refund sweep: no orphan finding where the checker counts one":     "evt-4/re_4",
+		"sms-lookup sweep: no orphan finding where the checker counts one": "evt-3/SM3",
+	}
+	if len(got) != len(want) {
+		t.Errorf("violations %v, want %v", got, want)
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: %q, want %q", k, got[k], w)
+		}
+	}
+
+	_, vs = compareSweeps(right, intents, ledger, chans, true)
+	n := 0
+	for _, v := range vs {
+		if strings.Contains(v.Rule, "after a synchronous failover") {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("synchronous: %d channels flagged for their findings, want 2: %+v", n, vs)
+	}
+}
