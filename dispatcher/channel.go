@@ -65,7 +65,7 @@ const DefaultMaxPayload = 64 << 10
 // API are kept.
 func Register(ctx context.Context, pool *pgxpool.Pool, channels []Channel) error {
 	for _, c := range channels {
-		if err := c.Policy.Validate(); err != nil {
+		if err := c.Policy.ValidateFor(c.Kind); err != nil {
 			return fmt.Errorf("channels.%s.%w", c.Name, err)
 		}
 		registered, err := json.Marshal(c.Policy)

@@ -138,6 +138,7 @@ type Dispatcher struct {
 	pruner     *pruner     // prune.go
 	poller     *poller     // poll.go
 	folder     *folder     // counts.go
+	sweeper    *sweeper    // sweep_schedule.go
 
 	started  bool
 	stopOnce sync.Once
@@ -165,7 +166,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Dispatcher, error) {
 		if c.Provider == nil {
 			return nil, fmt.Errorf("dispatcher.New: channel %q has no provider", c.Name)
 		}
-		if err := c.Policy.Validate(); err != nil {
+		if err := c.Policy.ValidateFor(c.Kind); err != nil {
 			return nil, fmt.Errorf("dispatcher.New: channels.%s.%w", c.Name, err)
 		}
 		if _, dup := d.byName[c.Name]; dup {
@@ -186,13 +187,14 @@ func New(pool *pgxpool.Pool, cfg Config) (*Dispatcher, error) {
 	d.pruner = &pruner{d: d, interval: cfg.PruneInterval}
 	d.poller = &poller{d: d, interval: cfg.DeliveryPollInterval}
 	d.folder = &folder{d: d}
+	d.sweeper = newSweeper(d)
 	return d, nil
 }
 
 // loops are the services that run on their own, in the order Stop ends them:
 // the claimer first, so that no call starts once Stop has begun.
 func (d *Dispatcher) loops() []service {
-	return []service{d.claimer, d.listener, d.reconciler, d.refresher, d.pruner, d.poller, d.folder}
+	return []service{d.claimer, d.listener, d.reconciler, d.refresher, d.pruner, d.poller, d.folder, d.sweeper}
 }
 
 // Start reads the channels' effective policies and starts dispatching. It

@@ -21,6 +21,8 @@ type metrics struct {
 	orphans      *prometheus.CounterVec   // channel
 
 	sweepFindings *prometheus.CounterVec // channel, kind
+	sweepLastRun  *prometheus.GaugeVec   // channel
+	sweepLastSeen *prometheus.GaugeVec   // channel
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -57,9 +59,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		sweepFindings: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "effectd_sweep_findings_total", Help: "Findings of reconciliation sweeps, by channel and kind: orphan, duplicate, unsettled, missing.",
 		}, []string{"channel", "kind"}),
+		sweepLastRun: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "effectd_sweep_last_run_timestamp_seconds", Help: "When this instance last finished a channel's scheduled sweep (policy sweep.every), in Unix seconds.",
+		}, []string{"channel"}),
+		sweepLastSeen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "effectd_sweep_last_run_findings", Help: "Findings of the last scheduled sweep this instance finished, by channel.",
+		}, []string{"channel"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.outcomes, m.calls, m.lookups, m.retries, m.fenced, m.inflight, m.deliveries, m.deliveryTime, m.orphans, m.sweepFindings)
+		reg.MustRegister(m.outcomes, m.calls, m.lookups, m.retries, m.fenced, m.inflight, m.deliveries, m.deliveryTime, m.orphans, m.sweepFindings,
+			m.sweepLastRun, m.sweepLastSeen)
 	}
 	return m
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -21,7 +22,7 @@ import (
 // Sweep bounds.
 const (
 	// SweepMaxWindow is the longest window one sweep reads.
-	SweepMaxWindow = 7 * 24 * time.Hour
+	SweepMaxWindow = time.Duration(policy.MaxSweepWindow)
 	// SweepMaxIntents is the most intents one sweep reads from its window.
 	SweepMaxIntents = 100_000
 	// sweepSkew widens the provider listing on both sides of the window, for

@@ -23,7 +23,7 @@ func TestExplain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	override := []byte(`{"backoff": {"base": "2s"}, "lease": "30s", "rate_per_second": 2}`)
+	override := []byte(`{"backoff": {"base": "2s"}, "lease": "30s", "rate_per_second": 2, "sweep": {"every": "1h"}}`)
 	fields, err := policy.Explain("twilio", registered, override)
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +44,8 @@ func TestExplain(t *testing.T) {
 		`max_attempts=5 YAML`,
 		`rate_per_second=2 override`,
 		`retention="360h0m0s" default`,
+		`sweep.every="1h0m0s" override`, // an object's keys are leaves of their own
+		`sweep.window="0s" default`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("Explain:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -33,7 +33,8 @@ func (p Policy) Merge(layer []byte) (Policy, error) {
 
 // Effective is the policy a channel of provider kind runs with: Default(kind),
 // then the registered (YAML) policy, then the admin API's override, each a
-// JSON object merged by Merge. An empty layer or {} changes nothing.
+// JSON object merged by Merge. An empty layer or {} changes nothing. The
+// result must pass ValidateFor(kind).
 func Effective(kind string, registered, override []byte) (Policy, error) {
 	p := Default(kind)
 	var err error
@@ -45,7 +46,7 @@ func Effective(kind string, registered, override []byte) (Policy, error) {
 			return p, err
 		}
 	}
-	return p, nil
+	return p, p.ValidateFor(kind)
 }
 
 // ErrUnknownField is wrapped by Patch's error for a top-level key that no

@@ -16,8 +16,9 @@ const (
 	InDoubtManual = "manual" // IN_DOUBT: hand to an operator
 )
 
-// The defaults of a channel whose YAML says nothing. MaxAge, RatePerSecond
-// and DeliveryPoll default to zero: no age limit, no rate limit, no polling.
+// The defaults of a channel whose YAML says nothing. MaxAge, RatePerSecond,
+// DeliveryPoll and Sweep default to zero: no age limit, no rate limit, no
+// polling, no scheduled sweep.
 const (
 	DefaultMaxAttempts    = 8
 	DefaultBackoffBase    = Duration(time.Second)
@@ -35,6 +36,9 @@ const (
 	MinLease       = Duration(time.Second)
 	MaxConcurrency = 10000
 	MinRetention   = Duration(time.Hour)
+	MinSweepEvery  = Duration(time.Minute)
+	// MaxSweepWindow is the longest window one reconciliation sweep reads.
+	MaxSweepWindow = Duration(7 * 24 * time.Hour)
 )
 
 // Backoff is the exponential retry delay, from Base doubling up to Max, with
@@ -58,6 +62,25 @@ type Policy struct {
 	// DeliveryPoll lists the delays after SENT at which the provider is asked
 	// what became of the effect, until its delivery is final; empty: never.
 	DeliveryPoll PollDelays `json:"delivery_poll" yaml:"delivery_poll"`
+	// Sweep schedules the channel's reconciliation sweep [0: off]; a
+	// webhook channel, whose receiver lists nothing, has none.
+	Sweep SweepSchedule `json:"sweep" yaml:"sweep"`
+}
+
+// SweepSchedule runs a reconciliation sweep of the Window ending now at
+// every multiple of Every on the clock (every: 1h sweeps on the hour).
+type SweepSchedule struct {
+	Every  Duration `json:"every" yaml:"every"`   // 0: never
+	Window Duration `json:"window" yaml:"window"` // at least Every; 0: Every
+}
+
+// WindowOrEvery returns the window a scheduled sweep reads: Window, or Every
+// when Window is 0.
+func (s SweepSchedule) WindowOrEvery() Duration {
+	if s.Window == 0 {
+		return s.Every
+	}
+	return s.Window
 }
 
 // Default returns the policy of a channel of provider kind whose YAML says
@@ -119,6 +142,30 @@ func (p Policy) Validate() error {
 		return bad("concurrency", fmt.Sprintf("must be between 1 and %d, got %d", MaxConcurrency, p.Concurrency))
 	case p.Retention < MinRetention:
 		return bad("retention", "must be at least "+MinRetention.Short())
+	case p.Sweep.Every < 0:
+		return bad("sweep.every", "must not be negative")
+	case p.Sweep.Every > 0 && p.Sweep.Every < MinSweepEvery:
+		return bad("sweep.every", "must be 0 (off) or at least "+MinSweepEvery.Short()+", got "+p.Sweep.Every.Short())
+	case p.Sweep.Every > MaxSweepWindow:
+		return bad("sweep.every", "must be at most "+MaxSweepWindow.Short()+", the longest window a sweep reads, got "+p.Sweep.Every.Short())
+	case p.Sweep.Window < 0:
+		return bad("sweep.window", "must not be negative")
+	case p.Sweep.Window > MaxSweepWindow:
+		return bad("sweep.window", "must be at most "+MaxSweepWindow.Short()+", the longest window a sweep reads, got "+p.Sweep.Window.Short())
+	case p.Sweep.Window > 0 && p.Sweep.Window < p.Sweep.Every:
+		return bad("sweep.window", "must be at least sweep.every ("+p.Sweep.Every.Short()+") or 0 (the same), else intents created between two sweeps are never swept")
+	}
+	return nil
+}
+
+// ValidateFor is Validate for a channel of provider kind: a webhook channel
+// also refuses a sweep schedule, since its receiver lists nothing to sweep.
+func (p Policy) ValidateFor(kind string) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if kind == "webhook" && p.Sweep.Every != 0 {
+		return &Error{Field: "policy.sweep.every", Msg: "a webhook channel cannot be swept (its receiver lists nothing): only stripe and twilio channels have a sweep schedule"}
 	}
 	return nil
 }

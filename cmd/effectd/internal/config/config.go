@@ -238,7 +238,7 @@ func build(name string, s ChannelSpec, getenv func(string) string) (dispatcher.C
 			return c, err
 		}
 	}
-	if err := c.Policy.Validate(); err != nil {
+	if err := c.Policy.ValidateFor(s.Provider); err != nil {
 		var in *policy.Error
 		if errors.As(err, &in) && in.Field != "" {
 			return c, bad(in.Msg, strings.Split(in.Field, ".")...)

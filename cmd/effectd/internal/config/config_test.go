@@ -86,6 +86,7 @@ func TestInvalidConfig(t *testing.T) {
 		{"notify nothing", "channels:\n  y:\n" + hook + "  x:\n" + hook + "    notify: {channel: y}\n", "channels.x.notify.on: line 8: list at least one"},
 		{"notify unknown key", "channels:\n  y:\n" + hook + "  x:\n" + hook + "    notify: {channel: y, on: [sent], when: always}\n", "field when not found"},
 		{"delivery_poll not increasing", "channels:\n  x:\n" + hook + "    policy: {delivery_poll: [10m, 1m]}\n", "channels.x.policy.delivery_poll: line 5: delay 2: must be longer than the one before"},
+		{"sweep a webhook channel", "channels:\n  x:\n" + hook + "    policy: {sweep: {every: 1h}}\n", "channels.x.policy.sweep.every: line 5: a webhook channel cannot be swept"},
 		{"missing stripe webhook secret", "channels:\n  r:\n    provider: stripe\n    stripe: {webhook_secret_env: NOPE}\n", `channels.r.stripe.webhook_secret_env: line 4: the environment variable "NOPE" is not set`},
 	}
 	for _, c := range cases {
