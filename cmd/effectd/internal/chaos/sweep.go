@@ -2,15 +2,18 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/effectd/effectd/api/client"
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/providers/sandbox"
 )
 
@@ -60,8 +63,9 @@ func (h *harness) sweep(ctx context.Context, since time.Time) (reps []dispatcher
 // compareSweeps judges the sweeps' findings against what the ledger and the
 // final table (intents) say, per swept channel:
 //   - orphan: each effect of an event that has no intent (an enqueue the
-//     failover lost after its call was made, or a call made for a lost intent
-//     whose event was not enqueued again), by the effect's reference;
+//     failover lost after its call was made), and each Stripe object created
+//     for another intent than its event's (a call made for a lost intent,
+//     the event enqueued again since), by the effect's reference;
 //   - duplicate: each intent whose event the provider holds two effects or more of;
 //   - unsettled: each SENDING, IN_DOUBT or FAILED intent whose effect the provider holds;
 //   - missing: each SENT intent whose effect the provider lacks.
@@ -74,30 +78,34 @@ func compareSweeps(reps []dispatcher.SweepReport, intents []intentRow, ledger sa
 	for i := range intents {
 		byEvent[target{intents[i].channel, intents[i].eventID}] = &intents[i]
 	}
-	effects := map[target][]string{} // refs of the effects per target
-	byRef := map[string]target{}
-	for _, e := range ledger.Effects {
-		if t, ok := effectTarget(e); ok {
-			effects[t] = append(effects[t], e.Ref)
-			byRef[e.Ref] = t
-		}
-	}
 	// a finding, by kind, channel and what it names: the reference of an
 	// orphan, the event of any other
 	type key struct{ kind, channel, name string }
 	expected := map[key]bool{}
-	for t, refs := range effects {
-		in := byEvent[t]
-		switch {
-		case in == nil:
-			for _, r := range refs {
-				expected[key{dispatcher.FindingOrphan, t.channel, r}] = true
-			}
+	effects := map[target][]string{} // refs of the effects of each target's intent
+	byRef := map[string]target{}
+	for _, e := range ledger.Effects {
+		t, ok := effectTarget(e)
+		if !ok {
 			continue
-		case len(refs) > 1:
+		}
+		byRef[e.Ref] = t
+		in := byEvent[t]
+		// A Stripe object names the intent it was created for: one of a lost
+		// intent is no intent's, even where the event was enqueued again (its
+		// new intent's call then reuses the key with other metadata, which
+		// Stripe refuses). An SMS names none: it is its event's.
+		if in == nil || (e.Kind == "stripe" && stripeIntentID(e) != strconv.FormatInt(in.id, 10)) {
+			expected[key{dispatcher.FindingOrphan, t.channel, e.Ref}] = true
+			continue
+		}
+		effects[t] = append(effects[t], e.Ref)
+	}
+	for t, refs := range effects {
+		if len(refs) > 1 {
 			expected[key{dispatcher.FindingDuplicate, t.channel, t.event}] = true
 		}
-		if in.status == "SENDING" || in.status == "IN_DOUBT" || in.status == "FAILED" {
+		if in := byEvent[t]; in.status == "SENDING" || in.status == "IN_DOUBT" || in.status == "FAILED" {
 			expected[key{dispatcher.FindingUnsettled, t.channel, t.event}] = true
 		}
 	}
@@ -166,6 +174,17 @@ func compareSweeps(reps []dispatcher.SweepReport, intents []intentRow, ledger sa
 	}
 	slices.SortFunc(vs, func(a, b Violation) int { return strings.Compare(a.Channel+a.Rule, b.Channel+b.Rule) })
 	return rows, vs
+}
+
+// stripeIntentID is the intent id in a Stripe effect's metadata, or "".
+func stripeIntentID(e sandbox.Effect) string {
+	var b struct {
+		Metadata map[string]string `json:"metadata"`
+	}
+	if json.Unmarshal(e.Body, &b) != nil {
+		return ""
+	}
+	return b.Metadata[effect.MetaIntentID]
 }
 
 // printSweep writes the sweeps' table: per channel, each kind of finding as

@@ -19,40 +19,42 @@ func TestCompareSweeps(t *testing.T) {
 		b, _ := json.Marshal(map[string]string{"to": smsNumber(i), "body": "sms-lookup " + ev})
 		return sandbox.Effect{Kind: "twilio", Key: ref, Ref: ref, Applied: 1, Body: b}
 	}
-	refund := func(ev, ref string) sandbox.Effect {
-		b, _ := json.Marshal(map[string]any{"metadata": map[string]string{effect.MetaEventID: ev}})
+	refund := func(ev, intent, ref string) sandbox.Effect {
+		b, _ := json.Marshal(map[string]any{"metadata": map[string]string{effect.MetaEventID: ev, effect.MetaIntentID: intent}})
 		return sandbox.Effect{Kind: "stripe", Key: "refund:" + ev, Ref: ref, Applied: 1, Body: b}
 	}
 	ledger := sandbox.Snapshot{Effects: []sandbox.Effect{
 		sms("evt-1", 1, "SM1"),                           // SENT once: nothing
 		sms("evt-2", 2, "SM2a"), sms("evt-2", 2, "SM2b"), // sent twice: a duplicate
-		sms("evt-3", 3, "SM3"),  // its intent lost: an orphan
-		refund("evt-4", "re_4"), // its intent lost: an orphan
-		refund("evt-5", "re_5"),
+		sms("evt-3", 3, "SM3"),       // its intent lost: an orphan
+		refund("evt-4", "4", "re_4"), // its intent lost: an orphan
+		refund("evt-5", "5", "re_5"),
+		refund("evt-6", "60", "re_6"), // created for a lost intent 60, the event enqueued again as 6: an orphan
 	}}
 	intents := []intentRow{
-		{eventID: "evt-1", channel: "sms-lookup", status: "SENT", ref: "SM1"},
-		{eventID: "evt-2", channel: "sms-lookup", status: "SENT", ref: "SM2a"},
-		{eventID: "evt-5", channel: "refund", status: "SENT", ref: "re_5"},
+		{id: 1, eventID: "evt-1", channel: "sms-lookup", status: "SENT", ref: "SM1"},
+		{id: 2, eventID: "evt-2", channel: "sms-lookup", status: "SENT", ref: "SM2a"},
+		{id: 5, eventID: "evt-5", channel: "refund", status: "SENT", ref: "re_5"},
+		{id: 6, eventID: "evt-6", channel: "refund", status: "FAILED"}, // Stripe refused its key with other metadata
 	}
 	chans := []Channel{Channels[0], Channels[1], Channels[2]} // hook (not swept), refund, sms-lookup
 	finding := func(kind, ev, ref string) dispatcher.Finding {
 		return dispatcher.Finding{Kind: kind, EventID: ev, Objects: []effect.Object{{Ref: ref}}}
 	}
 	right := []dispatcher.SweepReport{
-		{Channel: "refund", Findings: []dispatcher.Finding{finding("orphan", "evt-4", "re_4")}},
+		{Channel: "refund", Findings: []dispatcher.Finding{finding("orphan", "evt-4", "re_4"), finding("orphan", "evt-6", "re_6")}},
 		{Channel: "sms-lookup", Findings: []dispatcher.Finding{finding("orphan", "", "SM3"), finding("duplicate", "evt-2", "SM2b")}},
 	}
 	rows, vs := compareSweeps(right, intents, ledger, chans, false)
 	if len(vs) > 0 {
 		t.Errorf("matching sweeps: violations %+v", vs)
 	}
-	if len(rows) != 2 || rows[1].Found["orphan"] != 1 || rows[1].Expected["duplicate"] != 1 || rows[0].Expected["orphan"] != 1 {
+	if len(rows) != 2 || rows[1].Found["orphan"] != 1 || rows[1].Expected["duplicate"] != 1 || rows[0].Expected["orphan"] != 2 || rows[0].Expected["unsettled"] != 0 {
 		t.Errorf("rows = %+v", rows)
 	}
 
 	wrong := []dispatcher.SweepReport{
-		{Channel: "refund", Findings: []dispatcher.Finding{finding("duplicate", "evt-5", "re_5")}},
+		{Channel: "refund", Findings: []dispatcher.Finding{finding("duplicate", "evt-5", "re_5"), finding("orphan", "evt-6", "re_6")}},
 		{Channel: "sms-lookup", Findings: []dispatcher.Finding{finding("duplicate", "evt-2", "SM2b")}},
 	}
 	_, vs = compareSweeps(wrong, intents, ledger, chans, false)
