@@ -289,4 +289,10 @@ var mutations = []mutation{
 	{name: "sweep: a window longer than the cap read", file: "dispatcher/sweep.go",
 		from: "case until.Sub(since) > SweepMaxWindow:", to: "case false:",
 		pkg: "./dispatcher/", run: "^TestSweepRefuses$"},
+	{name: "sweep schedule: a channel swept while another instance holds its sweep lock", file: "dispatcher/sweep_schedule.go",
+		from: "err != nil || !got {", to: "err != nil {",
+		pkg: "./dispatcher/", run: "^TestScheduledSweep$"},
+	{name: "sweep schedule: accepted on a webhook channel", file: "policy/policy.go",
+		from: `kind == "webhook" && p.Sweep.Every != 0`, to: "false",
+		pkg: "./policy/", run: "^TestSweepSchedule$"},
 }
