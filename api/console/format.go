@@ -29,6 +29,8 @@ var zeroMeans = map[string]string{
 	"max_age":         "no limit",
 	"rate_per_second": "no limit",
 	"delivery_poll":   "never",
+	"sweep.every":     "off",
+	"sweep.window":    "as every",
 }
 
 // policyValue writes a policy field's JSON value as a person reads it:

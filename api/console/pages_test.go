@@ -130,6 +130,7 @@ func TestPolicySourcesAndValues(t *testing.T) {
 		row("backoff.max", "1h", "override"), row("backoff.base", "1s", "default"),
 		row("lease", "30s", "default"), row("in_doubt", "lookup", "default"), row("concurrency", "16", "default"),
 		row("max_age", "no limit", "default"), row("retention", "15 days (360h)", "default"),
+		row("sweep.every", "off", "default"),
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("channel page lacks %s", want)
