@@ -34,7 +34,6 @@ type failover struct {
 	note    func(format string, args ...any)
 
 	mu        sync.Mutex
-	done      bool
 	killed    time.Time // when the primary was dead
 	promoting time.Time // when the promotion was asked for: the standby may accept writes from then on
 	promoted  time.Time // when pg_ctl promote saw the standby accept writes (it polls: up to 100ms late)
