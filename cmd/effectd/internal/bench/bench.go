@@ -186,6 +186,20 @@ func (e *env) database(ctx context.Context) (string, *pgxpool.Pool, error) {
 	return url, pool, nil
 }
 
+// fresh creates a migrated database with the bench channel registered at
+// concurrency (policy as config takes it), and returns its URL, a pool the
+// caller closes, and the YAML's path.
+func (e *env) fresh(ctx context.Context, concurrency int, policy string) (url string, pool *pgxpool.Pool, cfg string, err error) {
+	if url, pool, err = e.database(ctx); err != nil {
+		return "", nil, "", err
+	}
+	if cfg, err = e.config(ctx, url, concurrency, policy); err != nil {
+		pool.Close()
+		return "", nil, "", err
+	}
+	return url, pool, cfg, nil
+}
+
 // config writes a one-channel YAML for the webhook receiver and registers it
 // with `effectd migrate`, so producers can enqueue before the dispatcher starts.
 // policy holds extra policy fields, such as ", retention: 1h".

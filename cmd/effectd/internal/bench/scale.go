@@ -74,15 +74,11 @@ func scaleReads() []scaleRead {
 // 1.25 times worse, or when the prune deletes fewer than 5 times the live rate
 // a second or raises the live p99 more than 1.25 times.
 func (e *env) scale(ctx context.Context) error {
-	url, pool, err := e.database(ctx)
+	url, pool, cfg, err := e.fresh(ctx, e.opt.Concurrency, "")
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	cfg, err := e.config(ctx, url, e.opt.Concurrency, "")
-	if err != nil {
-		return err
-	}
 	if _, err := pool.Exec(ctx, `INSERT INTO effectd.channels (name, provider) VALUES ('pay', 'stripe'), ('sms', 'twilio')
 		ON CONFLICT DO NOTHING`); err != nil {
 		return err
@@ -163,16 +159,7 @@ func (e *env) scale(ctx context.Context) error {
 			return fmt.Errorf("live on %d retained: %w", sizes[1], err)
 		}
 		p99History = append(p99History, r.q(.99))
-		emptyURL, emptyPool, err := e.database(ctx)
-		if err != nil {
-			return err
-		}
-		emptyCfg, err := e.config(ctx, emptyURL, e.opt.Concurrency, "")
-		if err == nil {
-			r, err = e.liveInto(ctx, emptyURL, emptyPool, emptyCfg)
-		}
-		emptyPool.Close()
-		if err != nil {
+		if r, err = e.liveFresh(ctx); err != nil {
 			return fmt.Errorf("live on an empty table: %w", err)
 		}
 		p99Empty = append(p99Empty, r.q(.99))

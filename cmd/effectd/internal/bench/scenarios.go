@@ -81,15 +81,11 @@ type drained struct {
 // starts effectd serve with the given concurrency and waits until every
 // effect is applied.
 func (e *env) drainBacklog(ctx context.Context, name string, n, concurrency int) (drained, error) {
-	url, pool, err := e.database(ctx)
+	url, pool, cfg, err := e.fresh(ctx, concurrency, "")
 	if err != nil {
 		return drained{}, err
 	}
 	defer pool.Close()
-	cfg, err := e.config(ctx, url, concurrency, "")
-	if err != nil {
-		return drained{}, err
-	}
 	return e.drainInto(ctx, url, pool, cfg, name, n)
 }
 
@@ -144,16 +140,7 @@ func (e *env) drain(ctx context.Context, n int, memory bool) error {
 // live: events offered at a fixed rate while the dispatcher runs; latency from
 // the producer's commit to the provider receiving the call.
 func (e *env) live(ctx context.Context) error {
-	url, pool, err := e.database(ctx)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	cfg, err := e.config(ctx, url, e.opt.Concurrency, "")
-	if err != nil {
-		return err
-	}
-	r, err := e.liveInto(ctx, url, pool, cfg)
+	r, err := e.liveFresh(ctx)
 	if err != nil {
 		return err
 	}
@@ -183,6 +170,16 @@ func (r lived) q(p float64) float64 {
 		return 0
 	}
 	return float64(r.lat[int(p*float64(len(r.lat)-1))]) / float64(time.Millisecond)
+}
+
+// liveFresh runs the live load on a fresh database.
+func (e *env) liveFresh(ctx context.Context) (lived, error) {
+	url, pool, cfg, err := e.fresh(ctx, e.opt.Concurrency, "")
+	if err != nil {
+		return lived{}, err
+	}
+	defer pool.Close()
+	return e.liveInto(ctx, url, pool, cfg)
 }
 
 // liveInto runs the live load on the database at url, whatever it holds

@@ -140,15 +140,11 @@ type arrival struct {
 func (e *env) soak(ctx context.Context) error {
 	o := e.opt
 	interval, retention := o.SoakInterval, o.SoakRetention
-	url, pool, err := e.database(ctx)
+	url, pool, cfg, err := e.fresh(ctx, o.Concurrency, fmt.Sprintf(", retention: %s", max(retention, minRetention)))
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	cfg, err := e.config(ctx, url, o.Concurrency, fmt.Sprintf(", retention: %s", max(retention, minRetention)))
-	if err != nil {
-		return err
-	}
 	if retention < minRetention {
 		// A policy refuses a retention under an hour (the dedupe window), so
 		// terminal rows are dated back by the difference when they become

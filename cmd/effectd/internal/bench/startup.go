@@ -41,15 +41,11 @@ func spread(d []time.Duration) string {
 // startOnce enqueues the backlog, starts serve on a known port, and measures
 // exec → first call and exec → ready; then stops serve (the backlog need not drain).
 func (e *env) startOnce(ctx context.Context) (firstCall, ready time.Duration, err error) {
-	url, pool, err := e.database(ctx)
+	url, pool, cfg, err := e.fresh(ctx, e.opt.Concurrency, "")
 	if err != nil {
 		return 0, 0, err
 	}
 	defer pool.Close()
-	cfg, err := e.config(ctx, url, e.opt.Concurrency, "")
-	if err != nil {
-		return 0, 0, err
-	}
 	prefix := fmt.Sprintf("st%d-", e.seq)
 	if _, _, err := e.backlog(ctx, pool, prefix, e.opt.StartupEvents); err != nil {
 		return 0, 0, err
