@@ -62,6 +62,27 @@ func (s *Spec) Operations() []string {
 	return out
 }
 
+// MatchRoutes fails t for each route served ("METHOD /path") that the
+// description lacks, for each documented operation not served, and when
+// nothing is served.
+func (s *Spec) MatchRoutes(t testing.TB, served []string) {
+	t.Helper()
+	documented := s.Operations()
+	for _, r := range served {
+		if !slices.Contains(documented, r) {
+			t.Errorf("%s is served but not in the description", r)
+		}
+	}
+	for _, r := range documented {
+		if !slices.Contains(served, r) {
+			t.Errorf("%s is in the description but not served", r)
+		}
+	}
+	if len(served) == 0 {
+		t.Error("no route served")
+	}
+}
+
 // CheckResponse validates an answer to req against the description: its
 // status must be documented for the operation and its body must match that
 // status's schema. It returns the operation as Operations names it.
