@@ -302,7 +302,7 @@ func (w *workers) work(j job) {
 // call runs one attempt outside any transaction and decides its outcome.
 func (w *workers) call(ch *channel, c *claimed) completion {
 	p := ch.policy.Load()
-	out := completion{id: c.id, key: c.key, attempts: c.attempts, channel: ch.Name, started: time.Now(), called: true}
+	out := completion{id: c.id, key: c.key, created: c.createdAt, attempts: c.attempts, channel: ch.Name, started: time.Now(), called: true}
 	if c.problem != "" {
 		out.called = false
 		out.finished = out.started

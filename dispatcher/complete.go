@@ -15,6 +15,7 @@ import (
 type completion struct {
 	id          int64
 	key         string // the intent's idempotency key: with id, which intent this is
+	created     time.Time // the intent's created_at: the partition its row is in
 	attempts    int32
 	channel     string
 	event       statemachine.Event // ignored when stayInDoubt
@@ -125,7 +126,7 @@ func (d *Dispatcher) writeCompletions(batch []completion) {
 func (d *Dispatcher) complete(batch []completion, recheck bool) (map[int64]fence, error) {
 	var b query.CompleteBatch
 	for _, c := range batch {
-		q := query.Completion{ID: c.id, Key: c.key, Attempts: c.attempts, ProviderRef: c.ref, LastError: c.err, NextAttemptAt: c.finished,
+		q := query.Completion{ID: c.id, Key: c.key, CreatedAt: c.created, Attempts: c.attempts, ProviderRef: c.ref, LastError: c.err, NextAttemptAt: c.finished,
 			StartedAt: c.started, FinishedAt: c.finished, Outcome: c.outcome, Called: c.called}
 		if !c.next.IsZero() {
 			q.NextAttemptAt = c.next

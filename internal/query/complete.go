@@ -13,6 +13,7 @@ var completeSQL string
 type Completion struct {
 	ID            int64
 	Key           string    // the intent's idempotency key: the fence names the intent, not only its id
+	CreatedAt     time.Time // the intent's created_at, which names the day partition its row is in
 	Attempts      int32     // the attempt the call was made under: the fence
 	Status        string    // the status to set; SENDING keeps the row for the reconciler with its lease ended
 	ProviderRef   string    // "": keep the row's
@@ -35,6 +36,7 @@ type CompleteBatch struct {
 	outcomes                []string
 	called                  []bool
 	delivery                []string
+	oldest, newest          time.Time // the range of the completions' CreatedAt
 }
 
 // Add appends c to the batch.
@@ -51,6 +53,12 @@ func (b *CompleteBatch) Add(c Completion) {
 	b.outcomes = append(b.outcomes, c.Outcome)
 	b.called = append(b.called, c.Called)
 	b.delivery = append(b.delivery, c.Delivery)
+	if len(b.ids) == 1 || c.CreatedAt.Before(b.oldest) {
+		b.oldest = c.CreatedAt
+	}
+	if len(b.ids) == 1 || c.CreatedAt.After(b.newest) {
+		b.newest = c.CreatedAt
+	}
 }
 
 // Len is the number of completions in the batch.
@@ -80,7 +88,7 @@ type Fenced struct {
 // returned Raced instead of being recorded.
 func Complete(ctx context.Context, db DB, b *CompleteBatch, recheck bool) ([]Fenced, error) {
 	rows, err := db.Query(ctx, completeSQL, b.ids, b.attempts, b.statuses, b.refs, b.errs,
-		b.next, b.started, b.finished, b.outcomes, b.called, b.delivery, recheck, b.keys)
+		b.next, b.started, b.finished, b.outcomes, b.called, b.delivery, recheck, b.keys, b.oldest, b.newest)
 	if err != nil {
 		return nil, err
 	}

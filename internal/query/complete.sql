@@ -5,8 +5,10 @@
 -- enqueue survives: a failover that loses it hands the id out again), records
 -- one attempt row per call,
 -- and returns the rows not applied with why (see fenced below); $12 asks for
--- the rows changed while it ran to be left out, to be written again. Run it
--- through query.Complete.
+-- the rows changed while it ran to be left out, to be written again. $14 and
+-- $15 bound the rows' created_at, so only the day partitions that hold the
+-- batch are read (at plan time, or at executor start for a generic plan). Run
+-- it through query.Complete.
 WITH input AS (
     SELECT *
     FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[],
@@ -31,6 +33,7 @@ updated AS (
         updated_at       = now()
     FROM input
     WHERE i.id = input.id
+      AND i.created_at BETWEEN $14::timestamptz AND $15::timestamptz
       AND i.idempotency_key = input.key
       AND i.status = 'SENDING'
       AND i.attempts = input.attempts
@@ -60,7 +63,7 @@ fenced AS (
            END AS why
     FROM input
     LEFT JOIN updated ON updated.id = input.id
-    LEFT JOIN effectd.intents cur ON cur.id = input.id
+    LEFT JOIN effectd.intents cur ON cur.id = input.id AND cur.created_at BETWEEN $14::timestamptz AND $15::timestamptz
     WHERE updated.id IS NULL
 ),
 recorded AS (

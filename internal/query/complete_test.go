@@ -26,10 +26,14 @@ func TestCompleteFencesOnTheIntent(t *testing.T) {
 		}
 	}
 	now := time.Now()
+	var created time.Time
+	if err := pool.QueryRow(ctx, `SELECT created_at FROM effectd.intents WHERE id = 7`).Scan(&created); err != nil {
+		t.Fatal(err)
+	}
 	complete := func(key, ref string) []Fenced {
 		t.Helper()
 		var b CompleteBatch
-		b.Add(Completion{ID: 7, Key: key, Attempts: 1, Status: "SENT", ProviderRef: ref, NextAttemptAt: now,
+		b.Add(Completion{ID: 7, Key: key, CreatedAt: created, Attempts: 1, Status: "SENT", ProviderRef: ref, NextAttemptAt: now,
 			StartedAt: now, FinishedAt: now, Outcome: "sent", Called: true})
 		fenced, err := Complete(ctx, pool, &b, true)
 		if err != nil {

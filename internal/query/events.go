@@ -42,9 +42,17 @@ type Event struct {
 	Payload   json.RawMessage
 }
 
+//go:embed record_event_lock.sql
+var recordEventLockSQL string
+
 // RecordEvent stores e once, as an orphan, and returns its row id; a repeat
 // (same provider, channel and event id) stores nothing and returns inserted false.
+// db must be a transaction: the lock that serialises copies of one event is
+// held until it ends.
 func RecordEvent(ctx context.Context, db DB, e Event) (id int64, inserted bool, err error) {
+	if _, err := db.Exec(ctx, recordEventLockSQL, e.Provider, e.EventID, e.Channel); err != nil {
+		return 0, false, err
+	}
 	err = db.QueryRow(ctx, recordEventSQL, e.Provider, e.EventID, e.Channel, e.ObjectRef, e.Type,
 		e.Status, e.Delivery, e.Detail, e.Payload).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -2,10 +2,10 @@
 -- deleted, and so added, once, whichever instance folds at the same time.
 WITH taken AS (
     DELETE FROM effectd.intent_count_deltas
-    RETURNING channel, status, delivery, n
+    RETURNING day, channel, status, delivery, n
 )
-INSERT INTO effectd.intent_counts AS c (channel, status, delivery, n)
-SELECT channel, status, delivery, sum(n)
+INSERT INTO effectd.intent_counts AS c (day, channel, status, delivery, n)
+SELECT day, channel, status, delivery, sum(n)
 FROM taken
-GROUP BY channel, status, delivery
-ON CONFLICT (channel, status, delivery) DO UPDATE SET n = c.n + excluded.n
+GROUP BY day, channel, status, delivery
+ON CONFLICT (day, channel, status, delivery) DO UPDATE SET n = c.n + excluded.n

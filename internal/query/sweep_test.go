@@ -20,7 +20,7 @@ func TestSweepReadsItsWindow(t *testing.T) {
 	ctx := context.Background()
 	seedHistory(t, pool, 1, 20_000)
 	var tablePages int64
-	if err := pool.QueryRow(ctx, `SELECT relpages FROM pg_class WHERE oid = 'effectd.intents'::regclass`).Scan(&tablePages); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT sum(relpages)::bigint FROM pg_class WHERE oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'effectd.intents'::regclass)`).Scan(&tablePages); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
