@@ -23,6 +23,9 @@ type metrics struct {
 	sweepFindings *prometheus.CounterVec // channel, kind
 	sweepLastRun  *prometheus.GaugeVec   // channel
 	sweepLastSeen *prometheus.GaugeVec   // channel
+
+	partitionsDropped *prometheus.CounterVec // table
+	partitionsHeld    prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -65,10 +68,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		sweepLastSeen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "effectd_sweep_last_run_findings", Help: "Findings of the last scheduled sweep this instance finished, by channel.",
 		}, []string{"channel"}),
+		partitionsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "effectd_partitions_dropped_total", Help: "Expired day partitions this instance's pruner dropped, by table: intents, attempts, provider_events.",
+		}, []string{"table"}),
+		partitionsHeld: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "effectd_retention_held_partitions", Help: "Intents day partitions past the retention horizon that the last prune kept, because they hold a live row (PENDING, SENDING, IN_DOUBT) or one changed within the horizon.",
+		}),
+	}
+	for _, t := range []string{"intents", "attempts", "provider_events"} {
+		m.partitionsDropped.WithLabelValues(t)
 	}
 	if reg != nil {
 		reg.MustRegister(m.outcomes, m.calls, m.lookups, m.retries, m.fenced, m.inflight, m.deliveries, m.deliveryTime, m.orphans, m.sweepFindings,
-			m.sweepLastRun, m.sweepLastSeen)
+			m.sweepLastRun, m.sweepLastSeen, m.partitionsDropped, m.partitionsHeld)
 	}
 	return m
 }

@@ -15,8 +15,13 @@ const pruneLockKey = 0x65666670 // "effp"
 // pruneBatch is how many rows one DELETE removes, so no statement holds many locks long.
 const pruneBatch = 1000
 
-// pruner deletes terminal intents past their channel's retention every
-// interval.
+// partitionsAhead is how many UTC days after today the pruner keeps day
+// partitions made for, so that a deployment whose pruner stops for that long
+// still has somewhere to put new rows.
+const partitionsAhead = 3
+
+// pruner removes expired history every interval: day partitions whole, and
+// the rows of channels that keep less than the longest retention one by one.
 type pruner struct {
 	loop
 	d        *Dispatcher
@@ -37,10 +42,12 @@ func (pr *pruner) run(ctx context.Context) {
 	})
 }
 
-// prune deletes terminal intents (SENT, FAILED, SKIPPED, CANCELLED; never
-// IN_DOUBT or a row in flight) older than their channel's retention, with their
-// attempts, in small batches. Only one instance prunes at a time; the others
-// return at once. It returns how many intents it deleted.
+// prune makes the day partitions of the coming days, drops the partitions
+// whose history has expired, and deletes, in small batches, the terminal
+// intents (SENT, FAILED, SKIPPED, CANCELLED; never IN_DOUBT or a row in
+// flight) of the channels whose retention is shorter than the longest, with
+// their attempts. Only one instance prunes at a time; the others return at
+// once. It returns how many intents it deleted row by row.
 func (pr *pruner) prune(ctx context.Context) (int64, error) {
 	conn, err := pr.d.pool.Acquire(ctx)
 	if err != nil {
@@ -52,9 +59,22 @@ func (pr *pruner) prune(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), query.Unlock, pruneLockKey)
+	if _, err := query.AddPartitions(ctx, conn, partitionsAhead); err != nil {
+		return 0, err
+	}
+	horizon, ok, err := query.RetentionHorizon(ctx, conn)
+	if err != nil || !ok {
+		return 0, err
+	}
+	if err := pr.dropExpired(ctx, horizon); err != nil {
+		return 0, err
+	}
 	var total int64
 	for _, ch := range pr.d.chans {
 		keep := ch.policy.Load().Retention.D()
+		if keep >= horizon {
+			continue // its rows go with their partitions
+		}
 		for ctx.Err() == nil {
 			tag, err := conn.Exec(ctx, query.Prune, ch.Name, pruneBatch, pgtype.Interval{Microseconds: keep.Microseconds(), Valid: true})
 			if err != nil {
@@ -67,4 +87,44 @@ func (pr *pruner) prune(ctx context.Context) (int64, error) {
 		}
 	}
 	return total, ctx.Err()
+}
+
+// dropExpired drops the day partitions that ended more than horizon ago,
+// except an intents partition that still holds a live row or one changed
+// within the horizon (counted in effectd_retention_held_partitions).
+func (pr *pruner) dropExpired(ctx context.Context, horizon time.Duration) error {
+	if err := query.FinishDetaches(ctx, pr.d.pool); err != nil {
+		return err
+	}
+	// intents first: which attempts and provider events may go depends on
+	// which intents partitions are left
+	held := 0
+	for _, intents := range []bool{true, false} {
+		expired, err := query.ExpiredPartitions(ctx, pr.d.pool, horizon)
+		if err != nil {
+			return err
+		}
+		for _, p := range expired {
+			if (p.Parent == "intents") != intents {
+				continue
+			}
+			if intents {
+				keep, err := query.PartitionHeld(ctx, pr.d.pool, p.Name, horizon)
+				if err != nil {
+					return err
+				}
+				if keep {
+					held++
+					continue
+				}
+			}
+			if err := query.DropPartition(ctx, pr.d.pool, p); err != nil {
+				return err
+			}
+			pr.d.m.partitionsDropped.WithLabelValues(p.Parent).Inc()
+			pr.d.log.Info("dropped an expired day partition", "partition", p.Name, "until", p.Upper.Time)
+		}
+	}
+	pr.d.m.partitionsHeld.Set(float64(held))
+	return nil
 }

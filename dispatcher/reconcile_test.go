@@ -128,6 +128,17 @@ func TestReconcileNow(t *testing.T) {
 	}
 }
 
+// keepLonger registers a channel that keeps history longer than the test's
+// channel, which the pruner then prunes row by row rather than leaving its
+// rows to their day partitions.
+func keepLonger(t *testing.T, r rig) {
+	t.Helper()
+	if _, err := r.pool.Exec(context.Background(),
+		`INSERT INTO effectd.channels (name, provider, policy) VALUES ('keeps-longer', 'webhook', '{"retention": "360h"}')`); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestPrune deletes only terminal rows past retention, with their attempts.
 func TestPrune(t *testing.T) {
 	t.Parallel()
@@ -135,6 +146,7 @@ func TestPrune(t *testing.T) {
 	pol := fastPolicy("webhook")
 	pol.Retention = policy.Duration(time.Hour)
 	r := start(t, "webhook", keyedProvider{s}, pol)
+	keepLonger(t, r)
 	r.enqueue(t, "old-sent", "new-sent")
 	r.waitStatus(t, "old-sent", "SENT")
 	r.waitStatus(t, "new-sent", "SENT")
@@ -203,6 +215,7 @@ func TestPruneOneInstanceAtATime(t *testing.T) {
 	pol := fastPolicy("webhook")
 	pol.Retention = policy.Duration(time.Hour)
 	r := start(t, "webhook", keyedProvider{s}, pol)
+	keepLonger(t, r)
 	r.enqueue(t, "old")
 	r.waitStatus(t, "old", "SENT")
 	ctx := context.Background()

@@ -1,0 +1,91 @@
+package dispatcher_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/policy"
+)
+
+// TestDropsExpiredPartitions: the pruner drops whole the day partitions whose
+// history has passed the retention, keeps the one that holds an IN_DOUBT row,
+// drops a day's attempts and provider events only once no intents partition
+// they may belong to is left, takes the dropped rows out of the settled
+// counts, and deletes nothing row by row.
+func TestDropsExpiredPartitions(t *testing.T) {
+	t.Parallel()
+	s := &scripted{calls: map[string]int{}, answer: func(string, int) (string, error) { return "ref", nil }}
+	pol := fastPolicy("webhook")
+	pol.Retention = policy.Duration(24 * time.Hour)
+	r := start(t, "webhook", keyedProvider{s}, pol)
+	ctx := context.Background()
+	// Days 5 to 2 before today, each with three SENT intents, an attempt each
+	// and a provider event; day 2 also holds an IN_DOUBT intent. The table
+	// the migration made its first partition (everything before tomorrow) is
+	// replaced by partitions of those days.
+	for _, q := range []string{
+		`DROP TABLE effectd.intents_p0, effectd.attempts_p0, effectd.provider_events_p0`,
+		`DELETE FROM effectd.partitions WHERE lower = '-infinity'`,
+		`SELECT effectd.add_partition(t, (now() AT TIME ZONE 'UTC')::date - d)
+		 FROM unnest(ARRAY['intents', 'attempts', 'provider_events']) t, generate_series(0, 5) d`,
+		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, created_at, updated_at)
+		 SELECT 'd' || d || '-' || n, 'c', '{}', 'c:d' || d || '-' || n, 'SENT', at, at
+		 FROM generate_series(2, 5) d, generate_series(1, 3) n,
+		      LATERAL (SELECT ((now() AT TIME ZONE 'UTC')::date - d)::timestamp AT TIME ZONE 'UTC' + interval '1 hour' AS at) x`,
+		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, created_at, updated_at)
+		 SELECT 'd2-doubt', 'c', '{}', 'c:d2-doubt', 'IN_DOUBT', at, at
+		 FROM (SELECT ((now() AT TIME ZONE 'UTC')::date - 2)::timestamp AT TIME ZONE 'UTC' + interval '2 hours' AS at) x`,
+		`INSERT INTO effectd.attempts (intent_id, attempt, started_at, outcome)
+		 SELECT id, 1, created_at + interval '1 second', 'sent' FROM effectd.intents`,
+		`INSERT INTO effectd.provider_events (provider, event_id, channel, intent_id, type, outcome, payload, received_at)
+		 SELECT 'twilio', 'ev-' || event_id, 'c', id, 'delivered', 'applied', '{}', created_at + interval '1 minute' FROM effectd.intents`,
+		query.FoldCounts, // the counts of the days to drop are folded, not only deltas
+	} {
+		if _, err := r.pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	n, err := dispatcher.Prune(ctx, r.d)
+	if err != nil || n != 0 {
+		t.Fatalf("Prune = %d, %v; want no row deleted one by one", n, err)
+	}
+	day := func(d int) string { return time.Now().UTC().AddDate(0, 0, -d).Format("20060102") }
+	var left []string
+	rows, _ := r.pool.Query(ctx, `SELECT name FROM effectd.partitions WHERE upper <= now() ORDER BY name`)
+	for rows.Next() {
+		var s string
+		rows.Scan(&s)
+		left = append(left, s)
+	}
+	want := []string{
+		"attempts_p" + day(1), "attempts_p" + day(2), "attempts_p" + day(3),
+		"intents_p" + day(1), "intents_p" + day(2),
+		"provider_events_p" + day(1), "provider_events_p" + day(2), "provider_events_p" + day(3),
+	}
+	slices.Sort(want)
+	if !slices.Equal(left, want) {
+		t.Fatalf("partitions left of the past days: %v\nwant %v", left, want)
+	}
+	var tables int
+	r.pool.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = 'effectd' AND tablename ~ '_p[0-9]+$' AND tablename !~ $1`,
+		day(0)+"|"+day(-1)+"|"+day(-2)+"|"+day(-3)).Scan(&tables)
+	if tables != len(want) {
+		t.Fatalf("%d tables of past days left, want %d: a dropped partition's table is still there", tables, len(want))
+	}
+	var intents, doubt int
+	r.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status = 'IN_DOUBT') FROM effectd.intents`).Scan(&intents, &doubt)
+	if intents != 4 || doubt != 1 {
+		t.Fatalf("%d intents left (%d IN_DOUBT), want day 2's three SENT and its IN_DOUBT", intents, doubt)
+	}
+	var counted, sent int
+	r.pool.QueryRow(ctx, `SELECT coalesce(sum(n), 0) FROM (SELECT n FROM effectd.intent_counts WHERE channel = 'c' AND status = 'SENT'
+		UNION ALL SELECT n FROM effectd.intent_count_deltas WHERE channel = 'c' AND status = 'SENT') k`).Scan(&counted)
+	r.pool.QueryRow(ctx, `SELECT count(*) FROM effectd.intents WHERE channel = 'c' AND status = 'SENT'`).Scan(&sent)
+	if counted != sent {
+		t.Fatalf("the settled counts say %d SENT, the table holds %d", counted, sent)
+	}
+}

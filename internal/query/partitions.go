@@ -1,0 +1,126 @@
+package query
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed retention_horizon.sql
+var retentionHorizonSQL string
+
+//go:embed partitions_expired.sql
+var partitionsExpiredSQL string
+
+//go:embed partition_held.sql
+var partitionHeldSQL string
+
+//go:embed partition_forget.sql
+var partitionForgetSQL string
+
+//go:embed partitions_pending.sql
+var partitionsPendingSQL string
+
+// Partition is one day partition of intents, attempts or provider_events, as
+// effectd.partitions lists it. Lower is -infinity for <table>_p0, the table a
+// deployment had before partitions.
+type Partition struct {
+	Name, Parent string
+	Lower, Upper pgtype.Timestamptz
+}
+
+// AddPartitions makes the partitions of the three tables for the UTC days from
+// today to today + ahead that have none, and returns how many it made.
+func AddPartitions(ctx context.Context, db DB, ahead int) (made int, err error) {
+	err = db.QueryRow(ctx, `SELECT effectd.add_partitions($1)`, ahead).Scan(&made)
+	return made, err
+}
+
+// RetentionHorizon is the longest retention of any registered channel; ok is
+// false when no channel is registered.
+func RetentionHorizon(ctx context.Context, db DB) (horizon time.Duration, ok bool, err error) {
+	var iv pgtype.Interval
+	if err := db.QueryRow(ctx, retentionHorizonSQL).Scan(&iv); err != nil || !iv.Valid {
+		return 0, false, err
+	}
+	return time.Duration(iv.Microseconds+int64(iv.Days)*24*3600e6+int64(iv.Months)*30*24*3600e6) * time.Microsecond, true, nil
+}
+
+// ExpiredPartitions lists the partitions that ended at least horizon ago,
+// oldest first; attempts and provider events only once no intents partition
+// they may belong to is left.
+func ExpiredPartitions(ctx context.Context, db DB, horizon time.Duration) ([]Partition, error) {
+	rows, err := db.Query(ctx, partitionsExpiredSQL, interval(horizon))
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[Partition])
+}
+
+// PartitionHeld says whether intents partition name must stay: it holds a live
+// row (PENDING, SENDING, IN_DOUBT) or one changed less than horizon ago.
+func PartitionHeld(ctx context.Context, db DB, name string, horizon time.Duration) (held bool, err error) {
+	sql := strings.ReplaceAll(partitionHeldSQL, "effectd.partition ", pgx.Identifier{"effectd", name}.Sanitize()+" ")
+	err = db.QueryRow(ctx, sql, interval(horizon)).Scan(&held)
+	return held, err
+}
+
+// DropPartition detaches p from its parent without stopping the parent's
+// readers and writers (DETACH PARTITION … CONCURRENTLY, which waits for the
+// transactions that may use it), then drops it and forgets it in one
+// transaction: its registry row and, for intents, the settled counts of its
+// days. A detach that stopped half way (a crash, a cancelled context) is
+// finished by the next call (FinishDetaches).
+func DropPartition(ctx context.Context, pool *pgxpool.Pool, p Partition) error {
+	table := pgx.Identifier{"effectd", p.Name}.Sanitize()
+	var attached bool
+	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = to_regclass($1))`, table).Scan(&attached); err != nil {
+		return err
+	}
+	if attached {
+		if _, err := pool.Exec(ctx, fmt.Sprintf(`ALTER TABLE %s DETACH PARTITION %s CONCURRENTLY`,
+			pgx.Identifier{"effectd", p.Parent}.Sanitize(), table)); err != nil {
+			return fmt.Errorf("detach %s: %w", p.Name, err)
+		}
+	}
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DROP TABLE IF EXISTS `+table); err != nil {
+			return fmt.Errorf("drop %s: %w", p.Name, err)
+		}
+		_, err := tx.Exec(ctx, partitionForgetSQL, p.Name, p.Parent, p.Lower, p.Upper)
+		return err
+	})
+}
+
+// FinishDetaches finishes the detaches that stopped half way, so their
+// partitions can be dropped.
+func FinishDetaches(ctx context.Context, db DB) error {
+	rows, err := db.Query(ctx, partitionsPendingSQL)
+	if err != nil {
+		return err
+	}
+	type pending struct{ Name, Parent string }
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[pending])
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range list {
+		_, err := db.Exec(ctx, fmt.Sprintf(`ALTER TABLE %s DETACH PARTITION %s FINALIZE`,
+			pgx.Identifier{"effectd", p.Parent}.Sanitize(), pgx.Identifier{"effectd", p.Name}.Sanitize()))
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// interval is d as a PostgreSQL interval parameter.
+func interval(d time.Duration) pgtype.Interval {
+	return pgtype.Interval{Microseconds: d.Microseconds(), Valid: true}
+}
