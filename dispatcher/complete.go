@@ -14,7 +14,7 @@ import (
 // completion is the outcome of one claimed intent, written in batches.
 type completion struct {
 	id          int64
-	key         string // the intent's idempotency key: with id, which intent this is
+	key         string    // the intent's idempotency key: with id, which intent this is
 	created     time.Time // the intent's created_at: the partition its row is in
 	attempts    int32
 	channel     string
