@@ -150,6 +150,10 @@ $$;
 -- id moves to the parent, starting after the table's last id. The table's
 -- indexes other than its unique keys become the parent's, found again by the
 -- attach; its unique keys stay its own. Triggers are the caller's to move.
+-- The attach needs every row checked against the bound: a validated check
+-- constraint named <table>_partition_bound, made by hand before the upgrade
+-- (README, "Scale-out"), is used with its bound, and otherwise the table is
+-- read here, holding writes.
 -- +goose StatementBegin
 CREATE FUNCTION effectd.to_partitioned(tbl text, key text, bound timestamptz) RETURNS void
 LANGUAGE plpgsql AS $$
@@ -159,7 +163,15 @@ DECLARE
     r     record;
     defs  text[] := '{}';
     def   text;
+    check_name text := tbl || '_partition_bound';
+    checked    timestamptz;
 BEGIN
+    SELECT substring(pg_get_constraintdef(c.oid) FROM '''([^'']+)''')::timestamptz INTO checked
+    FROM pg_constraint c
+    WHERE c.conrelid = format('effectd.%I', tbl)::regclass AND c.conname = check_name AND c.contype = 'c' AND c.convalidated;
+    IF checked IS NOT NULL THEN
+        bound := checked;
+    END IF;
     EXECUTE format('SELECT coalesce(max(id), 0) + 1 FROM effectd.%I', tbl) INTO next;
     EXECUTE format('ALTER TABLE effectd.%I ALTER COLUMN id DROP IDENTITY', tbl);
     EXECUTE format('ALTER TABLE effectd.%I RENAME TO %I', tbl, part);
@@ -178,10 +190,15 @@ BEGIN
     EXECUTE format('CREATE TABLE effectd.%I (LIKE effectd.%I INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING STORAGE) PARTITION BY RANGE (%I)',
                    tbl, part, key);
     EXECUTE format('ALTER TABLE effectd.%I ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (START WITH %s)', tbl, next);
-    EXECUTE format('ALTER TABLE effectd.%I ADD CONSTRAINT %I CHECK (%I < %L) NOT VALID', part, part || '_bound', key, bound);
-    EXECUTE format('ALTER TABLE effectd.%I VALIDATE CONSTRAINT %I', part, part || '_bound');
+    IF checked IS NOT NULL THEN
+        -- the parent copied it with the other checks; only the first partition has it
+        EXECUTE format('ALTER TABLE effectd.%I DROP CONSTRAINT %I', tbl, check_name);
+    ELSE
+        EXECUTE format('ALTER TABLE effectd.%I ADD CONSTRAINT %I CHECK (%I < %L) NOT VALID', part, check_name, key, bound);
+        EXECUTE format('ALTER TABLE effectd.%I VALIDATE CONSTRAINT %I', part, check_name);
+    END IF;
     EXECUTE format('ALTER TABLE effectd.%I ATTACH PARTITION effectd.%I FOR VALUES FROM (MINVALUE) TO (%L)', tbl, part, bound);
-    EXECUTE format('ALTER TABLE effectd.%I DROP CONSTRAINT %I', part, part || '_bound');
+    EXECUTE format('ALTER TABLE effectd.%I DROP CONSTRAINT %I', part, check_name);
     FOREACH def IN ARRAY defs LOOP
         EXECUTE def;
     END LOOP;
