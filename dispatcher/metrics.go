@@ -26,6 +26,7 @@ type metrics struct {
 
 	partitionsDropped *prometheus.CounterVec // table
 	partitionsHeld    prometheus.Gauge
+	partitionsUntil   prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -74,13 +75,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		partitionsHeld: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "effectd_retention_held_partitions", Help: "Intents day partitions past the retention horizon that the last prune kept, because they hold a live row (PENDING, SENDING, IN_DOUBT) or one changed within the horizon.",
 		}),
+		partitionsUntil: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "effectd_partitions_until_timestamp_seconds", Help: "When the last day partition of intents ends, in Unix seconds, as this instance's pruner last saw it: the pruner keeps it three days ahead, and an enqueue after it fails.",
+		}),
 	}
 	for _, t := range []string{"intents", "attempts", "provider_events"} {
 		m.partitionsDropped.WithLabelValues(t)
 	}
 	if reg != nil {
 		reg.MustRegister(m.outcomes, m.calls, m.lookups, m.retries, m.fenced, m.inflight, m.deliveries, m.deliveryTime, m.orphans, m.sweepFindings,
-			m.sweepLastRun, m.sweepLastSeen, m.partitionsDropped, m.partitionsHeld)
+			m.sweepLastRun, m.sweepLastSeen, m.partitionsDropped, m.partitionsHeld, m.partitionsUntil)
 	}
 	return m
 }

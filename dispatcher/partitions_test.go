@@ -76,6 +76,12 @@ func TestDropsExpiredPartitions(t *testing.T) {
 	if tables != len(want) {
 		t.Fatalf("%d tables of past days left, want %d: a dropped partition's table is still there", tables, len(want))
 	}
+	// and the days ahead have their partitions, three after today
+	var ahead int
+	r.pool.QueryRow(ctx, `SELECT count(*) FROM effectd.partitions WHERE parent = 'intents' AND lower > now()`).Scan(&ahead)
+	if ahead != 3 {
+		t.Fatalf("%d intents partitions for the days after today, want 3", ahead)
+	}
 	var intents, doubt int
 	r.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status = 'IN_DOUBT') FROM effectd.intents`).Scan(&intents, &doubt)
 	if intents != 4 || doubt != 1 {

@@ -59,9 +59,11 @@ func (pr *pruner) prune(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), query.Unlock, pruneLockKey)
-	if _, err := query.AddPartitions(ctx, conn, partitionsAhead); err != nil {
+	_, until, err := query.AddPartitions(ctx, conn, partitionsAhead)
+	if err != nil {
 		return 0, err
 	}
+	pr.d.m.partitionsUntil.Set(float64(until.Unix()))
 	horizon, ok, err := query.RetentionHorizon(ctx, conn)
 	if err != nil || !ok {
 		return 0, err

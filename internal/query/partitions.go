@@ -37,10 +37,13 @@ type Partition struct {
 }
 
 // AddPartitions makes the partitions of the three tables for the UTC days from
-// today to today + ahead that have none, and returns how many it made.
-func AddPartitions(ctx context.Context, db DB, ahead int) (made int, err error) {
-	err = db.QueryRow(ctx, `SELECT effectd.add_partitions($1)`, ahead).Scan(&made)
-	return made, err
+// today to today + ahead that have none, and returns how many it made and
+// when the last intents partition ends: an intent created after that has no
+// partition to go to, and its enqueue fails.
+func AddPartitions(ctx context.Context, db DB, ahead int) (made int, until time.Time, err error) {
+	err = db.QueryRow(ctx, `SELECT effectd.add_partitions($1), (SELECT max(upper) FROM effectd.partitions WHERE parent = 'intents')`,
+		ahead).Scan(&made, &until)
+	return made, until, err
 }
 
 // RetentionHorizon is the longest retention of any registered channel; ok is
