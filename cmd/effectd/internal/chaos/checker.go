@@ -347,13 +347,7 @@ func (c *checker) report(chans []Channel) *Report {
 	for _, ch := range chans {
 		rep.Rows = append(rep.Rows, *c.byChannel[ch.Name])
 	}
-	for k, keys := range c.bad {
-		slices.Sort(keys)
-		rep.Violations = append(rep.Violations, Violation{Rule: k[0], Channel: k[1], Keys: keys})
-	}
-	slices.SortFunc(rep.Violations, func(a, b Violation) int {
-		return strings.Compare(a.Channel+a.Rule, b.Channel+b.Rule)
-	})
+	rep.Violations = sortedViolations(c.bad)
 	return rep
 }
 
