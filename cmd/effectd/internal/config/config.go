@@ -14,6 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/effectd/effectd/api/ingress"
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/providers/stripe"
@@ -75,15 +76,43 @@ var channelName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 // Load reads the YAML at path and builds the channels. getenv supplies secrets.
 func Load(path string, getenv func(string) string) ([]dispatcher.Channel, error) {
+	return load(path, func(b []byte) ([]dispatcher.Channel, error) { return Parse(b, getenv) })
+}
+
+// Loaded is everything one YAML file configures.
+type Loaded struct {
+	Channels []dispatcher.Channel // as Parse builds them
+	Ingress  []ingress.Channel    // as ParseIngress returns them
+	Access   Access               // as ParseAccess reads it
+}
+
+// LoadAll reads the YAML at path once and parses all of it: the channels, the
+// ingress's channels and the access section, in that order.
+func LoadAll(path string, getenv func(string) string) (Loaded, error) {
+	return load(path, func(b []byte) (l Loaded, err error) {
+		if l.Channels, err = Parse(b, getenv); err != nil {
+			return l, err
+		}
+		if l.Ingress, err = ParseIngress(b, getenv); err != nil {
+			return l, err
+		}
+		l.Access, err = ParseAccess(b)
+		return l, err
+	})
+}
+
+// load reads the YAML at path and parses it, naming the file in errors.
+func load[T any](path string, parse func([]byte) (T, error)) (T, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		var zero T
+		return zero, fmt.Errorf("config: %w", err)
 	}
-	chans, err := Parse(b, getenv)
+	v, err := parse(b)
 	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+		return v, fmt.Errorf("config %s: %w", path, err)
 	}
-	return chans, nil
+	return v, nil
 }
 
 // Parse reads a YAML document and builds the channels, sorted by name. An
