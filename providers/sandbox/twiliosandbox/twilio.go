@@ -1,18 +1,11 @@
 package twiliosandbox
 
 import (
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha1"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -248,106 +241,6 @@ func (e *Emulator) fetch(r *http.Request) emu.Reply {
 	return rep
 }
 
-// listFilter is a list request's filter.
-type listFilter struct {
-	account, to, from string
-	sentFrom, sentTo  time.Time // inclusive, exclusive; zero = open
-	bySent            bool      // some DateSent filter is set: queued messages never match
-}
-
-func (e *Emulator) list(r *http.Request) emu.Reply {
-	q := r.URL.Query()
-	flt := listFilter{account: r.PathValue("sid"), to: q.Get("To"), from: q.Get("From")}
-	for _, name := range []string{"DateSent", "DateSent>", "DateSent<"} {
-		v := q.Get(name)
-		if v == "" {
-			continue
-		}
-		t, dateOnly, err := parseDate(v)
-		if err != nil {
-			return fail(http.StatusBadRequest, 20001, "Invalid "+name+": "+v)
-		}
-		flt.bySent = true
-		switch {
-		case name == "DateSent":
-			day := t.Truncate(24 * time.Hour)
-			flt.sentFrom, flt.sentTo = day, day.Add(24*time.Hour)
-		case name == "DateSent>":
-			flt.sentFrom = t
-		case dateOnly: // DateSent<=day includes the whole day
-			flt.sentTo = t.Add(24 * time.Hour)
-		default:
-			flt.sentTo = t.Add(time.Second)
-		}
-	}
-	pageSize, bad := intParam(q, "PageSize", 50, 1, 1000)
-	if bad != "" {
-		return fail(http.StatusBadRequest, 20001, bad)
-	}
-	page, bad := intParam(q, "Page", 0, 0, 1<<30)
-	if bad != "" {
-		return fail(http.StatusBadRequest, 20001, bad)
-	}
-
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now := e.Now()
-	// Newest first. A PageToken ("PA" + SID of the previous page's last
-	// message) anchors the page, so messages created meanwhile do not shift it.
-	start := len(e.msgs) - 1
-	if tok := q.Get("PageToken"); tok != "" {
-		i, ok := e.bySID[strings.TrimPrefix(tok, "PA")]
-		if !ok {
-			return fail(http.StatusBadRequest, 20001, "Invalid PageToken: "+tok)
-		}
-		start = i - 1
-	} else if page > 0 {
-		return fail(http.StatusBadRequest, 20001, "Page without PageToken")
-	}
-	msgs := []map[string]any{}
-	next, last := any(nil), ""
-	for i := start; i >= 0; i-- {
-		m := e.msgs[i]
-		if !e.matches(m, flt, now) {
-			continue
-		}
-		if len(msgs) == pageSize {
-			nq := filterQuery(q, pageSize)
-			nq.Set("Page", strconv.Itoa(page+1))
-			nq.Set("PageToken", "PA"+last)
-			next = r.URL.Path + "?" + nq.Encode()
-			break
-		}
-		msgs = append(msgs, e.render(m, now))
-		last = m.SID
-	}
-	first := filterQuery(q, pageSize)
-	first.Set("Page", "0")
-	return emu.JSON(http.StatusOK, map[string]any{
-		"messages":          msgs,
-		"uri":               r.URL.RequestURI(),
-		"first_page_uri":    r.URL.Path + "?" + first.Encode(),
-		"next_page_uri":     next,
-		"previous_page_uri": nil,
-		"page":              page,
-		"page_size":         pageSize,
-		"start":             page * pageSize,
-		"end":               page*pageSize + max(len(msgs)-1, 0),
-	})
-}
-
-// matches reports whether m passes flt at now. The caller holds e.mu.
-func (e *Emulator) matches(m Message, flt listFilter, now time.Time) bool {
-	if m.AccountSID != flt.account || (flt.to != "" && m.To != flt.to) || (flt.from != "" && m.From != flt.from) {
-		return false
-	}
-	if !flt.bySent {
-		return true
-	}
-	sent, ok := e.sentAt(m, now)
-	return ok && !sent.Before(flt.sentFrom) && (flt.sentTo.IsZero() || sent.Before(flt.sentTo))
-}
-
 // sentAt is when m was sent, or false while it is queued. The caller holds e.mu.
 func (e *Emulator) sentAt(m Message, now time.Time) (time.Time, bool) {
 	sent := m.Created.Add(e.queueDelay)
@@ -417,115 +310,9 @@ func nullable(s string) any {
 // date formats t as Twilio does (RFC 2822, GMT).
 func date(t time.Time) string { return t.UTC().Format(time.RFC1123Z) }
 
-// parseDate reads a DateSent filter: an RFC 3339 time or a YYYY-MM-DD day.
-func parseDate(v string) (t time.Time, dateOnly bool, err error) {
-	if t, err := time.Parse(time.DateOnly, v); err == nil {
-		return t, true, nil
-	}
-	t, err = time.Parse(time.RFC3339, v)
-	return t, false, err
-}
-
-// intParam reads an integer query parameter within [lo, hi], def when
-// absent. bad is Twilio's message for a value that is not one, else "".
-func intParam(q url.Values, name string, def, lo, hi int) (n int, bad string) {
-	v := q.Get(name)
-	if v == "" {
-		return def, ""
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < lo || n > hi {
-		return 0, fmt.Sprintf("Invalid %s: %q", name, v)
-	}
-	return n, ""
-}
-
-// filterQuery copies the filters of q, for page links.
-func filterQuery(q url.Values, pageSize int) url.Values {
-	out := url.Values{}
-	for _, k := range []string{"To", "From", "DateSent", "DateSent>", "DateSent<"} {
-		if v := q.Get(k); v != "" {
-			out.Set(k, v)
-		}
-	}
-	out.Set("PageSize", strconv.Itoa(pageSize))
-	return out
-}
-
 // newSID returns a new message SID: "SM" and 32 hex digits.
 func newSID() string {
 	var b [16]byte
 	rand.Read(b[:])
 	return "SM" + hex.EncodeToString(b[:])
-}
-
-// callbacks POSTs m's statuses to its StatusCallback as they are reached:
-// queued at once, sent after queue, the final status deliver later.
-func (e *Emulator) callbacks(m Message, queue, deliver time.Duration) {
-	final, code := m.finalStatus()
-	e.postStatus(m, "queued", 0)
-	time.Sleep(queue)
-	e.postStatus(m, "sent", 0)
-	time.Sleep(deliver)
-	e.postStatus(m, final, code)
-}
-
-// callbackClient sends status callbacks.
-var callbackClient = &http.Client{Timeout: 5 * time.Second}
-
-// postStatus sends one status callback, once, signed as Twilio signs it.
-func (e *Emulator) postStatus(m Message, status string, code int) {
-	form := url.Values{
-		"MessageSid": {m.SID}, "SmsSid": {m.SID}, "AccountSid": {m.AccountSID},
-		"To": {m.To}, "MessageStatus": {status}, "SmsStatus": {status}, "ApiVersion": {"2010-04-01"},
-	}
-	if m.From != "" {
-		form.Set("From", m.From)
-	}
-	if m.MessagingServiceSID != "" {
-		form.Set("MessagingServiceSid", m.MessagingServiceSID)
-	}
-	if code != 0 {
-		form.Set("ErrorCode", strconv.Itoa(code))
-	}
-	cb := emu.Callback{Kind: "twilio", URL: m.StatusCallback, Ref: m.SID, Status: status, Try: 1}
-	defer func() { e.Ledger.RecordCallback(cb) }()
-	req, err := http.NewRequest(http.MethodPost, m.StatusCallback, strings.NewReader(form.Encode()))
-	if err != nil {
-		cb.Error = err.Error()
-		return
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("User-Agent", "TwilioProxy/1.1")
-	req.Header.Set("X-Twilio-Signature", Signature(m.authToken, m.StatusCallback, form))
-	resp, err := callbackClient.Do(req)
-	if err != nil {
-		cb.Error = err.Error()
-		return
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	cb.Answer = resp.StatusCode
-}
-
-// Signature is Twilio's X-Twilio-Signature of a form POST to fullURL:
-// base64 of HMAC-SHA1 keyed by the auth token over the URL followed by every
-// parameter name and value, sorted by name.
-func Signature(authToken, fullURL string, form url.Values) string {
-	keys := make([]string, 0, len(form))
-	for k := range form {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	b.WriteString(fullURL)
-	for _, k := range keys {
-		for _, v := range form[k] {
-			b.WriteString(k)
-			b.WriteString(v)
-		}
-	}
-	mac := hmac.New(sha1.New, []byte(authToken))
-	mac.Write([]byte(b.String()))
-	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
 }
