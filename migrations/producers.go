@@ -70,39 +70,11 @@ func SetProducers(ctx context.Context, pool *pgxpool.Pool, producers []Producer)
 	}
 	grants = append(grants, `REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA effectd FROM PUBLIC`)
 	for _, p := range producers {
-		patterns := make([]string, len(p.Channels))
-		for i, g := range p.Channels {
-			if patterns[i], err = GlobRegexp(g); err != nil {
-				return nil, fmt.Errorf("%s[%d]: %w", p.Role, i, err)
-			}
-		}
-		var exists, super, ownerRights bool
-		err := tx.QueryRow(ctx, `
-SELECT true, r.rolsuper, pg_has_role(r.oid, $2::name, 'USAGE')
-FROM pg_roles r WHERE r.rolname = $1`, p.Role, owner).Scan(&exists, &super, &ownerRights)
-		if err == pgx.ErrNoRows {
-			return nil, fmt.Errorf("%s: no such role; effectd does not create roles: CREATE ROLE %s LOGIN (or NOLOGIN, granted to a login role) first",
-				p.Role, pgx.Identifier{p.Role}.Sanitize())
-		}
+		g, err := addProducer(ctx, tx, p, owner, enqueues)
 		if err != nil {
 			return nil, err
 		}
-		if super || ownerRights {
-			return nil, fmt.Errorf("%s: the role is a superuser or has the rights of effectd's owner %q, so it cannot be limited to channels", p.Role, owner)
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO effectd.producers (role, channels, patterns) VALUES ($1, $2, $3)`,
-			p.Role, p.Channels, patterns); err != nil {
-			return nil, err
-		}
-		r := pgx.Identifier{p.Role}.Sanitize()
-		grants = append(grants,
-			`REVOKE ALL ON ALL TABLES IN SCHEMA effectd FROM `+r,
-			`REVOKE ALL ON ALL SEQUENCES IN SCHEMA effectd FROM `+r,
-			`REVOKE ALL ON ALL FUNCTIONS IN SCHEMA effectd FROM `+r,
-			`GRANT USAGE ON SCHEMA effectd TO `+r)
-		for _, f := range enqueues {
-			grants = append(grants, `GRANT EXECUTE ON FUNCTION `+f+` TO `+r)
-		}
+		grants = append(grants, g...)
 	}
 	for _, g := range grants {
 		if _, err := tx.Exec(ctx, g); err != nil {
@@ -110,6 +82,48 @@ FROM pg_roles r WHERE r.rolname = $1`, p.Role, owner).Scan(&exists, &super, &own
 		}
 	}
 	return grants, tx.Commit(ctx)
+}
+
+// addProducer records p in effectd.producers, after checking that its role
+// exists and can be limited (owner is effectd's owner), and returns the
+// statements that limit the role to calling the enqueue functions.
+func addProducer(ctx context.Context, tx pgx.Tx, p Producer, owner string, enqueues []string) ([]string, error) {
+	patterns := make([]string, len(p.Channels))
+	for i, g := range p.Channels {
+		var err error
+		if patterns[i], err = GlobRegexp(g); err != nil {
+			return nil, fmt.Errorf("%s[%d]: %w", p.Role, i, err)
+		}
+	}
+	var exists, super, ownerRights bool
+	err := tx.QueryRow(ctx, `
+SELECT true, r.rolsuper, pg_has_role(r.oid, $2::name, 'USAGE')
+FROM pg_roles r WHERE r.rolname = $1`, p.Role, owner).Scan(&exists, &super, &ownerRights)
+	if err == pgx.ErrNoRows {
+		return nil, fmt.Errorf("%s: no such role; effectd does not create roles: CREATE ROLE %s LOGIN (or NOLOGIN, granted to a login role) first",
+			p.Role, pgx.Identifier{p.Role}.Sanitize())
+	}
+	if err != nil {
+		return nil, err
+	}
+	if super || ownerRights {
+		return nil, fmt.Errorf("%s: the role is a superuser or has the rights of effectd's owner %q, so it cannot be limited to channels", p.Role, owner)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO effectd.producers (role, channels, patterns) VALUES ($1, $2, $3)`,
+		p.Role, p.Channels, patterns); err != nil {
+		return nil, err
+	}
+	r := pgx.Identifier{p.Role}.Sanitize()
+	grants := []string{
+		`REVOKE ALL ON ALL TABLES IN SCHEMA effectd FROM ` + r,
+		`REVOKE ALL ON ALL SEQUENCES IN SCHEMA effectd FROM ` + r,
+		`REVOKE ALL ON ALL FUNCTIONS IN SCHEMA effectd FROM ` + r,
+		`GRANT USAGE ON SCHEMA effectd TO ` + r,
+	}
+	for _, f := range enqueues {
+		grants = append(grants, `GRANT EXECUTE ON FUNCTION `+f+` TO `+r)
+	}
+	return grants, nil
 }
 
 // GlobRegexp returns an anchored regular expression, in a syntax that both Go

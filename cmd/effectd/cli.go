@@ -106,165 +106,201 @@ func helpOrMissing(args []string, group, usage string, stdout, stderr io.Writer)
 	return false, nil
 }
 
-// runIntents runs effectd intents SUBCOMMAND.
-func runIntents(ctx context.Context, args []string, getenv env, stdout, stderr io.Writer) error {
-	if done, err := helpOrMissing(args, "intents", intentsUsage, stdout, stderr); done {
+// subcommand runs one subcommand of a group with rest, its arguments; fs is
+// named "GROUP SUBCOMMAND" and has --json already.
+type subcommand func(ctx context.Context, c *cli, fs *flag.FlagSet, rest []string) error
+
+// runGroup runs effectd GROUP SUBCOMMAND: usage when asked or lost, then the
+// subcommand of subs with the --json every subcommand takes.
+func runGroup(ctx context.Context, group, usage string, subs map[string]subcommand, args []string, getenv env, stdout, stderr io.Writer) error {
+	if done, err := helpOrMissing(args, group, usage, stdout, stderr); done {
 		return err
 	}
 	c := newCLI(getenv, stdout)
 	sub, rest := args[0], args[1:]
-	fs := flag.NewFlagSet("intents "+sub, flag.ContinueOnError)
-	fs.BoolVar(&c.json, "json", false, "print the API's JSON instead of a table")
-	switch sub {
-	case "list":
-		var f client.Filter
-		fs.StringVar(&f.Status, "status", "", "only this status ("+stateNames()+")")
-		fs.StringVar(&f.Channel, "channel", "", "only this channel")
-		fs.StringVar(&f.Delivery, "delivery", "", "only this delivery (accepted, delivered, undelivered)")
-		fs.StringVar(&f.Q, "q", "", "an event id, idempotency key or provider reference")
-		fs.IntVar(&f.Limit, "limit", 100, "at most this many")
-		fs.Int64Var(&f.After, "after", 0, "the next page: the id the previous page printed")
-		if _, err := parseArgs(fs, rest, stdout); err != nil {
-			return err
-		}
-		page, err := c.api.ListIntents(ctx, f)
-		if err != nil {
-			return err
-		}
-		return c.print(page, func(w io.Writer) {
-			if len(page.Intents) == 0 {
-				fmt.Fprintln(w, noneMatch("intents", f))
-				return
-			}
-			printIntents(w, page.Intents)
-			if page.Next != nil {
-				fmt.Fprintf(w, "\nmore: --after %d\n", *page.Next)
-			}
-		})
-	case "show":
-		pos, err := parseArgs(fs, rest, stdout, "ID")
-		if err != nil {
-			return err
-		}
-		id, err := parseID(fs.Name(), pos[0])
-		if err != nil {
-			return err
-		}
-		d, err := c.api.Intent(ctx, id)
-		if err != nil {
-			return err
-		}
-		return c.print(d, func(w io.Writer) { printDetail(w, d) })
-	case "resolve":
-		as := fs.String("as", "", "sent (with --ref), resend or skip")
-		ref := fs.String("ref", "", "the provider's reference of the effect, with --as sent")
-		reason := fs.String("reason", "", "why, for the audit (required)")
-		force := fs.Bool("force", false, "with --as resend: send again past the provider's idempotency-key window")
-		pos, err := parseArgs(fs, rest, stdout, "ID")
-		if err != nil {
-			return err
-		}
-		id, err := parseID(fs.Name(), pos[0])
-		if err != nil {
-			return err
-		}
-		switch {
-		case *as != "sent" && *as != "resend" && *as != "skip":
-			return usagef("%s: --as must be sent, resend or skip, got %q", fs.Name(), *as)
-		case *as == "sent" && *ref == "":
-			return usagef("%s: --as sent needs --ref, the provider's reference", fs.Name())
-		case strings.TrimSpace(*reason) == "":
-			return usagef("%s: --reason is required: say why, for the audit", fs.Name())
-		}
-		in, err := c.api.Resolve(ctx, id, client.Resolution{As: *as, ProviderRef: *ref, Reason: *reason, Force: *force})
-		if err != nil {
-			return err
-		}
-		return c.print(in, func(w io.Writer) { printIntents(w, []client.Intent{in}) })
-	case "retry", "cancel":
-		reason := fs.String("reason", "", "why, for the audit")
-		force := false
-		if sub == "retry" {
-			fs.BoolVar(&force, "force", false, "send again past the provider's idempotency-key window (needs --reason)")
-		}
-		pos, err := parseArgs(fs, rest, stdout, "ID")
-		if err != nil {
-			return err
-		}
-		id, err := parseID(fs.Name(), pos[0])
-		if err != nil {
-			return err
-		}
-		var in client.Intent
-		if sub == "retry" {
-			in, err = c.api.Retry(ctx, id, *reason, force)
-		} else {
-			in, err = c.api.Cancel(ctx, id, *reason)
-		}
-		if err != nil {
-			return err
-		}
-		return c.print(in, func(w io.Writer) { printIntents(w, []client.Intent{in}) })
-	case "reconcile":
-		dry := fs.Bool("dry-run", false, "report what the lookup finds without changing anything")
-		pos, err := parseArgs(fs, rest, stdout, "ID")
-		if err != nil {
-			return err
-		}
-		id, err := parseID(fs.Name(), pos[0])
-		if err != nil {
-			return err
-		}
-		s, err := c.api.Reconcile(ctx, id, *dry)
-		if err != nil {
-			return err
-		}
-		return c.print(s, func(w io.Writer) {
-			tw := table(w, "INTENT", "OUTCOME", "FROM", "TO", "PROVIDER_REF", "APPLIED")
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%t\n", s.IntentID, s.Outcome, s.From, s.To, dash(s.ProviderRef), s.Applied)
-			tw.Flush()
-			if s.Error != "" {
-				fmt.Fprintln(w, "error:", s.Error)
-			}
-		})
+	run, ok := subs[sub]
+	if !ok {
+		fmt.Fprint(stderr, usage)
+		return usagef("%s: unknown subcommand %q", group, sub)
 	}
-	fmt.Fprint(stderr, intentsUsage)
-	return usagef("intents: unknown subcommand %q", sub)
+	fs := flag.NewFlagSet(group+" "+sub, flag.ContinueOnError)
+	fs.BoolVar(&c.json, "json", false, "print the API's JSON instead of a table")
+	return run(ctx, c, fs, rest)
+}
+
+// runIntents runs effectd intents SUBCOMMAND.
+func runIntents(ctx context.Context, args []string, getenv env, stdout, stderr io.Writer) error {
+	return runGroup(ctx, "intents", intentsUsage, map[string]subcommand{
+		"list": intentsList, "show": intentsShow, "resolve": intentsResolve,
+		"retry": intentsRetry, "cancel": intentsCancel, "reconcile": intentsReconcile,
+	}, args, getenv, stdout, stderr)
 }
 
 // runChannels runs effectd channels SUBCOMMAND.
 func runChannels(ctx context.Context, args []string, getenv env, stdout, stderr io.Writer) error {
-	if done, err := helpOrMissing(args, "channels", channelsUsage, stdout, stderr); done {
+	return runGroup(ctx, "channels", channelsUsage, map[string]subcommand{
+		"list": channelsList, "show": channelOp((*client.Client).Channel),
+		"pause": channelOp((*client.Client).Pause), "resume": channelOp((*client.Client).Resume),
+	}, args, getenv, stdout, stderr)
+}
+
+// idArg parses fs's flags among args and returns the one positional argument, an intent ID.
+func (c *cli) idArg(fs *flag.FlagSet, args []string) (int64, error) {
+	pos, err := parseArgs(fs, args, c.stdout, "ID")
+	if err != nil {
+		return 0, err
+	}
+	return parseID(fs.Name(), pos[0])
+}
+
+// printIntent prints one intent: as a table of one row, or its JSON.
+func (c *cli) printIntent(in client.Intent) error {
+	return c.print(in, func(w io.Writer) { printIntents(w, []client.Intent{in}) })
+}
+
+// intentsList runs effectd intents list.
+func intentsList(ctx context.Context, c *cli, fs *flag.FlagSet, rest []string) error {
+	var f client.Filter
+	fs.StringVar(&f.Status, "status", "", "only this status ("+stateNames()+")")
+	fs.StringVar(&f.Channel, "channel", "", "only this channel")
+	fs.StringVar(&f.Delivery, "delivery", "", "only this delivery (accepted, delivered, undelivered)")
+	fs.StringVar(&f.Q, "q", "", "an event id, idempotency key or provider reference")
+	fs.IntVar(&f.Limit, "limit", 100, "at most this many")
+	fs.Int64Var(&f.After, "after", 0, "the next page: the id the previous page printed")
+	if _, err := parseArgs(fs, rest, c.stdout); err != nil {
 		return err
 	}
-	c := newCLI(getenv, stdout)
-	sub, rest := args[0], args[1:]
-	fs := flag.NewFlagSet("channels "+sub, flag.ContinueOnError)
-	fs.BoolVar(&c.json, "json", false, "print the API's JSON instead of a table")
-	switch sub {
-	case "list":
-		if _, err := parseArgs(fs, rest, stdout); err != nil {
-			return err
+	page, err := c.api.ListIntents(ctx, f)
+	if err != nil {
+		return err
+	}
+	return c.print(page, func(w io.Writer) {
+		if len(page.Intents) == 0 {
+			fmt.Fprintln(w, noneMatch("intents", f))
+			return
 		}
-		chans, err := c.api.Channels(ctx)
+		printIntents(w, page.Intents)
+		if page.Next != nil {
+			fmt.Fprintf(w, "\nmore: --after %d\n", *page.Next)
+		}
+	})
+}
+
+// intentsShow runs effectd intents show.
+func intentsShow(ctx context.Context, c *cli, fs *flag.FlagSet, rest []string) error {
+	id, err := c.idArg(fs, rest)
+	if err != nil {
+		return err
+	}
+	d, err := c.api.Intent(ctx, id)
+	if err != nil {
+		return err
+	}
+	return c.print(d, func(w io.Writer) { printDetail(w, d) })
+}
+
+// intentsResolve runs effectd intents resolve.
+func intentsResolve(ctx context.Context, c *cli, fs *flag.FlagSet, rest []string) error {
+	as := fs.String("as", "", "sent (with --ref), resend or skip")
+	ref := fs.String("ref", "", "the provider's reference of the effect, with --as sent")
+	reason := fs.String("reason", "", "why, for the audit (required)")
+	force := fs.Bool("force", false, "with --as resend: send again past the provider's idempotency-key window")
+	id, err := c.idArg(fs, rest)
+	if err != nil {
+		return err
+	}
+	switch {
+	case *as != "sent" && *as != "resend" && *as != "skip":
+		return usagef("%s: --as must be sent, resend or skip, got %q", fs.Name(), *as)
+	case *as == "sent" && *ref == "":
+		return usagef("%s: --as sent needs --ref, the provider's reference", fs.Name())
+	case strings.TrimSpace(*reason) == "":
+		return usagef("%s: --reason is required: say why, for the audit", fs.Name())
+	}
+	in, err := c.api.Resolve(ctx, id, client.Resolution{As: *as, ProviderRef: *ref, Reason: *reason, Force: *force})
+	if err != nil {
+		return err
+	}
+	return c.printIntent(in)
+}
+
+// intentsRetry runs effectd intents retry.
+func intentsRetry(ctx context.Context, c *cli, fs *flag.FlagSet, rest []string) error {
+	reason := fs.String("reason", "", "why, for the audit")
+	force := fs.Bool("force", false, "send again past the provider's idempotency-key window (needs --reason)")
+	id, err := c.idArg(fs, rest)
+	if err != nil {
+		return err
+	}
+	in, err := c.api.Retry(ctx, id, *reason, *force)
+	if err != nil {
+		return err
+	}
+	return c.printIntent(in)
+}
+
+// intentsCancel runs effectd intents cancel.
+func intentsCancel(ctx context.Context, c *cli, fs *flag.FlagSet, rest []string) error {
+	reason := fs.String("reason", "", "why, for the audit")
+	id, err := c.idArg(fs, rest)
+	if err != nil {
+		return err
+	}
+	in, err := c.api.Cancel(ctx, id, *reason)
+	if err != nil {
+		return err
+	}
+	return c.printIntent(in)
+}
+
+// intentsReconcile runs effectd intents reconcile.
+func intentsReconcile(ctx context.Context, c *cli, fs *flag.FlagSet, rest []string) error {
+	dry := fs.Bool("dry-run", false, "report what the lookup finds without changing anything")
+	id, err := c.idArg(fs, rest)
+	if err != nil {
+		return err
+	}
+	s, err := c.api.Reconcile(ctx, id, *dry)
+	if err != nil {
+		return err
+	}
+	return c.print(s, func(w io.Writer) {
+		tw := table(w, "INTENT", "OUTCOME", "FROM", "TO", "PROVIDER_REF", "APPLIED")
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%t\n", s.IntentID, s.Outcome, s.From, s.To, dash(s.ProviderRef), s.Applied)
+		tw.Flush()
+		if s.Error != "" {
+			fmt.Fprintln(w, "error:", s.Error)
+		}
+	})
+}
+
+// channelsList runs effectd channels list.
+func channelsList(ctx context.Context, c *cli, fs *flag.FlagSet, rest []string) error {
+	if _, err := parseArgs(fs, rest, c.stdout); err != nil {
+		return err
+	}
+	chans, err := c.api.Channels(ctx)
+	if err != nil {
+		return err
+	}
+	return c.print(map[string]any{"channels": chans}, func(w io.Writer) {
+		if len(chans) == 0 {
+			fmt.Fprintln(w, "no channels: none is configured, or this token sees none")
+			return
+		}
+		printChannels(w, chans)
+	})
+}
+
+// channelOp is effectd channels show, pause or resume: op on the named
+// channel, which it answers, printed with its effective policy.
+func channelOp(op func(*client.Client, context.Context, string) (client.Channel, error)) subcommand {
+	return func(ctx context.Context, c *cli, fs *flag.FlagSet, rest []string) error {
+		pos, err := parseArgs(fs, rest, c.stdout, "NAME")
 		if err != nil {
 			return err
 		}
-		return c.print(map[string]any{"channels": chans}, func(w io.Writer) {
-			if len(chans) == 0 {
-				fmt.Fprintln(w, "no channels: none is configured, or this token sees none")
-				return
-			}
-			printChannels(w, chans)
-		})
-	case "show", "pause", "resume":
-		pos, err := parseArgs(fs, rest, stdout, "NAME")
-		if err != nil {
-			return err
-		}
-		op := map[string]func(context.Context, string) (client.Channel, error){
-			"show": c.api.Channel, "pause": c.api.Pause, "resume": c.api.Resume}[sub]
-		ch, err := op(ctx, pos[0])
+		ch, err := op(c.api, ctx, pos[0])
 		if err != nil {
 			return err
 		}
@@ -274,8 +310,6 @@ func runChannels(ctx context.Context, args []string, getenv env, stdout, stderr 
 			fmt.Fprintf(w, "\npolicy (effective):\n%s\n", p)
 		})
 	}
-	fmt.Fprint(stderr, channelsUsage)
-	return usagef("channels: unknown subcommand %q", sub)
 }
 
 // print writes v as indented JSON with --json, else as people read it.

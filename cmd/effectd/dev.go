@@ -40,11 +40,7 @@ func runDev(ctx context.Context, args []string, getenv env, stdout, stderr io.Wr
 		return err
 	}
 	getenv = withDefaults(getenv, devSecrets)
-	chans, err := config.Load(*cfgPath, getenv)
-	if err != nil {
-		return err
-	}
-	ingressChans, err := config.LoadIngress(*cfgPath, getenv)
+	cfg, err := config.LoadAll(*cfgPath, getenv)
 	if err != nil {
 		return err
 	}
@@ -67,7 +63,7 @@ func runDev(ctx context.Context, args []string, getenv env, stdout, stderr io.Wr
 	sb := sandbox.New(sandbox.Options{WebhookSecret: getenv("SANDBOX_WEBHOOK_SECRET")})
 	// The sandbox's Stripe sends its events to the ingress, as a Stripe
 	// endpoint registered in the dashboard would.
-	for _, c := range ingressChans {
+	for _, c := range cfg.Ingress {
 		if c.Provider == "stripe" {
 			sb.SetStripeWebhook("http://"+*ingressAddr+"/ingress/stripe/"+c.Name, c.StripeSecret)
 			break // one endpoint: the sandbox has one account
@@ -75,7 +71,7 @@ func runDev(ctx context.Context, args []string, getenv env, stdout, stderr io.Wr
 	}
 	go serveHTTP(ctx, ln, sb.Handler(), time.Second)
 
-	tokens, producers, err := loadAccess(*cfgPath, getenv)
+	tokens, err := adminTokens(*cfgPath, getenv, cfg.Access)
 	if err != nil {
 		return err
 	}
@@ -91,8 +87,8 @@ func runDev(ctx context.Context, args []string, getenv env, stdout, stderr io.Wr
   try:       psql '%s' -c "SELECT effectd.enqueue(event_id => 'evt-1', channel => 'demo-hook', payload => '{\"hello\":\"world\"}')"
 `, dsn, ln.Addr(), ln.Addr(), *addr, map[bool]string{true: "none, loopback only", false: "bearer token"}[insecure], *ingressAddr, dsn)
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	return serve(ctx, serveOptions{dsn: dsn, chans: chans, addr: *addr, tokens: tokens, insecure: insecure,
-		migrate: true, producers: producers, drain: 10 * time.Second, log: log, stdout: stdout, ingressAddr: *ingressAddr, ingress: ingressChans})
+	return serve(ctx, serveOptions{dsn: dsn, chans: cfg.Channels, addr: *addr, tokens: tokens, insecure: insecure,
+		migrate: true, producers: cfg.Access.Producers, drain: 10 * time.Second, log: log, stdout: stdout, ingressAddr: *ingressAddr, ingress: cfg.Ingress})
 }
 
 func withDefaults(getenv env, defaults map[string]string) env {

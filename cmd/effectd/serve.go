@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -77,17 +78,15 @@ func runServe(ctx context.Context, args []string, getenv env, stdout, stderr io.
 	if *cfgPath == "" {
 		return usagef("serve: no configuration: pass --config or set EFFECTD_CONFIG")
 	}
-	chans, err := config.Load(*cfgPath, getenv)
+	cfg, err := config.LoadAll(*cfgPath, getenv)
 	if err != nil {
 		return err
 	}
 	var ingressChans []ingress.Channel
 	if *ingressAddr != "" {
-		if ingressChans, err = config.LoadIngress(*cfgPath, getenv); err != nil {
-			return err
-		}
+		ingressChans = cfg.Ingress
 	}
-	tokens, producers, err := loadAccess(*cfgPath, getenv)
+	tokens, err := adminTokens(*cfgPath, getenv, cfg.Access)
 	if err != nil {
 		return err
 	}
@@ -101,8 +100,8 @@ func runServe(ctx context.Context, args []string, getenv env, stdout, stderr io.
 	if err := api.CheckTLS(*addr, tlsConfig != nil, *plaintext); err != nil {
 		return usagef("serve: %v", err)
 	}
-	return serve(ctx, serveOptions{dsn: dsn, chans: chans, addr: *addr, tokens: tokens, insecure: *insecure,
-		tls: tlsConfig, migrate: *migrate, producers: producers, drain: *drain, log: log, stdout: stdout, limits: limits,
+	return serve(ctx, serveOptions{dsn: dsn, chans: cfg.Channels, addr: *addr, tokens: tokens, insecure: *insecure,
+		tls: tlsConfig, migrate: *migrate, producers: cfg.Access.Producers, drain: *drain, log: log, stdout: stdout, limits: limits,
 		ingressAddr: *ingressAddr, ingress: ingressChans})
 }
 
@@ -135,24 +134,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		return err
 	}
 	defer pool.Close()
-	if o.migrate {
-		if err := migrations.Up(ctx, pool); err != nil {
-			return err
-		}
-		grants, err := migrations.SetProducers(ctx, pool, o.producers)
-		if err != nil {
-			return err
-		}
-		for _, g := range grants {
-			o.log.Info("producer roles", "statement", g)
-		}
-	}
-	if current, err := migrations.Current(ctx, pool); err != nil {
-		return err
-	} else if !current {
-		return errors.New("serve: the database schema is behind: run effectd migrate (or serve --migrate)")
-	}
-	if err := dispatcher.Register(ctx, pool, o.chans); err != nil {
+	if err := prepareDatabase(ctx, pool, o); err != nil {
 		return err
 	}
 	reg := prometheus.NewRegistry()
@@ -161,41 +143,21 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	apiHandler, err := api.NewHandler(api.Config{Pool: pool, Tokens: o.tokens, InsecureNoAuth: o.insecure,
-		Reconciler: d, Sweeper: d, Registry: reg, Logger: o.log})
+	h, err := adminHandler(pool, d, reg, o)
 	if err != nil {
 		return err
 	}
-	ui, err := console.New(console.Config{Pool: pool, API: apiHandler, Tokens: o.tokens, InsecureNoAuth: o.insecure,
-		SecureCookie: o.tls != nil, Logger: o.log, Registerer: reg})
-	if err != nil {
-		return err
-	}
-	h := http.NewServeMux()
-	h.Handle("/ui/", ui)
-	h.Handle("/", apiHandler)
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return fmt.Errorf("serve: admin API: %w", err)
 	}
 	if o.ingressAddr != "" {
-		ih, err := ingress.NewHandler(ingress.Config{Channels: o.ingress, Recorder: d, Logger: o.log, Registerer: reg})
+		stopIngress, err := startIngress(ctx, d, reg, o)
 		if err != nil {
 			ln.Close()
 			return err
 		}
-		iln, err := net.Listen("tcp", o.ingressAddr)
-		if err != nil {
-			ln.Close()
-			return fmt.Errorf("serve: ingress: %w", err)
-		}
-		ictx, stopIngress := context.WithCancel(ctx)
-		defer stopIngress()
-		done := make(chan error, 1)
-		go func() { done <- serveLimited(ictx, iln, ih, 5*time.Second, o.limits) }()
-		defer func() { stopIngress(); <-done }() // before the pool closes
-		o.log.Info("ingress listening", "addr", "http://"+iln.Addr().String(), "channels", len(o.ingress))
-		fmt.Fprintf(o.stdout, "effectd: ingress on http://%s\n", iln.Addr())
+		defer stopIngress() // before the pool closes
 	}
 	if err := d.Start(ctx); err != nil {
 		ln.Close()
@@ -219,23 +181,79 @@ func serve(ctx context.Context, o serveOptions) error {
 	return nil
 }
 
-// loadAccess returns the admin API's tokens — EFFECTD_ADMIN_TOKEN's,
-// EFFECTD_READ_TOKEN's and the YAML's access.tokens, refusing a name used
-// twice — and the YAML's producer roles.
-func loadAccess(cfgPath string, getenv env) ([]api.Token, []migrations.Producer, error) {
-	tokens := api.TokensFromEnv(getenv)
-	access, err := config.LoadAccess(cfgPath)
-	if err != nil {
-		return nil, nil, err
+// prepareDatabase migrates and grants the producer roles when asked, checks
+// that the schema is current, and registers the channels.
+func prepareDatabase(ctx context.Context, pool *pgxpool.Pool, o serveOptions) error {
+	if o.migrate {
+		if err := migrations.Up(ctx, pool); err != nil {
+			return err
+		}
+		grants, err := migrations.SetProducers(ctx, pool, o.producers)
+		if err != nil {
+			return err
+		}
+		for _, g := range grants {
+			o.log.Info("producer roles", "statement", g)
+		}
 	}
+	if current, err := migrations.Current(ctx, pool); err != nil {
+		return err
+	} else if !current {
+		return errors.New("serve: the database schema is behind: run effectd migrate (or serve --migrate)")
+	}
+	return dispatcher.Register(ctx, pool, o.chans)
+}
+
+// adminHandler serves the console under /ui/ and the admin API elsewhere.
+func adminHandler(pool *pgxpool.Pool, d *dispatcher.Dispatcher, reg *prometheus.Registry, o serveOptions) (http.Handler, error) {
+	apiHandler, err := api.NewHandler(api.Config{Pool: pool, Tokens: o.tokens, InsecureNoAuth: o.insecure,
+		Reconciler: d, Sweeper: d, Registry: reg, Logger: o.log})
+	if err != nil {
+		return nil, err
+	}
+	ui, err := console.New(console.Config{Pool: pool, API: apiHandler, Tokens: o.tokens, InsecureNoAuth: o.insecure,
+		SecureCookie: o.tls != nil, Logger: o.log, Registerer: reg})
+	if err != nil {
+		return nil, err
+	}
+	h := http.NewServeMux()
+	h.Handle("/ui/", ui)
+	h.Handle("/", apiHandler)
+	return h, nil
+}
+
+// startIngress serves the provider events listener on o.ingressAddr until
+// the returned stop is called.
+func startIngress(ctx context.Context, d *dispatcher.Dispatcher, reg *prometheus.Registry, o serveOptions) (stop func(), err error) {
+	ih, err := ingress.NewHandler(ingress.Config{Channels: o.ingress, Recorder: d, Logger: o.log, Registerer: reg})
+	if err != nil {
+		return nil, err
+	}
+	iln, err := net.Listen("tcp", o.ingressAddr)
+	if err != nil {
+		return nil, fmt.Errorf("serve: ingress: %w", err)
+	}
+	ictx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- serveLimited(ictx, iln, ih, 5*time.Second, o.limits) }()
+	o.log.Info("ingress listening", "addr", "http://"+iln.Addr().String(), "channels", len(o.ingress))
+	fmt.Fprintf(o.stdout, "effectd: ingress on http://%s\n", iln.Addr())
+	return func() { cancel(); <-done }, nil
+}
+
+// adminTokens returns the admin API's tokens — EFFECTD_ADMIN_TOKEN's,
+// EFFECTD_READ_TOKEN's and the YAML's access.tokens, refusing a name used
+// twice.
+func adminTokens(cfgPath string, getenv env, access config.Access) ([]api.Token, error) {
+	tokens := api.TokensFromEnv(getenv)
 	for _, t := range access.Tokens {
 		for _, e := range tokens {
 			if e.Name == t.Name {
-				return nil, nil, fmt.Errorf("config %s: access.tokens: name %q is taken by the token of EFFECTD_%s_TOKEN", cfgPath, t.Name, strings.ToUpper(t.Name))
+				return nil, fmt.Errorf("config %s: access.tokens: name %q is taken by the token of EFFECTD_%s_TOKEN", cfgPath, t.Name, strings.ToUpper(t.Name))
 			}
 		}
 	}
-	return append(tokens, access.Tokens...), access.Producers, nil
+	return append(tokens, access.Tokens...), nil
 }
 
 // adminTLS loads the admin listener's certificate from EFFECTD_ADMIN_TLS_CERT

@@ -53,39 +53,62 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mutate: run it from the repository's root (no go.mod here)")
 		return 2
 	}
-	var pick *regexp.Regexp
-	if *only != "" {
-		if pick, err = regexp.Compile(*only); err != nil {
-			fmt.Fprintln(stderr, "mutate: -only:", err)
-			return 2
-		}
+	todo, err := pick(*only)
+	if err != nil {
+		fmt.Fprintln(stderr, "mutate: -only:", err)
+		return 2
 	}
-	var todo []mutation
-	for _, m := range mutations {
-		if pick == nil || pick.MatchString(m.name) {
-			todo = append(todo, m)
-		}
-	}
-	if *list {
+	switch {
+	case *list:
 		for _, m := range todo {
 			fmt.Fprintf(stdout, "%-58s %s  go test -run '%s' %s\n", m.name, m.file, m.run, m.pkg)
 		}
 		return 0
+	case *check:
+		return checkStale(root, todo, stdout)
 	}
-	if *check {
-		stale := 0
-		for _, m := range todo {
-			if _, _, err := locate(root, m); err != nil {
-				fmt.Fprintf(stdout, "stale     %-58s %v\n", m.name, err)
-				stale++
-			}
-		}
-		fmt.Fprintf(stdout, "%d mutations, %d stale\n", len(todo), stale)
-		if stale > 0 {
-			return 1
-		}
-		return 0
+	return runAll(root, todo, *race, *verbose, *timeout, stdout, stderr)
+}
+
+// pick returns the mutations whose name matches the regular expression only
+// (every mutation when only is empty).
+func pick(only string) ([]mutation, error) {
+	if only == "" {
+		return mutations, nil
 	}
+	re, err := regexp.Compile(only)
+	if err != nil {
+		return nil, err
+	}
+	var todo []mutation
+	for _, m := range mutations {
+		if re.MatchString(m.name) {
+			todo = append(todo, m)
+		}
+	}
+	return todo, nil
+}
+
+// checkStale reports each mutation of todo whose snippet is not found exactly
+// once; it exits 1 when one is.
+func checkStale(root string, todo []mutation, stdout io.Writer) int {
+	stale := 0
+	for _, m := range todo {
+		if _, _, err := locate(root, m); err != nil {
+			fmt.Fprintf(stdout, "stale     %-58s %v\n", m.name, err)
+			stale++
+		}
+	}
+	fmt.Fprintf(stdout, "%d mutations, %d stale\n", len(todo), stale)
+	if stale > 0 {
+		return 1
+	}
+	return 0
+}
+
+// runAll applies each mutation of todo in turn, runs its tests, and prints
+// its verdict; it exits 1 when one was not killed.
+func runAll(root string, todo []mutation, race, verbose bool, timeout time.Duration, stdout, stderr io.Writer) int {
 	scratch, err := os.MkdirTemp("", "effectd-mutate-")
 	if err != nil {
 		fmt.Fprintln(stderr, "mutate:", err)
@@ -98,13 +121,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var bad []string
 	for i, m := range todo {
 		t0 := time.Now()
-		verdict, detail, out := try(root, scratch, i, m, *race, *timeout)
+		verdict, detail, out := try(root, scratch, i, m, race, timeout)
 		counts[verdict]++
 		fmt.Fprintf(stdout, "%-9s %-58s %6.1fs  %s\n", verdict, m.name, time.Since(t0).Seconds(), detail)
 		if verdict != "killed" {
 			bad = append(bad, m.name)
 		}
-		if *verbose || verdict == "invalid" {
+		if verbose || verdict == "invalid" {
 			fmt.Fprintln(stdout, indent(out))
 		}
 	}

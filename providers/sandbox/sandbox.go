@@ -4,6 +4,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"time"
+
+	"github.com/effectd/effectd/providers/sandbox/internal/emu"
+	"github.com/effectd/effectd/providers/sandbox/stripesandbox"
+	"github.com/effectd/effectd/providers/sandbox/twiliosandbox"
 )
 
 // Options configure a Server.
@@ -15,7 +19,8 @@ type Options struct {
 	// WebhookSecret is the secret of every receiver not in WebhookSecrets;
 	// empty means those receivers accept unsigned calls.
 	WebhookSecret string
-	// StripeKeyWindow is how long Stripe idempotency keys are kept (default 24h).
+	// StripeKeyWindow is how long Stripe idempotency keys are kept (default
+	// stripesandbox.KeyWindow, 24h).
 	StripeKeyWindow time.Duration
 }
 
@@ -25,27 +30,24 @@ type Server struct {
 	Ledger *Ledger
 	Faults *Faults
 	mux    *http.ServeMux
-	stripe *stripeEmu
-	twilio *twilioEmu
+	stripe *stripesandbox.Emulator
+	twilio *twiliosandbox.Emulator
 	hooks  *hookReceiver
 }
 
 // New returns a Server with an empty ledger and no faults.
 func New(opts Options) *Server {
-	if opts.StripeKeyWindow == 0 {
-		opts.StripeKeyWindow = 24 * time.Hour
-	}
-	s := &Server{opts: opts, Ledger: newLedger(), Faults: &Faults{}, mux: http.NewServeMux()}
-	s.stripe = newStripeEmu(s)
-	s.twilio = newTwilioEmu(s)
+	s := &Server{opts: opts, Ledger: emu.NewLedger(), Faults: &Faults{}, mux: http.NewServeMux()}
+	s.stripe = stripesandbox.New(s.Ledger, s.Faults, opts.StripeKeyWindow)
+	s.twilio = twiliosandbox.New(s.Ledger, s.Faults)
 	s.hooks = newHookReceiver(s)
 	s.mux.HandleFunc("GET /_sandbox/ledger", s.serveLedger)
 	s.mux.HandleFunc("DELETE /_sandbox/ledger", s.resetLedger)
 	s.mux.HandleFunc("GET /_sandbox/faults", s.serveFaults)
 	s.mux.HandleFunc("PUT /_sandbox/faults/{kind}", s.setFault)
 	s.mux.HandleFunc("DELETE /_sandbox/faults/{kind}", s.clearFault)
-	s.stripe.routes(s.mux)
-	s.twilio.routes(s.mux)
+	s.stripe.Routes(s.mux)
+	s.twilio.Routes(s.mux)
 	s.hooks.routes(s.mux)
 	return s
 }
@@ -89,8 +91,5 @@ func (s *Server) clearFault(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
-}
+// writeJSON answers status with v encoded as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) { emu.JSON(status, v).Write(w) }

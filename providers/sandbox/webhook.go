@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/effectd/effectd/providers/sandbox/internal/emu"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 )
 
@@ -70,7 +71,7 @@ func (h *hookReceiver) receive(w http.ResponseWriter, r *http.Request) {
 	case d.Latency > 0:
 		call.Fault = "latency"
 	}
-	if !d.Before(r.Context(), w) {
+	if !d.Before(r.Context()) {
 		record(0) // the client gave up: no answer, no effect
 		return
 	}
@@ -91,7 +92,7 @@ func (h *hookReceiver) receive(w http.ResponseWriter, r *http.Request) {
 	if d.Error != 0 {
 		call.Fault = d.Name()
 		record(d.Error)
-		d.WriteError(w, `{"error":"injected fault"}`)
+		d.ErrorReply([]byte(`{"error":"injected fault"}`)).Write(w)
 		return
 	}
 
@@ -99,7 +100,7 @@ func (h *hookReceiver) receive(w http.ResponseWriter, r *http.Request) {
 	if d.Drop {
 		call.Fault = "drop"
 		record(http.StatusOK)
-		DropResponse(w)
+		emu.DropResponse(w)
 		return
 	}
 	record(http.StatusOK)

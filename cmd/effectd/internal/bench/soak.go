@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/providers/sandbox"
 )
 
 // pruneEvery is how often effectd serve prunes.
@@ -139,25 +141,11 @@ type arrival struct {
 // a short retention, one line per interval, then the verdict.
 func (e *env) soak(ctx context.Context) error {
 	o := e.opt
-	interval, retention := o.SoakInterval, o.SoakRetention
-	url, pool, cfg, err := e.fresh(ctx, o.Concurrency, fmt.Sprintf(", retention: %s", max(retention, minRetention)))
+	pool, in, err := e.startSoak(ctx)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if retention < minRetention {
-		// A policy refuses a retention under an hour (the dedupe window), so
-		// terminal rows are dated back by the difference when they become
-		// terminal: the pruner, at its one-hour retention, deletes them
-		// `retention` after they finished.
-		if _, err := pool.Exec(ctx, fmt.Sprintf(ageSQL, (minRetention-retention).Milliseconds())); err != nil {
-			return fmt.Errorf("installing the ageing trigger: %w", err)
-		}
-	}
-	in, err := e.serve(ctx, url, cfg, false)
-	if err != nil {
-		return err
-	}
 	stopped := false
 	defer func() {
 		if !stopped {
@@ -165,160 +153,33 @@ func (e *env) soak(ctx context.Context) error {
 		}
 	}()
 
-	prefix := fmt.Sprintf("s%d-", e.seq)
 	n := int(float64(o.SoakRate) * o.SoakDuration.Seconds())
 	if n < 1 {
 		return fmt.Errorf("--soak-rate × --soak-duration offers no event")
 	}
-	commits := make([]atomic.Int64, n) // unix nanoseconds of each commit
-	calls := make([]atomic.Int32, n)   // calls per event at the sandbox
-	var (
-		mu       sync.Mutex
-		arrived  []arrival
-		arrivedN atomic.Int64
-	)
-	seen := func(key string, at time.Time) {
-		rest, ok := strings.CutPrefix(key, "bench:"+prefix)
-		if !ok {
-			return
-		}
-		i, err := strconv.Atoi(rest)
-		if err != nil || i < 0 || i >= n {
-			return
-		}
-		if calls[i].Add(1) == 1 {
-			mu.Lock()
-			arrived = append(arrived, arrival{i, at})
-			mu.Unlock()
-			arrivedN.Add(1)
-		}
-	}
+	r := &soakRun{prefix: fmt.Sprintf("s%d-", e.seq), n: n, rate: o.SoakRate, pool: pool,
+		commits: make([]atomic.Int64, n), calls: make([]atomic.Int32, n)}
+	seen := r.seen
 	e.onCall.Store(&seen)
 	defer e.onCall.Store(nil)
 
-	fmt.Fprintf(e.out, "soak: %d events/s offered for %s by %d producers to 1 effectd serve (webhook channel, concurrency %d)\n",
-		o.SoakRate, o.SoakDuration, o.Producers, o.Concurrency)
-	fmt.Fprintf(e.out, "  retention %s (terminal rows pruned every %s), a line every %s\n", retention, pruneEvery, interval)
-	fmt.Fprintf(e.out, "  %4s %8s %8s %5s %7s %7s | %-37s | %-25s | %6s\n", "min", "offered", "sent", "late", "p50 ms", "p99 ms",
-		"intents: heap MB  idx MB  rows  dead  autovac", "attempts: MB  dead  autovac", "RSS MB")
-
-	start := time.Now().Add(50 * time.Millisecond)
-	var next, offered, late atomic.Int64
-	var ended atomic.Bool // the duration is over: no new event is offered
+	e.soakHeader()
+	r.start = time.Now().Add(50 * time.Millisecond)
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, o.Producers)
-	var wg sync.WaitGroup
-	for range o.Producers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for pctx.Err() == nil && !ended.Load() {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				at := start.Add(time.Duration(float64(i) / float64(o.SoakRate) * float64(time.Second)))
-				if d := time.Until(at); d > 0 {
-					time.Sleep(d) // pacing the offered load, not waiting for a result
-				} else if d < -10*time.Millisecond {
-					late.Add(1)
-				}
-				if err := enqueueOne(pctx, pool, fmt.Sprintf("%s%07d", prefix, i)); err != nil {
-					errc <- err
-					cancel()
-					return
-				}
-				commits[i].Store(time.Now().UnixNano())
-				offered.Add(1)
-			}
-		}()
-	}
-	end := start.Add(o.SoakDuration)
-	var lines []soakMinute
-	committed := 0
-	var pending []arrival // calls that arrived before their commit time was stored
-	for k := 1; ; k++ {
-		tick := start.Add(time.Duration(k) * interval)
-		last := !tick.Before(end)
-		if last {
-			tick = end
-		}
-		select {
-		case <-time.After(time.Until(tick)):
-		case <-pctx.Done():
-		}
-		if pctx.Err() != nil {
-			wg.Wait()
-			select {
-			case err := <-errc:
-				return err
-			default:
-				return pctx.Err()
-			}
-		}
-		if last {
-			// Producers that fell behind do not catch up past the end: the
-			// slots not reached are reported. The last line also counts the
-			// calls still under way at the end.
-			ended.Store(true)
-			wg.Wait()
-			for i := range commits {
-				if commits[i].Load() != 0 {
-					committed++
-				}
-			}
-			deadline := time.Now().Add(time.Minute)
-			for arrivedN.Load() < int64(committed) && time.Now().Before(deadline) && ctx.Err() == nil {
-				time.Sleep(5 * time.Millisecond)
-			}
-		}
-		mu.Lock()
-		pending, arrived = append(pending, arrived...), nil
-		mu.Unlock()
-		m := soakMinute{Minute: k, Offered: int(offered.Swap(0)), Late: int(late.Swap(0))}
-		rest := pending[:0]
-		for _, a := range pending {
-			c := commits[a.i].Load()
-			if c == 0 {
-				rest = append(rest, a)
-				continue
-			}
-			m.lat = append(m.lat, a.at.Sub(time.Unix(0, c)))
-		}
-		pending = rest
-		slices.Sort(m.lat)
-		m.Sent = len(m.lat)
-		if err := tableStats(ctx, pool, &m); err != nil {
-			return err
-		}
-		m.RSSKB = rssKB(in.cmd.Process.Pid)
-		lines = append(lines, m)
-		fmt.Fprintln(e.out, m.line())
-		if last {
-			break
-		}
+	r.produce(pctx, cancel, o.Producers)
+	lines, err := r.collect(ctx, pctx, in.cmd.Process.Pid, o.SoakInterval, r.start.Add(o.SoakDuration), e.out)
+	if err != nil {
+		return err
 	}
 
 	stopped = true
 	if err := in.stop(); err != nil {
 		return fmt.Errorf("effectd serve: %w", err)
 	}
-	var lost, dups, redelivered int
-	for i := range n {
-		if commits[i].Load() == 0 {
-			continue // never offered: the producers fell behind
-		}
-		switch a := e.sandbox.Ledger.Applied("webhook", fmt.Sprintf("bench:%s%07d", prefix, i)); {
-		case a == 0:
-			lost++
-		case a > 1:
-			dups += a - 1
-		}
-		redelivered += max(int(calls[i].Load())-1, 0)
-	}
-
-	steady := int((retention + pruneEvery + interval - 1) / interval)
+	lost, dups, redelivered := r.tally(e.sandbox.Ledger)
+	committed := r.committed()
+	steady := int((o.SoakRetention + pruneEvery + o.SoakInterval - 1) / o.SoakInterval)
 	v := judgeSoak(lines, steady)
 	if lost+dups > 0 {
 		v.Failures = append(v.Failures, fmt.Sprintf("lost %d, duplicates %d", lost, dups))
@@ -326,8 +187,58 @@ func (e *env) soak(ctx context.Context) error {
 	if n-committed > n/100 {
 		v.Failures = append(v.Failures, fmt.Sprintf("%d of %d events were never offered: the producers fell behind the rate", n-committed, n))
 	}
+	e.soakReport(v)
+	fmt.Fprintf(e.out, "  %d of %d events offered; applied once each per the sandbox's ledger: lost %d, duplicates %d (%d calls redelivered, deduplicated by webhook-id)\n",
+		committed, n, lost, dups, redelivered)
+	if !v.pass() {
+		fmt.Fprintf(e.out, "  FAIL: %s\n", strings.Join(v.Failures, "; "))
+		return fmt.Errorf("FAIL: %s", strings.Join(v.Failures, "; "))
+	}
+	fmt.Fprintln(e.out, "  PASS")
+	return nil
+}
+
+// startSoak makes a fresh database whose channel keeps terminal rows for the
+// soak's retention and starts one effectd serve on it.
+func (e *env) startSoak(ctx context.Context) (*pgxpool.Pool, *instance, error) {
+	o := e.opt
+	retention := o.SoakRetention
+	url, pool, cfg, err := e.fresh(ctx, o.Concurrency, fmt.Sprintf(", retention: %s", max(retention, minRetention)))
+	if err != nil {
+		return nil, nil, err
+	}
+	if retention < minRetention {
+		// A policy refuses a retention under an hour (the dedupe window), so
+		// terminal rows are dated back by the difference when they become
+		// terminal: the pruner, at its one-hour retention, deletes them
+		// `retention` after they finished.
+		if _, err := pool.Exec(ctx, fmt.Sprintf(ageSQL, (minRetention-retention).Milliseconds())); err != nil {
+			pool.Close()
+			return nil, nil, fmt.Errorf("installing the ageing trigger: %w", err)
+		}
+	}
+	in, err := e.serve(ctx, url, cfg, false)
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return pool, in, nil
+}
+
+// soakHeader prints what the soak offers and the header of its lines.
+func (e *env) soakHeader() {
+	o := e.opt
+	fmt.Fprintf(e.out, "soak: %d events/s offered for %s by %d producers to 1 effectd serve (webhook channel, concurrency %d)\n",
+		o.SoakRate, o.SoakDuration, o.Producers, o.Concurrency)
+	fmt.Fprintf(e.out, "  retention %s (terminal rows pruned every %s), a line every %s\n", o.SoakRetention, pruneEvery, o.SoakInterval)
+	fmt.Fprintf(e.out, "  %4s %8s %8s %5s %7s %7s | %-37s | %-25s | %6s\n", "min", "offered", "sent", "late", "p50 ms", "p99 ms",
+		"intents: heap MB  idx MB  rows  dead  autovac", "attempts: MB  dead  autovac", "RSS MB")
+}
+
+// soakReport prints the figures the verdict v compared.
+func (e *env) soakReport(v soakVerdict) {
 	unit := fmt.Sprintf("%d lines", v.Window)
-	if interval == time.Minute {
+	if e.opt.SoakInterval == time.Minute {
 		unit = fmt.Sprintf("%d min", v.Window)
 	}
 	fmt.Fprintf(e.out, "  p99 commit → provider: first %s %.1f ms, last %s %.1f ms; rule: last ≤ 1.5 × first = %.1f ms\n",
@@ -341,14 +252,183 @@ func (e *env) soak(ctx context.Context) error {
 			" max %.1f MB in the last %s; rule: ≤ 1.5 × %.1f = %.1f MB\n",
 			mb(v.SizeRef), ref, mb(v.SizeLast), unit, mb(v.SizeRef), 1.5*mb(v.SizeRef))
 	}
-	fmt.Fprintf(e.out, "  %d of %d events offered; applied once each per the sandbox's ledger: lost %d, duplicates %d (%d calls redelivered, deduplicated by webhook-id)\n",
-		committed, n, lost, dups, redelivered)
-	if !v.pass() {
-		fmt.Fprintf(e.out, "  FAIL: %s\n", strings.Join(v.Failures, "; "))
-		return fmt.Errorf("FAIL: %s", strings.Join(v.Failures, "; "))
+}
+
+// soakRun is what the soak's producers, its line loop and the sandbox's call
+// hook share: for each of the n events offered, when it was committed and how
+// many calls for it reached the sandbox.
+type soakRun struct {
+	prefix string // of the events' ids
+	n      int
+	rate   int // events per second
+	pool   *pgxpool.Pool
+	start  time.Time // of the first event's slot
+
+	producers sync.WaitGroup
+	errc      chan error // the producers' first errors
+
+	commits []atomic.Int64 // unix nanoseconds of each commit
+	calls   []atomic.Int32 // calls per event at the sandbox
+
+	mu       sync.Mutex
+	arrived  []arrival // first calls not yet taken into a line
+	arrivedN atomic.Int64
+
+	next, offered, late atomic.Int64
+	ended               atomic.Bool // the duration is over: no new event is offered
+}
+
+// seen counts one call reaching the sandbox with the webhook-id key.
+func (r *soakRun) seen(key string, at time.Time) {
+	rest, ok := strings.CutPrefix(key, "bench:"+r.prefix)
+	if !ok {
+		return
 	}
-	fmt.Fprintln(e.out, "  PASS")
-	return nil
+	i, err := strconv.Atoi(rest)
+	if err != nil || i < 0 || i >= r.n {
+		return
+	}
+	if r.calls[i].Add(1) == 1 {
+		r.mu.Lock()
+		r.arrived = append(r.arrived, arrival{i, at})
+		r.mu.Unlock()
+		r.arrivedN.Add(1)
+	}
+}
+
+// produce starts count producers committing event i at its slot, start +
+// i/rate; the first error cancels ctx.
+func (r *soakRun) produce(ctx context.Context, cancel context.CancelFunc, count int) {
+	r.errc = make(chan error, count)
+	for range count {
+		r.producers.Go(func() {
+			for ctx.Err() == nil && !r.ended.Load() {
+				i := int(r.next.Add(1) - 1)
+				if i >= r.n {
+					return
+				}
+				at := r.start.Add(time.Duration(float64(i) / float64(r.rate) * float64(time.Second)))
+				if d := time.Until(at); d > 0 {
+					time.Sleep(d) // pacing the offered load, not waiting for a result
+				} else if d < -10*time.Millisecond {
+					r.late.Add(1)
+				}
+				if err := enqueueOne(ctx, r.pool, fmt.Sprintf("%s%07d", r.prefix, i)); err != nil {
+					r.errc <- err
+					cancel()
+					return
+				}
+				r.commits[i].Store(time.Now().UnixNano())
+				r.offered.Add(1)
+			}
+		})
+	}
+}
+
+// collect takes a line every interval from start until end, printing each to
+// out; pid is effectd serve's. pctx ends early when a producer fails.
+func (r *soakRun) collect(ctx, pctx context.Context, pid int, interval time.Duration, end time.Time, out io.Writer) ([]soakMinute, error) {
+	var lines []soakMinute
+	var pending []arrival // calls that arrived before their commit time was stored
+	for k := 1; ; k++ {
+		tick := r.start.Add(time.Duration(k) * interval)
+		last := !tick.Before(end)
+		if last {
+			tick = end
+		}
+		select {
+		case <-time.After(time.Until(tick)):
+		case <-pctx.Done():
+		}
+		if pctx.Err() != nil {
+			r.producers.Wait()
+			select {
+			case err := <-r.errc:
+				return nil, err
+			default:
+				return nil, pctx.Err()
+			}
+		}
+		if last {
+			// Producers that fell behind do not catch up past the end: the
+			// slots not reached are reported. The last line also counts the
+			// calls still under way at the end.
+			r.ended.Store(true)
+			r.producers.Wait()
+			r.awaitCalls(ctx, r.committed(), time.Minute)
+		}
+		m := soakMinute{Minute: k, Offered: int(r.offered.Swap(0)), Late: int(r.late.Swap(0))}
+		pending = r.latencies(&m, pending)
+		if err := tableStats(ctx, r.pool, &m); err != nil {
+			return nil, err
+		}
+		m.RSSKB = rssKB(pid)
+		lines = append(lines, m)
+		fmt.Fprintln(out, m.line())
+		if last {
+			return lines, nil
+		}
+	}
+}
+
+// awaitCalls waits, at most for timeout, until committed events have had a
+// call reach the sandbox.
+func (r *soakRun) awaitCalls(ctx context.Context, committed int, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for r.arrivedN.Load() < int64(committed) && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// latencies puts into m the commit → provider latency of each first call that
+// arrived since the last line, and of those pending from earlier lines; it
+// returns the calls whose commit time is not stored yet.
+func (r *soakRun) latencies(m *soakMinute, pending []arrival) []arrival {
+	r.mu.Lock()
+	pending, r.arrived = append(pending, r.arrived...), nil
+	r.mu.Unlock()
+	rest := pending[:0]
+	for _, a := range pending {
+		c := r.commits[a.i].Load()
+		if c == 0 {
+			rest = append(rest, a)
+			continue
+		}
+		m.lat = append(m.lat, a.at.Sub(time.Unix(0, c)))
+	}
+	slices.Sort(m.lat)
+	m.Sent = len(m.lat)
+	return rest
+}
+
+// committed is how many events were committed.
+func (r *soakRun) committed() int {
+	n := 0
+	for i := range r.commits {
+		if r.commits[i].Load() != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// tally counts, per the sandbox's ledger, the committed events never applied
+// (lost), the applications beyond the first (dups), and the calls beyond the
+// first that reached the sandbox (redelivered).
+func (r *soakRun) tally(ledger *sandbox.Ledger) (lost, dups, redelivered int) {
+	for i := range r.n {
+		if r.commits[i].Load() == 0 {
+			continue // never offered: the producers fell behind
+		}
+		switch a := ledger.Applied("webhook", fmt.Sprintf("bench:%s%07d", r.prefix, i)); {
+		case a == 0:
+			lost++
+		case a > 1:
+			dups += a - 1
+		}
+		redelivered += max(int(r.calls[i].Load())-1, 0)
+	}
+	return lost, dups, redelivered
 }
 
 // line formats m as one row under the soak's header.

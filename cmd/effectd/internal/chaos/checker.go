@@ -101,169 +101,19 @@ func Check(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, l
 // rows, and the Twilio duplicates of the claims and completions it lost are
 // counted as its cost; under synchronous replication they break the rules.
 func check(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, ledger sandbox.Snapshot, chans []Channel, loss *failoverLoss) (*Report, error) {
-	excused := loss != nil && !loss.sync
-	var calledBefore, calledAfter map[target]bool
-	if loss != nil {
-		calledBefore, calledAfter = callsAcross(ledger, loss.killed, loss.promoted)
-	}
 	intents, err := loadIntents(ctx, pool)
 	if err != nil {
 		return nil, err
 	}
-	delivered := map[string]bool{} // events with a committed row in the producers' own table
-	rows, err := pool.Query(ctx, `SELECT DISTINCT event_id FROM public.chaos_deliveries`)
+	delivered, err := loadDelivered(ctx, pool)
 	if err != nil {
-		return nil, fmt.Errorf("chaos: reading the producers' table: %w", err)
-	}
-	for rows.Next() {
-		var e string
-		if err := rows.Scan(&e); err != nil {
-			return nil, err
-		}
-		delivered[e] = true
-	}
-	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-
-	applied := map[target]int{}
-	refs := map[target][]string{}
-	rep := &Report{}
-	for _, e := range ledger.Effects {
-		t, ok := effectTarget(e)
-		if !ok {
-			rep.Orphans++
-			continue
-		}
-		applied[t] += e.Applied
-		refs[t] = append(refs[t], e.Ref)
-	}
-
-	byChannel := map[string]*Row{}
-	for _, c := range chans {
-		byChannel[c.Name] = &Row{Channel: c, States: map[string]int{}}
-	}
-	bad := map[[2]string][]string{} // (rule, channel) → keys
-	flag := func(rule, channel, key string) {
-		k := [2]string{rule, channel}
-		bad[k] = append(bad[k], key)
-	}
-	var suspects []int64
-
-	byEvent := map[target]*intentRow{}
-	for i := range intents {
-		in := &intents[i]
-		byEvent[target{in.channel, in.eventID}] = in
-		o, known := events[in.eventID]
-		if !known || o.Channel != in.channel {
-			flag("intent for an event no producer enqueued", in.channel, in.eventID)
-			continue
-		}
-		if !o.Committed && !o.Maybe && !delivered[in.eventID] {
-			flag("intent for a rolled-back event", in.channel, in.eventID)
-		}
-	}
-	for t := range applied {
-		if o := events[t.event]; byEvent[t] == nil && !(excused && loss.lostEnqueues[t] && o.Committed && o.FirstCommit.Before(loss.killed)) {
-			flag("effect without an intent", t.channel, t.event)
-		}
-	}
+	c := newChecker(events, delivered, ledger, chans, loss)
+	c.matchIntents(intents)
 	for ev, o := range events {
-		row := byChannel[o.Channel]
-		if row == nil {
-			return nil, fmt.Errorf("chaos: event %s on unknown channel %q", ev, o.Channel)
-		}
-		t := target{o.Channel, ev}
-		in := byEvent[t]
-		committed := o.Committed || delivered[ev]
-		switch {
-		case committed:
-			row.Committed++
-		case o.Maybe:
-			row.Maybe++
-		}
-		// an enqueue acknowledged to the producer and lost in the failover
-		lostEnqueue := loss != nil && loss.lostEnqueues[t] && o.Committed && o.FirstCommit.Before(loss.killed)
-		if lostEnqueue {
-			row.EnqueuesLost++
-			if calledBefore[t] {
-				row.AppliedLost++
-			}
-			if !excused {
-				flag("enqueue acknowledged to its producer, lost in the failover", o.Channel, ev)
-			}
-		}
-		// a redelivery enqueued again what the failover lost: true twice
-		if committed && !o.Maybe && o.Inserted != 1 && !(excused && lostEnqueue && o.Inserted == 2) {
-			flag(fmt.Sprintf("enqueue returned true %d times, want once", o.Inserted), o.Channel, ev)
-		}
-		if in == nil {
-			switch {
-			case lostEnqueue && !delivered[ev]:
-				row.Gone++
-			case committed:
-				row.Lost++
-				flag("committed but no intent", o.Channel, ev)
-			}
-			if applied[t] > 0 && !committed {
-				flag("effect for an event that never committed", o.Channel, ev)
-			}
-			continue
-		}
-		row.Intents++
-		row.States[in.status]++
-		row.Fenced += in.fence
-		row.Ambiguous += in.ambiguous
-		n := applied[t]
-		if n > 0 {
-			row.Applied++
-		}
-		if in.status == "PENDING" || in.status == "SENDING" {
-			row.Unsettled++
-			flag("not settled after the drain ("+in.status+")", o.Channel, ev)
-		}
-		if n == 0 {
-			switch in.status {
-			case "SKIPPED", "IN_DOUBT", "FAILED", "CANCELLED":
-				row.Gap++
-				if row.Channel.InDoubt == "skip" && in.status != "SKIPPED" {
-					flag("gap not recorded as SKIPPED ("+in.status+")", o.Channel, ev)
-				}
-			default:
-				row.Lost++
-				flag("lost: committed, "+in.status+", never applied", o.Channel, ev)
-				suspects = append(suspects, in.id)
-			}
-			continue
-		}
-		if in.status == "SENT" && in.ref != "" && row.Channel.Provider != "webhook" && !slices.Contains(refs[t], in.ref) {
-			flag("SENT with a provider_ref that is not its effect", o.Channel, ev)
-			suspects = append(suspects, in.id)
-		}
-		if n < 2 {
-			continue
-		}
-		row.KeysTwice++
-		extra := n - 1
-		row.Duplicates += extra
-		explained := 0
-		if row.Channel.Provider == "twilio" {
-			switch row.Channel.InDoubt {
-			case "lookup":
-				explained = in.ambiguousResend
-			case "resend":
-				explained = in.ambiguousResend + in.policyResend
-			}
-		}
-		explained = min(explained, extra)
-		row.Explained += explained
-		if excused && row.Channel.Provider == "twilio" && (loss.lostUpdates[t] || lostEnqueue) {
-			row.FailoverExplained += extra - explained
-			explained = extra
-		}
-		if explained < extra {
-			flag(fmt.Sprintf("applied %d times, %d unexplained", n, extra-explained), o.Channel, ev)
-			suspects = append(suspects, in.id)
+		if err := c.judgeEvent(ev, o); err != nil {
+			return nil, err
 		}
 	}
 	late, err := lateCompletions(ctx, pool)
@@ -271,40 +121,252 @@ func check(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, l
 		return nil, err
 	}
 	for _, l := range late {
-		flag("completion of an attempt already settled by the reconciler took effect (not fenced out)", l.channel, l.event)
-		suspects = append(suspects, l.id)
+		c.flag("completion of an attempt already settled by the reconciler took effect (not fenced out)", l.channel, l.event)
+		c.suspects = append(c.suspects, l.id)
 	}
-	if rep.Orphans > 0 {
-		flag(fmt.Sprintf("%d effects not attributable to any event", rep.Orphans), "*", "-")
+	if c.rep.Orphans > 0 {
+		c.flag(fmt.Sprintf("%d effects not attributable to any event", c.rep.Orphans), "*", "-")
 	}
-
-	if loss != nil {
-		for t := range loss.lostUpdates {
-			if row := byChannel[t.channel]; row != nil {
-				row.UpdatesLost++
-			}
-		}
-		for t := range calledBefore {
-			if row := byChannel[t.channel]; row != nil && calledAfter[t] && (loss.lostUpdates[t] || loss.lostEnqueues[t]) {
-				row.Resent++
-			}
-		}
-	}
-	for _, c := range chans {
-		rep.Rows = append(rep.Rows, *byChannel[c.Name])
-	}
-	for k, keys := range bad {
-		slices.Sort(keys)
-		rep.Violations = append(rep.Violations, Violation{Rule: k[0], Channel: k[1], Keys: keys})
-	}
-	slices.SortFunc(rep.Violations, func(a, b Violation) int {
-		return strings.Compare(a.Channel+a.Rule, b.Channel+b.Rule)
-	})
-	if len(suspects) > 8 {
-		suspects = suspects[:8]
-	}
-	rep.Details, err = attemptDetails(ctx, pool, suspects)
+	c.countFailover()
+	rep := c.report(chans)
+	rep.Details, err = attemptDetails(ctx, pool, c.suspects[:min(len(c.suspects), 8)])
 	return rep, err
+}
+
+// checker is one check's state: what it read, the rows it counts, and the
+// rules broken so far.
+type checker struct {
+	events                    map[string]Outcome
+	delivered                 map[string]bool // events with a committed row in the producers' own table
+	loss                      *failoverLoss   // nil: no failover
+	excused                   bool            // the failover's losses are its cost, not broken rules
+	calledBefore, calledAfter map[target]bool // the failover's kill and promotion
+
+	applied   map[target]int // effects per target
+	refs      map[target][]string
+	byChannel map[string]*Row
+	byEvent   map[target]*intentRow
+	bad       map[[2]string][]string // (rule, channel) → keys
+	suspects  []int64                // intents whose attempts the report details
+	rep       *Report
+}
+
+// newChecker counts the ledger's effects per target.
+func newChecker(events map[string]Outcome, delivered map[string]bool, ledger sandbox.Snapshot, chans []Channel, loss *failoverLoss) *checker {
+	c := &checker{
+		events: events, delivered: delivered, loss: loss, excused: loss != nil && !loss.sync,
+		applied: map[target]int{}, refs: map[target][]string{}, byChannel: map[string]*Row{},
+		byEvent: map[target]*intentRow{}, bad: map[[2]string][]string{}, rep: &Report{},
+	}
+	if loss != nil {
+		c.calledBefore, c.calledAfter = callsAcross(ledger, loss.killed, loss.promoted)
+	}
+	for _, e := range ledger.Effects {
+		t, ok := effectTarget(e)
+		if !ok {
+			c.rep.Orphans++
+			continue
+		}
+		c.applied[t] += e.Applied
+		c.refs[t] = append(c.refs[t], e.Ref)
+	}
+	for _, ch := range chans {
+		c.byChannel[ch.Name] = &Row{Channel: ch, States: map[string]int{}}
+	}
+	return c
+}
+
+// flag records that key broke rule on channel.
+func (c *checker) flag(rule, channel, key string) {
+	k := [2]string{rule, channel}
+	c.bad[k] = append(c.bad[k], key)
+}
+
+// lostEnqueue reports whether the enqueue of t, acknowledged to its producer
+// as o, was lost in the failover.
+func (c *checker) lostEnqueue(t target, o Outcome) bool {
+	return c.loss != nil && c.loss.lostEnqueues[t] && o.Committed && o.FirstCommit.Before(c.loss.killed)
+}
+
+// matchIntents indexes the intents by target and flags those no producer
+// committed, and effects without an intent.
+func (c *checker) matchIntents(intents []intentRow) {
+	for i := range intents {
+		in := &intents[i]
+		c.byEvent[target{in.channel, in.eventID}] = in
+		o, known := c.events[in.eventID]
+		if !known || o.Channel != in.channel {
+			c.flag("intent for an event no producer enqueued", in.channel, in.eventID)
+			continue
+		}
+		if !o.Committed && !o.Maybe && !c.delivered[in.eventID] {
+			c.flag("intent for a rolled-back event", in.channel, in.eventID)
+		}
+	}
+	for t := range c.applied {
+		if c.byEvent[t] == nil && !(c.excused && c.lostEnqueue(t, c.events[t.event])) {
+			c.flag("effect without an intent", t.channel, t.event)
+		}
+	}
+}
+
+// judgeEvent counts event ev, as its producer saw it (o), in its channel's
+// row and flags the rules it breaks.
+func (c *checker) judgeEvent(ev string, o Outcome) error {
+	row := c.byChannel[o.Channel]
+	if row == nil {
+		return fmt.Errorf("chaos: event %s on unknown channel %q", ev, o.Channel)
+	}
+	t := target{o.Channel, ev}
+	committed := o.Committed || c.delivered[ev]
+	switch {
+	case committed:
+		row.Committed++
+	case o.Maybe:
+		row.Maybe++
+	}
+	// an enqueue acknowledged to the producer and lost in the failover
+	lostEnqueue := c.lostEnqueue(t, o)
+	if lostEnqueue {
+		row.EnqueuesLost++
+		if c.calledBefore[t] {
+			row.AppliedLost++
+		}
+		if !c.excused {
+			c.flag("enqueue acknowledged to its producer, lost in the failover", o.Channel, ev)
+		}
+	}
+	// a redelivery enqueued again what the failover lost: true twice
+	if committed && !o.Maybe && o.Inserted != 1 && !(c.excused && lostEnqueue && o.Inserted == 2) {
+		c.flag(fmt.Sprintf("enqueue returned true %d times, want once", o.Inserted), o.Channel, ev)
+	}
+	in := c.byEvent[t]
+	if in == nil {
+		switch {
+		case lostEnqueue && !c.delivered[ev]:
+			row.Gone++
+		case committed:
+			row.Lost++
+			c.flag("committed but no intent", o.Channel, ev)
+		}
+		if c.applied[t] > 0 && !committed {
+			c.flag("effect for an event that never committed", o.Channel, ev)
+		}
+		return nil
+	}
+	c.judgeIntent(row, t, in, lostEnqueue)
+	return nil
+}
+
+// judgeIntent counts the intent in of t and its effects in row and flags the
+// rules they break: unsettled, lost, a wrong ref, unexplained duplicates.
+func (c *checker) judgeIntent(row *Row, t target, in *intentRow, lostEnqueue bool) {
+	row.Intents++
+	row.States[in.status]++
+	row.Fenced += in.fence
+	row.Ambiguous += in.ambiguous
+	n := c.applied[t]
+	if n > 0 {
+		row.Applied++
+	}
+	if in.status == "PENDING" || in.status == "SENDING" {
+		row.Unsettled++
+		c.flag("not settled after the drain ("+in.status+")", t.channel, t.event)
+	}
+	if n == 0 {
+		switch in.status {
+		case "SKIPPED", "IN_DOUBT", "FAILED", "CANCELLED":
+			row.Gap++
+			if row.Channel.InDoubt == "skip" && in.status != "SKIPPED" {
+				c.flag("gap not recorded as SKIPPED ("+in.status+")", t.channel, t.event)
+			}
+		default:
+			row.Lost++
+			c.flag("lost: committed, "+in.status+", never applied", t.channel, t.event)
+			c.suspects = append(c.suspects, in.id)
+		}
+		return
+	}
+	if in.status == "SENT" && in.ref != "" && row.Channel.Provider != "webhook" && !slices.Contains(c.refs[t], in.ref) {
+		c.flag("SENT with a provider_ref that is not its effect", t.channel, t.event)
+		c.suspects = append(c.suspects, in.id)
+	}
+	if n >= 2 {
+		c.judgeDuplicates(row, t, in, n, lostEnqueue)
+	}
+}
+
+// judgeDuplicates counts the n-1 extra effects of in and flags those that
+// neither its channel's policy nor the failover explains.
+func (c *checker) judgeDuplicates(row *Row, t target, in *intentRow, n int, lostEnqueue bool) {
+	row.KeysTwice++
+	extra := n - 1
+	row.Duplicates += extra
+	explained := 0
+	if row.Channel.Provider == "twilio" {
+		switch row.Channel.InDoubt {
+		case "lookup":
+			explained = in.ambiguousResend
+		case "resend":
+			explained = in.ambiguousResend + in.policyResend
+		}
+	}
+	explained = min(explained, extra)
+	row.Explained += explained
+	if c.excused && row.Channel.Provider == "twilio" && (c.loss.lostUpdates[t] || lostEnqueue) {
+		row.FailoverExplained += extra - explained
+		explained = extra
+	}
+	if explained < extra {
+		c.flag(fmt.Sprintf("applied %d times, %d unexplained", n, extra-explained), t.channel, t.event)
+		c.suspects = append(c.suspects, in.id)
+	}
+}
+
+// countFailover counts, per channel, the updates the failover lost and the
+// targets called again after it.
+func (c *checker) countFailover() {
+	if c.loss == nil {
+		return
+	}
+	for t := range c.loss.lostUpdates {
+		if row := c.byChannel[t.channel]; row != nil {
+			row.UpdatesLost++
+		}
+	}
+	for t := range c.calledBefore {
+		if row := c.byChannel[t.channel]; row != nil && c.calledAfter[t] && (c.loss.lostUpdates[t] || c.loss.lostEnqueues[t]) {
+			row.Resent++
+		}
+	}
+}
+
+// report is the verdict: the rows in the order of chans, the violations sorted.
+func (c *checker) report(chans []Channel) *Report {
+	rep := c.rep
+	for _, ch := range chans {
+		rep.Rows = append(rep.Rows, *c.byChannel[ch.Name])
+	}
+	rep.Violations = sortedViolations(c.bad)
+	return rep
+}
+
+// loadDelivered returns the events with a committed row in the producers' own table.
+func loadDelivered(ctx context.Context, pool *pgxpool.Pool) (map[string]bool, error) {
+	delivered := map[string]bool{}
+	rows, err := pool.Query(ctx, `SELECT DISTINCT event_id FROM public.chaos_deliveries`)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: reading the producers' table: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var e string
+		if err := rows.Scan(&e); err != nil {
+			return nil, err
+		}
+		delivered[e] = true
+	}
+	return delivered, rows.Err()
 }
 
 func loadIntents(ctx context.Context, pool *pgxpool.Pool) ([]intentRow, error) {

@@ -111,7 +111,40 @@ func (h *harness) note(format string, args ...any) {
 	fmt.Fprintf(h.cfg.Out, "chaos %6.1fs  %s\n", time.Since(h.start).Seconds(), fmt.Sprintf(format, args...))
 }
 
+// setup makes the work directory and starts PostgreSQL, the sandbox and the
+// instances on a migrated database.
 func (h *harness) setup(ctx context.Context) error {
+	if err := h.workDir(); err != nil {
+		return err
+	}
+	if err := h.startPostgres(ctx); err != nil {
+		return err
+	}
+	sandboxURL, err := h.startSandbox()
+	if err != nil {
+		return err
+	}
+	env, err := h.serveEnv(sandboxURL)
+	if err != nil {
+		return err
+	}
+	if err := h.migrate(ctx, env); err != nil {
+		return err
+	}
+	if err := h.startInstances(ctx, env); err != nil {
+		return err
+	}
+	if h.fo != nil {
+		h.note("setup: PostgreSQL primary on %d, %s standby on %d, sandbox %s, %d instances, logs in %s",
+			h.pg.Port, h.fo.mode(), h.fo.standby.Port, sandboxURL, len(h.instances), h.dir)
+		return nil
+	}
+	h.note("setup: PostgreSQL on %d, sandbox %s, %d instances, logs in %s", h.pg.Port, sandboxURL, len(h.instances), h.dir)
+	return nil
+}
+
+// workDir makes the run's directory, a temporary one unless cfg.Dir names it.
+func (h *harness) workDir() error {
 	h.dir = h.cfg.Dir
 	if h.dir == "" {
 		d, err := os.MkdirTemp("", "effectd-chaos-")
@@ -121,36 +154,45 @@ func (h *harness) setup(ctx context.Context) error {
 		h.dir, h.removeDir = d, true
 	}
 	// The postgres user (when running as root) must reach dir/pg.
-	if err := os.Chmod(h.dir, 0o755); err != nil {
-		return err
-	}
-	var err error
+	return os.Chmod(h.dir, 0o755)
+}
+
+// startPostgres starts one cluster, or a primary and a standby when the run
+// fails over, and creates the effectd database.
+func (h *harness) startPostgres(ctx context.Context) error {
 	if slices.Contains(h.cfg.Faults, FaultFailover) {
 		if err := h.setupPair(ctx); err != nil {
 			return err
 		}
 	} else {
+		var err error
 		if h.pg, err = localpg.Start(ctx, filepath.Join(h.dir, "pg"), localpg.Options{Fast: true}); err != nil {
 			return err
 		}
 		h.dsn = h.pg.URL("effectd")
 	}
-	if err := createDatabase(ctx, h.pg.URL("postgres"), "effectd"); err != nil {
-		return err
-	}
+	return createDatabase(ctx, h.pg.URL("postgres"), "effectd")
+}
 
+// startSandbox serves the sandbox on a loopback port and returns its URL.
+func (h *harness) startSandbox() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return fmt.Errorf("chaos: sandbox: %w", err)
+		return "", fmt.Errorf("chaos: sandbox: %w", err)
 	}
 	h.sb = sandbox.New(sandbox.Options{WebhookSecret: hookSecret})
 	h.sbSrv = &http.Server{Handler: h.sb.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go h.sbSrv.Serve(ln)
-	sandboxURL := "http://" + ln.Addr().String()
+	return "http://" + ln.Addr().String(), nil
+}
 
+// serveEnv writes the instances' configuration and returns their environment:
+// the database, the configuration, the sandbox credentials, and this
+// process's environment but for effectd's own variables.
+func (h *harness) serveEnv(sandboxURL string) ([]string, error) {
 	cfgPath := filepath.Join(h.dir, "effectd.yaml")
 	if err := os.WriteFile(cfgPath, []byte(configYAML(sandboxURL, h.cfg.Lease, h.cfg.Channels)), 0o644); err != nil {
-		return err
+		return nil, err
 	}
 	env := []string{
 		"DATABASE_URL=" + h.dsn, "EFFECTD_CONFIG=" + cfgPath, "EFFECTD_LOG_LEVEL=info",
@@ -162,6 +204,12 @@ func (h *harness) setup(ctx context.Context) error {
 			env = append(env, kv)
 		}
 	}
+	return env, nil
+}
+
+// migrate runs effectd migrate, then opens the pool and creates the
+// producers' table.
+func (h *harness) migrate(ctx context.Context, env []string) error {
 	mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	migrate := exec.CommandContext(mctx, h.cfg.Binary, "migrate")
@@ -177,9 +225,12 @@ func (h *harness) setup(ctx context.Context) error {
 	if h.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return err
 	}
-	if _, err := h.pool.Exec(ctx, produceSchema); err != nil {
-		return err
-	}
+	_, err = h.pool.Exec(ctx, produceSchema)
+	return err
+}
+
+// startInstances starts cfg.Instances effectd serve processes with env.
+func (h *harness) startInstances(ctx context.Context, env []string) error {
 	for n := 1; n <= h.cfg.Instances; n++ {
 		p := &instance{n: n, bin: h.cfg.Binary, env: env, note: h.note,
 			logPath: filepath.Join(h.dir, fmt.Sprintf("instance-%d.log", n))}
@@ -191,12 +242,6 @@ func (h *harness) setup(ctx context.Context) error {
 			return err
 		}
 	}
-	if h.fo != nil {
-		h.note("setup: PostgreSQL primary on %d, %s standby on %d, sandbox %s, %d instances, logs in %s",
-			h.pg.Port, h.fo.mode(), h.fo.standby.Port, sandboxURL, len(h.instances), h.dir)
-		return nil
-	}
-	h.note("setup: PostgreSQL on %d, sandbox %s, %d instances, logs in %s", h.pg.Port, sandboxURL, len(h.instances), h.dir)
 	return nil
 }
 
@@ -228,60 +273,18 @@ func configYAML(sandboxURL string, lease time.Duration, chans []Channel) string 
 	return b.String()
 }
 
+// run produces events under faults, drains, sweeps after a failover, stops
+// the instances, and checks.
 func (h *harness) run(ctx context.Context) (*Report, error) {
 	cfg := h.cfg
 	h.note("seed %d: %d events, %d instances, %s of faults: %s", cfg.Seed, cfg.Events, cfg.Instances, cfg.Duration,
 		cmp.Or(strings.Join(cfg.Faults, ","), "none"))
-	deliveries := plan(rand.New(rand.NewPCG(cfg.Seed, 1)), cfg.Events, cfg.Duration*3/4, cfg.Channels)
-	log := newLog()
-
-	faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration)
-	defer stopFaults()
-	inj := &injector{rng: rand.New(rand.NewPCG(cfg.Seed, 2)), faults: cfg.Faults, lease: cfg.Lease,
-		instances: h.instances, restartPG: h.restartPG, sb: h.sb, note: h.note, window: cfg.Duration * 3 / 4}
-	if h.fo != nil {
-		inj.failover = h.failover
-	}
-	injected := make(chan struct{})
-	go func() { inj.run(faultCtx, ctx); close(injected) }()
-	produce(ctx, h.pool, deliveries, 8, log)
-	h.note("producers done: %d deliveries, %d failed transactions retried", len(deliveries), log.errors)
-	<-injected
-	h.note("faults stopped: %v", inj.Counts())
+	log, counts := h.produceUnderFaults(ctx)
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-
-	// Drain: every instance running, every intent final or settled.
-	deadline := time.Now().Add(cfg.DrainTimeout)
-	lastNote := time.Now()
-	for {
-		for _, p := range h.instances {
-			p.mu.Lock()
-			err := p.ensure(ctx)
-			p.mu.Unlock()
-			if err != nil {
-				return nil, err
-			}
-		}
-		var open int
-		err := h.pool.QueryRow(ctx, query.CountOpen).Scan(&open)
-		if err == nil && open == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			h.note("drain: %d intents still PENDING or SENDING after %s", open, cfg.DrainTimeout)
-			break
-		}
-		if time.Since(lastNote) > 10*time.Second {
-			h.note("draining: %d intents PENDING or SENDING (err %v)", open, err)
-			lastNote = time.Now()
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
+	if err := h.drain(ctx); err != nil {
+		return nil, err
 	}
 	h.note("drained")
 	// the sweep an operator runs after a failover, while the instances serve
@@ -298,26 +301,9 @@ func (h *harness) run(ctx context.Context) (*Report, error) {
 		crashes += p.crashes
 	}
 
-	ledger := h.sb.Ledger.Snapshot("")
-	var rep *Report
-	var err error
-	if h.fo != nil {
-		rep, err = h.checkFailover(ctx, log, ledger)
-	} else {
-		rep, err = Check(ctx, h.pool, log.Events(), ledger, cfg.Channels)
-	}
+	rep, err := h.judge(ctx, log, sweeps, sweepFailed)
 	if err != nil {
 		return nil, err
-	}
-	if h.fo != nil {
-		intents, err := loadIntents(ctx, h.pool)
-		if err != nil {
-			return nil, err
-		}
-		rows, vs := compareSweeps(sweeps, intents, ledger, cfg.Channels, h.fo.sync)
-		rep.Sweep = rows
-		rep.Violations = append(rep.Violations, sweepFailed...)
-		rep.Violations = append(rep.Violations, vs...)
 	}
 	if crashes > 0 {
 		rep.Violations = append(rep.Violations, Violation{Rule: fmt.Sprintf("effectd exited by itself %d times", crashes), Channel: "*", Keys: []string{"see instance logs in " + h.dir}})
@@ -327,12 +313,93 @@ func (h *harness) run(ctx context.Context) (*Report, error) {
 		h.removeDir = false // keep the logs and the cluster's data for the post-mortem
 	}
 	h.outMu.Lock()
-	fmt.Fprintf(cfg.Out, "\nseed %d, %d events, %d instances, %s, faults %v\n", cfg.Seed, cfg.Events, cfg.Instances, cfg.Duration, sortedCounts(inj.Counts()))
+	fmt.Fprintf(cfg.Out, "\nseed %d, %d events, %d instances, %s, faults %v\n", cfg.Seed, cfg.Events, cfg.Instances, cfg.Duration, sortedCounts(counts))
 	if h.fo != nil {
 		fmt.Fprintf(cfg.Out, "replication %s\n", h.fo.mode())
 	}
 	rep.Print(cfg.Out)
 	h.outMu.Unlock()
+	return rep, nil
+}
+
+// produceUnderFaults runs the producers over the planned deliveries while the
+// injector injects faults for cfg.Duration. It returns the producers' log and
+// how many faults of each kind were injected.
+func (h *harness) produceUnderFaults(ctx context.Context) (*Log, map[string]int) {
+	cfg := h.cfg
+	deliveries := plan(rand.New(rand.NewPCG(cfg.Seed, 1)), cfg.Events, cfg.Duration*3/4, cfg.Channels)
+	log := newLog()
+	faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration)
+	defer stopFaults()
+	inj := &injector{rng: rand.New(rand.NewPCG(cfg.Seed, 2)), faults: cfg.Faults, lease: cfg.Lease,
+		instances: h.instances, restartPG: h.restartPG, sb: h.sb, note: h.note, window: cfg.Duration * 3 / 4}
+	if h.fo != nil {
+		inj.failover = h.failover
+	}
+	injected := make(chan struct{})
+	go func() { inj.run(faultCtx, ctx); close(injected) }()
+	produce(ctx, h.pool, deliveries, 8, log)
+	h.note("producers done: %d deliveries, %d failed transactions retried", len(deliveries), log.errors)
+	<-injected
+	counts := inj.Counts()
+	h.note("faults stopped: %v", counts)
+	return log, counts
+}
+
+// drain keeps every instance running until every intent is final or settled,
+// or cfg.DrainTimeout has passed.
+func (h *harness) drain(ctx context.Context) error {
+	deadline := time.Now().Add(h.cfg.DrainTimeout)
+	lastNote := time.Now()
+	for {
+		for _, p := range h.instances {
+			p.mu.Lock()
+			err := p.ensure(ctx)
+			p.mu.Unlock()
+			if err != nil {
+				return err
+			}
+		}
+		var open int
+		err := h.pool.QueryRow(ctx, query.CountOpen).Scan(&open)
+		if err == nil && open == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			h.note("drain: %d intents still PENDING or SENDING after %s", open, h.cfg.DrainTimeout)
+			return nil
+		}
+		if time.Since(lastNote) > 10*time.Second {
+			h.note("draining: %d intents PENDING or SENDING (err %v)", open, err)
+			lastNote = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// judge checks the run against the sandbox's ledger; after a failover, with
+// what it lost, and with the sweeps compared to the intents.
+func (h *harness) judge(ctx context.Context, log *Log, sweeps []dispatcher.SweepReport, sweepFailed []Violation) (*Report, error) {
+	ledger := h.sb.Ledger.Snapshot("")
+	if h.fo == nil {
+		return Check(ctx, h.pool, log.Events(), ledger, h.cfg.Channels)
+	}
+	rep, err := h.checkFailover(ctx, log, ledger)
+	if err != nil {
+		return nil, err
+	}
+	intents, err := loadIntents(ctx, h.pool)
+	if err != nil {
+		return nil, err
+	}
+	rows, vs := compareSweeps(sweeps, intents, ledger, h.cfg.Channels, h.fo.sync)
+	rep.Sweep = rows
+	rep.Violations = append(rep.Violations, sweepFailed...)
+	rep.Violations = append(rep.Violations, vs...)
 	return rep, nil
 }
 

@@ -74,106 +74,131 @@ func (h *harness) sweep(ctx context.Context, since time.Time) (reps []dispatcher
 // is a violation naming the event and reference; after a synchronous
 // failover any finding is one too.
 func compareSweeps(reps []dispatcher.SweepReport, intents []intentRow, ledger sandbox.Snapshot, chans []Channel, sync bool) ([]SweepRow, []Violation) {
-	byEvent := map[target]*intentRow{}
-	for i := range intents {
-		byEvent[target{intents[i].channel, intents[i].eventID}] = &intents[i]
-	}
-	// a finding, by kind, channel and what it names: the reference of an
-	// orphan, the event of any other
-	type key struct{ kind, channel, name string }
-	expected := map[key]bool{}
-	effects := map[target][]string{} // refs of the effects of each target's intent
-	byRef := map[string]target{}
-	for _, e := range ledger.Effects {
-		t, ok := effectTarget(e)
-		if !ok {
-			continue
-		}
-		byRef[e.Ref] = t
-		in := byEvent[t]
-		// A Stripe object names the intent it was created for: one of a lost
-		// intent is no intent's, even where the event was enqueued again (its
-		// new intent's call then reuses the key with other metadata, which
-		// Stripe refuses). An SMS names none: it is its event's.
-		if in == nil || (e.Kind == "stripe" && stripeIntentID(e) != strconv.FormatInt(in.id, 10)) {
-			expected[key{dispatcher.FindingOrphan, t.channel, e.Ref}] = true
-			continue
-		}
-		effects[t] = append(effects[t], e.Ref)
-	}
-	for t, refs := range effects {
-		if len(refs) > 1 {
-			expected[key{dispatcher.FindingDuplicate, t.channel, t.event}] = true
-		}
-		if in := byEvent[t]; in.status == "SENDING" || in.status == "IN_DOUBT" || in.status == "FAILED" {
-			expected[key{dispatcher.FindingUnsettled, t.channel, t.event}] = true
-		}
-	}
-	for _, in := range intents {
-		if in.status == "SENT" && len(effects[target{in.channel, in.eventID}]) == 0 {
-			expected[key{dispatcher.FindingMissing, in.channel, in.eventID}] = true
-		}
-	}
-	// name is how a violation names a finding: its event and reference
-	name := func(k key) string {
-		if k.kind != dispatcher.FindingOrphan {
-			return k.name
-		}
-		if t, ok := byRef[k.name]; ok {
-			return t.event + "/" + k.name
-		}
-		return "?/" + k.name
-	}
-
+	a := expectFindings(intents, ledger)
 	var rows []SweepRow
 	bad := map[[2]string][]string{} // (rule, channel) → findings
 	for _, c := range chans {
 		if !sweptChannel(c) {
 			continue
 		}
-		row := SweepRow{Channel: c, Found: map[string]int{}, Expected: map[string]int{}}
 		i := slices.IndexFunc(reps, func(r dispatcher.SweepReport) bool { return r.Channel == c.Name })
 		if i < 0 {
 			continue // its sweep failed: already a violation
 		}
-		rep := reps[i]
-		row.Intents, row.Objects = rep.Intents, rep.Objects
-		found := map[key]bool{}
-		for _, f := range rep.Findings {
-			k := key{f.Kind, c.Name, f.EventID}
-			if f.Kind == dispatcher.FindingOrphan && len(f.Objects) > 0 {
-				k.name = f.Objects[0].Ref
-			}
-			found[k] = true
-			row.Found[f.Kind]++
-			if !expected[k] {
-				bad[[2]string{"sweep: " + f.Kind + " finding the checker does not account for", c.Name}] = append(
-					bad[[2]string{"sweep: " + f.Kind + " finding the checker does not account for", c.Name}], name(k))
-			}
-		}
-		for k := range expected {
-			if k.channel != c.Name {
-				continue
-			}
-			row.Expected[k.kind]++
-			if !found[k] {
-				rule := "sweep: no " + k.kind + " finding where the checker counts one"
-				bad[[2]string{rule, c.Name}] = append(bad[[2]string{rule, c.Name}], name(k))
-			}
-		}
-		if n := len(rep.Findings); sync && n > 0 {
-			rule := fmt.Sprintf("sweep: %d findings after a synchronous failover, want none", n)
-			bad[[2]string{rule, c.Name}] = append(bad[[2]string{rule, c.Name}], "-")
-		}
-		rows = append(rows, row)
+		rows = append(rows, a.compare(c, reps[i], sync, bad))
 	}
+	return rows, sortedViolations(bad)
+}
+
+// finding is a sweep finding, by kind, channel and what it names: the
+// reference of an orphan, the event of any other.
+type finding struct{ kind, channel, name string }
+
+// sweepAccount is what the checker expects a sweep to find, from the intents
+// and the ledger.
+type sweepAccount struct {
+	expected map[finding]bool
+	byRef    map[string]target // the target of each effect, by its reference
+}
+
+// expectFindings accounts for the findings the ledger and the intents call
+// for: orphans, duplicates, unsettled intents with effects, and SENT intents
+// without one.
+func expectFindings(intents []intentRow, ledger sandbox.Snapshot) sweepAccount {
+	byEvent := map[target]*intentRow{}
+	for i := range intents {
+		byEvent[target{intents[i].channel, intents[i].eventID}] = &intents[i]
+	}
+	a := sweepAccount{expected: map[finding]bool{}, byRef: map[string]target{}}
+	effects := map[target][]string{} // refs of the effects of each target's intent
+	for _, e := range ledger.Effects {
+		t, ok := effectTarget(e)
+		if !ok {
+			continue
+		}
+		a.byRef[e.Ref] = t
+		in := byEvent[t]
+		// A Stripe object names the intent it was created for: one of a lost
+		// intent is no intent's, even where the event was enqueued again (its
+		// new intent's call then reuses the key with other metadata, which
+		// Stripe refuses). An SMS names none: it is its event's.
+		if in == nil || (e.Kind == "stripe" && stripeIntentID(e) != strconv.FormatInt(in.id, 10)) {
+			a.expected[finding{dispatcher.FindingOrphan, t.channel, e.Ref}] = true
+			continue
+		}
+		effects[t] = append(effects[t], e.Ref)
+	}
+	for t, refs := range effects {
+		if len(refs) > 1 {
+			a.expected[finding{dispatcher.FindingDuplicate, t.channel, t.event}] = true
+		}
+		if in := byEvent[t]; in.status == "SENDING" || in.status == "IN_DOUBT" || in.status == "FAILED" {
+			a.expected[finding{dispatcher.FindingUnsettled, t.channel, t.event}] = true
+		}
+	}
+	for _, in := range intents {
+		if in.status == "SENT" && len(effects[target{in.channel, in.eventID}]) == 0 {
+			a.expected[finding{dispatcher.FindingMissing, in.channel, in.eventID}] = true
+		}
+	}
+	return a
+}
+
+// name is how a violation names a finding: its event and reference.
+func (a sweepAccount) name(k finding) string {
+	if k.kind != dispatcher.FindingOrphan {
+		return k.name
+	}
+	if t, ok := a.byRef[k.name]; ok {
+		return t.event + "/" + k.name
+	}
+	return "?/" + k.name
+}
+
+// compare counts channel c's findings in rep against the expected ones and
+// adds to bad the findings on one side only.
+func (a sweepAccount) compare(c Channel, rep dispatcher.SweepReport, sync bool, bad map[[2]string][]string) SweepRow {
+	row := SweepRow{Channel: c, Intents: rep.Intents, Objects: rep.Objects, Found: map[string]int{}, Expected: map[string]int{}}
+	found := map[finding]bool{}
+	for _, f := range rep.Findings {
+		k := finding{f.Kind, c.Name, f.EventID}
+		if f.Kind == dispatcher.FindingOrphan && len(f.Objects) > 0 {
+			k.name = f.Objects[0].Ref
+		}
+		found[k] = true
+		row.Found[f.Kind]++
+		if !a.expected[k] {
+			rule := [2]string{"sweep: " + f.Kind + " finding the checker does not account for", c.Name}
+			bad[rule] = append(bad[rule], a.name(k))
+		}
+	}
+	for k := range a.expected {
+		if k.channel != c.Name {
+			continue
+		}
+		row.Expected[k.kind]++
+		if !found[k] {
+			rule := [2]string{"sweep: no " + k.kind + " finding where the checker counts one", c.Name}
+			bad[rule] = append(bad[rule], a.name(k))
+		}
+	}
+	if n := len(rep.Findings); sync && n > 0 {
+		rule := [2]string{fmt.Sprintf("sweep: %d findings after a synchronous failover, want none", n), c.Name}
+		bad[rule] = append(bad[rule], "-")
+	}
+	return row
+}
+
+// sortedViolations turns (rule, channel) → keys into violations, sorted by
+// channel and rule, each with its keys sorted.
+func sortedViolations(bad map[[2]string][]string) []Violation {
 	var vs []Violation
-	for k, names := range bad {
-		slices.Sort(names)
-		vs = append(vs, Violation{Rule: k[0], Channel: k[1], Keys: names})
+	for k, keys := range bad {
+		slices.Sort(keys)
+		vs = append(vs, Violation{Rule: k[0], Channel: k[1], Keys: keys})
 	}
 	slices.SortFunc(vs, func(a, b Violation) int { return strings.Compare(a.Channel+a.Rule, b.Channel+b.Rule) })
-	return rows, vs
+	return vs
 }
 
 // stripeIntentID is the intent id in a Stripe effect's metadata, or "".

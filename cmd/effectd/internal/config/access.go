@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
@@ -31,17 +30,7 @@ type Access struct {
 }
 
 // LoadAccess reads the access section of the YAML at path.
-func LoadAccess(path string) (Access, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return Access{}, fmt.Errorf("config: %w", err)
-	}
-	a, err := ParseAccess(b)
-	if err != nil {
-		return a, fmt.Errorf("config %s: %w", path, err)
-	}
-	return a, nil
-}
+func LoadAccess(path string) (Access, error) { return load(path, ParseAccess) }
 
 // ParseAccess reads the access section of a YAML document and checks it
 // against the document's channels.

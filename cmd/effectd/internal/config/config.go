@@ -14,6 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/effectd/effectd/api/ingress"
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/providers/stripe"
@@ -75,15 +76,43 @@ var channelName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 // Load reads the YAML at path and builds the channels. getenv supplies secrets.
 func Load(path string, getenv func(string) string) ([]dispatcher.Channel, error) {
+	return load(path, func(b []byte) ([]dispatcher.Channel, error) { return Parse(b, getenv) })
+}
+
+// Loaded is everything one YAML file configures.
+type Loaded struct {
+	Channels []dispatcher.Channel // as Parse builds them
+	Ingress  []ingress.Channel    // as ParseIngress returns them
+	Access   Access               // as ParseAccess reads it
+}
+
+// LoadAll reads the YAML at path once and parses all of it: the channels, the
+// ingress's channels and the access section, in that order.
+func LoadAll(path string, getenv func(string) string) (Loaded, error) {
+	return load(path, func(b []byte) (l Loaded, err error) {
+		if l.Channels, err = Parse(b, getenv); err != nil {
+			return l, err
+		}
+		if l.Ingress, err = ParseIngress(b, getenv); err != nil {
+			return l, err
+		}
+		l.Access, err = ParseAccess(b)
+		return l, err
+	})
+}
+
+// load reads the YAML at path and parses it, naming the file in errors.
+func load[T any](path string, parse func([]byte) (T, error)) (T, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		var zero T
+		return zero, fmt.Errorf("config: %w", err)
 	}
-	chans, err := Parse(b, getenv)
+	v, err := parse(b)
 	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+		return v, fmt.Errorf("config %s: %w", path, err)
 	}
-	return chans, nil
+	return v, nil
 }
 
 // Parse reads a YAML document and builds the channels, sorted by name. An
@@ -153,26 +182,60 @@ func build(name string, s ChannelSpec, getenv func(string) string) (dispatcher.C
 	bad := func(msg string, keys ...string) error {
 		return &Error{Path: append([]string{"channels", name}, keys...), Msg: shorten(msg)}
 	}
-	if !channelName.MatchString(name) {
-		return dispatcher.Channel{}, bad("a channel name is 1-64 letters, digits, '_', '.' or '-'")
-	}
 	c := dispatcher.Channel{Name: name, Kind: s.Provider, MaxPayload: s.MaxPayload, Redact: s.Redact}
+	if err := checkShape(name, s, bad); err != nil {
+		return c, err
+	}
+	var err error
+	if c.Provider, err = newProvider(s, getenv, bad); err != nil {
+		return c, err
+	}
+	if s.Notify != nil {
+		c.Notify = &dispatcher.Notify{Channel: s.Notify.Channel, On: s.Notify.On}
+		if err := c.Notify.Validate(); err != nil {
+			field, msg, _ := strings.Cut(err.Error(), ": ") // notify.on: ...
+			return c, bad(msg, strings.Split(field, ".")...)
+		}
+	}
+	if st := deref(s.Stripe); st.WebhookSecretEnv != "" && getenv(st.WebhookSecretEnv) == "" {
+		return c, bad(fmt.Sprintf("the environment variable %s is not set", quote(st.WebhookSecretEnv)), "stripe", "webhook_secret_env")
+	}
+	c.Policy, err = buildPolicy(name, s, bad)
+	return c, err
+}
+
+// fieldError is the error of one field of a channel, named by its keys.
+type fieldError func(msg string, keys ...string) error
+
+// checkShape checks what s says before its provider: the channel's name,
+// redact, max_payload, and that only its provider's block is written.
+func checkShape(name string, s ChannelSpec, bad fieldError) error {
+	if !channelName.MatchString(name) {
+		return bad("a channel name is 1-64 letters, digits, '_', '.' or '-'")
+	}
 	for i, f := range s.Redact {
 		if f == "" || len(f) > 255 || slices.Contains(s.Redact[:i], f) {
-			return c, bad(fmt.Sprintf("a payload field name, 1-255 bytes, listed once; got %s", quote(f)), fmt.Sprintf("redact[%d]", i))
+			return bad(fmt.Sprintf("a payload field name, 1-255 bytes, listed once; got %s", quote(f)), fmt.Sprintf("redact[%d]", i))
 		}
 	}
 	if s.MaxPayload < 0 || s.MaxPayload > 1<<20 {
-		return c, bad("must be between 1 and 1048576 bytes", "max_payload")
+		return bad("must be between 1 and 1048576 bytes", "max_payload")
 	}
 	for _, b := range []struct {
 		kind    string
 		present bool
 	}{{"twilio", s.Twilio != nil}, {"stripe", s.Stripe != nil}, {"webhook", s.Webhook != nil}} {
 		if b.present && b.kind != s.Provider {
-			return c, bad(fmt.Sprintf("this block belongs to provider %s, but the channel's provider is %s", b.kind, quote(s.Provider)), b.kind)
+			return bad(fmt.Sprintf("this block belongs to provider %s, but the channel's provider is %s", b.kind, quote(s.Provider)), b.kind)
 		}
 	}
+	return nil
+}
+
+// newProvider makes the provider s names from its block and the credentials
+// in the environment.
+func newProvider(s ChannelSpec, getenv func(string) string, bad fieldError) (dispatcher.Provider, error) {
+	var p dispatcher.Provider
 	var err error
 	var where []string // a provider's own error points at its block, if written
 	switch s.Provider {
@@ -181,7 +244,7 @@ func build(name string, s ChannelSpec, getenv func(string) string) (dispatcher.C
 		if s.Twilio != nil {
 			where = []string{"twilio"}
 		}
-		c.Provider, err = twilio.New(twilio.Config{
+		p, err = twilio.New(twilio.Config{
 			AccountSID: getenv("TWILIO_ACCOUNT_SID"), AuthToken: getenv("TWILIO_AUTH_TOKEN"),
 			From: t.From, MessagingServiceSID: t.MessagingServiceSID, BaseURL: t.BaseURL, StatusCallback: t.StatusCallback,
 			HTTPClient: pooledClient(),
@@ -197,55 +260,51 @@ func build(name string, s ChannelSpec, getenv func(string) string) (dispatcher.C
 		if getenv("STRIPE_API_KEY") == "" {
 			err = errors.New("STRIPE_API_KEY must be set in the environment")
 		} else {
-			c.Provider, err = stripe.New(stripe.Config{APIKey: getenv("STRIPE_API_KEY"), BaseURL: st.BaseURL, HTTPClient: pooledClient()})
+			p, err = stripe.New(stripe.Config{APIKey: getenv("STRIPE_API_KEY"), BaseURL: st.BaseURL, HTTPClient: pooledClient()})
 		}
 	case "webhook":
 		w := deref(s.Webhook)
 		switch {
 		case w.URL == "":
-			return c, bad("is required", "webhook", "url")
+			return nil, bad("is required", "webhook", "url")
 		case w.SecretEnv == "":
-			return c, bad("name the environment variable that holds the signing secret", "webhook", "secret_env")
+			return nil, bad("name the environment variable that holds the signing secret", "webhook", "secret_env")
 		case getenv(w.SecretEnv) == "":
-			return c, bad(fmt.Sprintf("the environment variable %s is not set", quote(w.SecretEnv)), "webhook", "secret_env")
+			return nil, bad(fmt.Sprintf("the environment variable %s is not set", quote(w.SecretEnv)), "webhook", "secret_env")
 		case w.Timeout < 0:
-			return c, bad("must not be negative", "webhook", "timeout")
+			return nil, bad("must not be negative", "webhook", "timeout")
 		default:
 			where = []string{"webhook"}
-			c.Provider, err = webhook.New(webhook.Config{URL: w.URL, Secret: getenv(w.SecretEnv), Timeout: time.Duration(w.Timeout), HTTPClient: pooledClient()})
+			p, err = webhook.New(webhook.Config{URL: w.URL, Secret: getenv(w.SecretEnv), Timeout: time.Duration(w.Timeout), HTTPClient: pooledClient()})
 		}
 	case "":
-		return c, bad("is required (twilio, stripe or webhook)", "provider")
+		return nil, bad("is required (twilio, stripe or webhook)", "provider")
 	default:
-		return c, bad(fmt.Sprintf("unknown provider %s (want twilio, stripe or webhook)", quote(s.Provider)), "provider")
+		return nil, bad(fmt.Sprintf("unknown provider %s (want twilio, stripe or webhook)", quote(s.Provider)), "provider")
 	}
 	if err != nil {
-		return c, bad(err.Error(), where...)
+		return nil, bad(err.Error(), where...)
 	}
-	if s.Notify != nil {
-		c.Notify = &dispatcher.Notify{Channel: s.Notify.Channel, On: s.Notify.On}
-		if err := c.Notify.Validate(); err != nil {
-			field, msg, _ := strings.Cut(err.Error(), ": ") // notify.on: ...
-			return c, bad(msg, strings.Split(field, ".")...)
-		}
-	}
-	if st := deref(s.Stripe); st.WebhookSecretEnv != "" && getenv(st.WebhookSecretEnv) == "" {
-		return c, bad(fmt.Sprintf("the environment variable %s is not set", quote(st.WebhookSecretEnv)), "stripe", "webhook_secret_env")
-	}
-	c.Policy = policy.Default(s.Provider)
+	return p, nil
+}
+
+// buildPolicy is the provider's default policy with s's policy block merged
+// in, validated for the provider.
+func buildPolicy(name string, s ChannelSpec, bad fieldError) (policy.Policy, error) {
+	pol := policy.Default(s.Provider)
 	if !s.Policy.IsZero() {
-		if err := decode([]string{"channels", name, "policy"}, &s.Policy, reflect.ValueOf(&c.Policy).Elem()); err != nil {
-			return c, err
+		if err := decode([]string{"channels", name, "policy"}, &s.Policy, reflect.ValueOf(&pol).Elem()); err != nil {
+			return pol, err
 		}
 	}
-	if err := c.Policy.ValidateFor(s.Provider); err != nil {
+	if err := pol.ValidateFor(s.Provider); err != nil {
 		var in *policy.Error
 		if errors.As(err, &in) && in.Field != "" {
-			return c, bad(in.Msg, strings.Split(in.Field, ".")...)
+			return pol, bad(in.Msg, strings.Split(in.Field, ".")...)
 		}
-		return c, bad(err.Error(), "policy")
+		return pol, bad(err.Error(), "policy")
 	}
-	return c, nil
+	return pol, nil
 }
 
 // yamlMessage returns a yaml.v3 error on one line: it lists type errors on

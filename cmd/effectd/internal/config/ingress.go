@@ -3,7 +3,6 @@ package config
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"sort"
 
 	"gopkg.in/yaml.v3"
@@ -11,22 +10,10 @@ import (
 	"github.com/effectd/effectd/api/ingress"
 )
 
-// LoadIngress reads the YAML at path and returns the channels whose provider
-// events the ingress receives: twilio channels with a status_callback, stripe
-// channels with a webhook_secret_env. Load checks the rest of the file.
-func LoadIngress(path string, getenv func(string) string) ([]ingress.Channel, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	chans, err := ParseIngress(b, getenv)
-	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
-	}
-	return chans, nil
-}
-
-// ParseIngress is LoadIngress on a YAML document, sorted by name.
+// ParseIngress returns the channels of a YAML document whose provider events
+// the ingress receives, sorted by name: twilio channels with a
+// status_callback, stripe channels with a webhook_secret_env. Parse checks
+// the rest of the document.
 func ParseIngress(b []byte, getenv func(string) string) ([]ingress.Channel, error) {
 	var f File
 	dec := yaml.NewDecoder(bytes.NewReader(b))

@@ -1,4 +1,4 @@
-package sandbox
+package emu
 
 import (
 	"encoding/json"
@@ -55,8 +55,8 @@ type Ledger struct {
 	counts    map[string]*[2]int // per kind: effects, applications
 }
 
-// newLedger returns an empty ledger.
-func newLedger() *Ledger { return &Ledger{byKey: map[string]*Effect{}, counts: map[string]*[2]int{}} }
+// NewLedger returns an empty ledger.
+func NewLedger() *Ledger { return &Ledger{byKey: map[string]*Effect{}, counts: map[string]*[2]int{}} }
 
 // RecordCall appends c, numbering it.
 func (l *Ledger) RecordCall(c Call) {

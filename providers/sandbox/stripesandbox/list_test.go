@@ -1,4 +1,4 @@
-package sandbox
+package stripesandbox
 
 import (
 	"context"
@@ -11,17 +11,17 @@ import (
 	"time"
 )
 
-// TestStripeListCreatedRange: a list filtered by created takes Stripe's
+// TestListCreatedRange: a list filtered by created takes Stripe's
 // created, created[gt], created[gte], created[lt] and created[lte], each
 // bound as Stripe reads it, together with starting_after pagination; a value
 // that is not an integer is a 400 naming the parameter.
-func TestStripeListCreatedRange(t *testing.T) {
+func TestListCreatedRange(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, srv, advance := stripeSetup(t, Options{})
+	_, srv, advance := setup(t, 0)
 	var at []int64 // created of refund i
 	for i := range 5 {
-		a := stripeDo(t, ctx, srv, http.MethodPost, "/v1/refunds", fmt.Sprint("k", i), refundForm)
+		a := do(t, ctx, srv, http.MethodPost, "/v1/refunds", fmt.Sprint("k", i), refundForm)
 		at = append(at, int64(a.body["created"].(float64)))
 		advance(10 * time.Second)
 	}
@@ -30,7 +30,7 @@ func TestStripeListCreatedRange(t *testing.T) {
 		var got []int64
 		q.Set("limit", "2")
 		for {
-			a := stripeDo(t, ctx, srv, http.MethodGet, "/v1/refunds", "", q)
+			a := do(t, ctx, srv, http.MethodGet, "/v1/refunds", "", q)
 			if a.status != http.StatusOK {
 				t.Fatalf("list %v: %d %v", q, a.status, a.body)
 			}
@@ -59,7 +59,7 @@ func TestStripeListCreatedRange(t *testing.T) {
 			t.Errorf("list %v: created %v, want %v", c.q, got, c.want)
 		}
 	}
-	a := stripeDo(t, ctx, srv, http.MethodGet, "/v1/refunds", "", url.Values{"created[lt]": {"soon"}})
+	a := do(t, ctx, srv, http.MethodGet, "/v1/refunds", "", url.Values{"created[lt]": {"soon"}})
 	if a.status != http.StatusBadRequest || a.errField("param") != "created[lt]" {
 		t.Errorf("created[lt]=soon: %d %v, want 400 naming created[lt]", a.status, a.body)
 	}

@@ -1,4 +1,4 @@
-package sandbox
+package stripesandbox
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/effectd/effectd/providers/sandbox/internal/emu"
 )
 
 // Stripe webhook events. PUT /_sandbox/stripe/webhook with
@@ -20,82 +22,80 @@ import (
 // (refund.created, payment_intent.created, payment_intent.succeeded,
 // transfer.created, refund.updated), signed in Stripe-Signature
 // (t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<body>" keyed by the secret>), and
-// retried with backoff until the endpoint answers 2xx (at most
-// stripeEventTries times). As with Stripe, events may arrive out of order.
+// retried with backoff until the endpoint answers 2xx (at most eventTries
+// times). As with Stripe, events may arrive out of order.
 //
 // A refund of payment intent pi_refund_fails is created succeeded and turns
-// failed (failure_reason expired_or_canceled_card) StripeRefundFailDelay later
-// (SetStripeRefundFailDelay changes it).
+// failed (failure_reason expired_or_canceled_card) RefundFailDelay later
+// (SetRefundFailDelay changes it).
 
-// StripeRefundFailsPI is the payment intent whose refunds fail after succeeding.
-const StripeRefundFailsPI = "pi_refund_fails"
+// RefundFailsPI is the payment intent whose refunds fail after succeeding.
+const RefundFailsPI = "pi_refund_fails"
 
-// StripeAPIVersion is the API version the sandbox renders events in unless the
+// APIVersion is the API version the sandbox renders events in unless the
 // endpoint was registered with another: stripe-go v76's.
-const StripeAPIVersion = "2023-10-16"
+const APIVersion = "2023-10-16"
 
 // Timing of Stripe events.
 const (
-	StripeRefundFailDelay = time.Second
-	stripeEventTries      = 8
-	stripeEventBackoff    = 100 * time.Millisecond // doubled after each try
+	RefundFailDelay = time.Second
+	eventTries      = 8
+	eventBackoff    = 100 * time.Millisecond // doubled after each try
 )
 
-// stripeEndpoint is the registered webhook endpoint.
-type stripeEndpoint struct {
+// endpoint is the registered webhook endpoint.
+type endpoint struct {
 	URL        string `json:"url"`
 	Secret     string `json:"secret"`
 	APIVersion string `json:"api_version,omitempty"`
 }
 
-var stripeEventClient = &http.Client{Timeout: 5 * time.Second}
+var eventClient = &http.Client{Timeout: 5 * time.Second}
 
 // setWebhook handles PUT /_sandbox/stripe/webhook.
-func (e *stripeEmu) setWebhook(w http.ResponseWriter, r *http.Request) {
-	var ep stripeEndpoint
+func (e *Emulator) setWebhook(w http.ResponseWriter, r *http.Request) {
+	var ep endpoint
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&ep); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "stripe webhook: " + err.Error()})
+		emu.JSON(http.StatusBadRequest, map[string]string{"error": "stripe webhook: " + err.Error()}).Write(w)
 		return
 	}
 	if u, err := url.Parse(ep.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"error": "stripe webhook: url: must be an absolute http(s) URL"})
+		emu.JSON(http.StatusUnprocessableEntity, map[string]string{"error": "stripe webhook: url: must be an absolute http(s) URL"}).Write(w)
 		return
 	}
 	if ep.Secret == "" {
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"error": "stripe webhook: secret: is required"})
+		emu.JSON(http.StatusUnprocessableEntity, map[string]string{"error": "stripe webhook: secret: is required"}).Write(w)
 		return
 	}
 	if ep.APIVersion == "" {
-		ep.APIVersion = StripeAPIVersion
+		ep.APIVersion = APIVersion
 	}
 	e.mu.Lock()
 	e.endpoint = &ep
 	e.mu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]string{"url": ep.URL, "api_version": ep.APIVersion})
+	emu.JSON(http.StatusOK, map[string]string{"url": ep.URL, "api_version": ep.APIVersion}).Write(w)
 }
 
-// SetStripeWebhook registers the endpoint that receives Stripe events, as
+// SetWebhook registers the endpoint that receives Stripe events, as
 // PUT /_sandbox/stripe/webhook does, in the events' default API version.
-func (s *Server) SetStripeWebhook(url, secret string) {
-	e := s.stripe
+func (e *Emulator) SetWebhook(url, secret string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.endpoint = &stripeEndpoint{URL: url, Secret: secret, APIVersion: StripeAPIVersion}
+	e.endpoint = &endpoint{URL: url, Secret: secret, APIVersion: APIVersion}
 }
 
-// SetStripeRefundFailDelay sets how long after its creation a refund of
-// pi_refund_fails turns failed (default StripeRefundFailDelay).
-func (s *Server) SetStripeRefundFailDelay(d time.Duration) {
-	e := s.stripe
+// SetRefundFailDelay sets how long after its creation a refund of
+// pi_refund_fails turns failed (default RefundFailDelay).
+func (e *Emulator) SetRefundFailDelay(d time.Duration) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.refundFailDelay = d
 }
 
 // deleteWebhook handles DELETE /_sandbox/stripe/webhook.
-func (e *stripeEmu) deleteWebhook(w http.ResponseWriter, r *http.Request) {
+func (e *Emulator) deleteWebhook(w http.ResponseWriter, r *http.Request) {
 	e.mu.Lock()
 	e.endpoint = nil
 	e.mu.Unlock()
@@ -103,12 +103,12 @@ func (e *stripeEmu) deleteWebhook(w http.ResponseWriter, r *http.Request) {
 }
 
 // created emits the events of a new object and schedules its later changes.
-func (e *stripeEmu) created(o *stripeObject, idemKey string) {
+func (e *Emulator) created(o *object, idemKey string) {
 	e.emit(o, o.kind+".created", idemKey)
 	switch {
 	case o.kind == "payment_intent" && o.status() == "succeeded":
 		e.emit(o, "payment_intent.succeeded", idemKey)
-	case o.kind == "refund" && o.fields["payment_intent"] == StripeRefundFailsPI:
+	case o.kind == "refund" && o.fields["payment_intent"] == RefundFailsPI:
 		e.mu.Lock()
 		delay := e.refundFailDelay
 		e.mu.Unlock()
@@ -120,7 +120,7 @@ func (e *stripeEmu) created(o *stripeObject, idemKey string) {
 }
 
 // update changes fields of o's body.
-func (e *stripeEmu) update(o *stripeObject, fields map[string]any) {
+func (e *Emulator) update(o *object, fields map[string]any) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var m map[string]any
@@ -132,7 +132,7 @@ func (e *stripeEmu) update(o *stripeObject, fields map[string]any) {
 }
 
 // status is o's status field ("" for a transfer).
-func (o *stripeObject) status() string {
+func (o *object) status() string {
 	var v struct {
 		Status string `json:"status"`
 	}
@@ -141,7 +141,7 @@ func (o *stripeObject) status() string {
 }
 
 // emit sends one event about o, as it is now, to the registered endpoint.
-func (e *stripeEmu) emit(o *stripeObject, typ, idemKey string) {
+func (e *Emulator) emit(o *object, typ, idemKey string) {
 	e.mu.Lock()
 	ep := e.endpoint
 	body := o.body
@@ -154,10 +154,10 @@ func (e *stripeEmu) emit(o *stripeObject, typ, idemKey string) {
 		key = idemKey
 	}
 	evt := map[string]any{
-		"id": "evt_" + stripeRandomID(24), "object": "event", "api_version": ep.APIVersion,
-		"created": e.now().Unix(), "livemode": false, "pending_webhooks": 1, "type": typ,
+		"id": "evt_" + randomID(24), "object": "event", "api_version": ep.APIVersion,
+		"created": e.Now().Unix(), "livemode": false, "pending_webhooks": 1, "type": typ,
 		"data":    map[string]any{"object": json.RawMessage(body)},
-		"request": map[string]any{"id": "req_" + stripeRandomID(14), "idempotency_key": key},
+		"request": map[string]any{"id": "req_" + randomID(14), "idempotency_key": key},
 	}
 	payload, _ := json.Marshal(evt)
 	go e.deliver(*ep, evt["id"].(string), typ, o.id, statusOf(body), payload)
@@ -176,12 +176,12 @@ func statusOf(body []byte) string {
 }
 
 // deliver POSTs one event until the endpoint answers 2xx, backing off.
-func (e *stripeEmu) deliver(ep stripeEndpoint, id, typ, ref, status string, payload []byte) {
-	wait := stripeEventBackoff
-	for try := 1; try <= stripeEventTries; try++ {
-		cb := Callback{Kind: "stripe", URL: ep.URL, Ref: ref, Event: id + " " + typ, Status: status, Try: try}
-		cb.Answer, cb.Error = postStripeEvent(ep, payload)
-		e.s.Ledger.RecordCallback(cb)
+func (e *Emulator) deliver(ep endpoint, id, typ, ref, status string, payload []byte) {
+	wait := eventBackoff
+	for try := 1; try <= eventTries; try++ {
+		cb := emu.Callback{Kind: "stripe", URL: ep.URL, Ref: ref, Event: id + " " + typ, Status: status, Try: try}
+		cb.Answer, cb.Error = postEvent(ep, payload)
+		e.Ledger.RecordCallback(cb)
 		if cb.Answer >= 200 && cb.Answer < 300 {
 			return
 		}
@@ -190,15 +190,15 @@ func (e *stripeEmu) deliver(ep stripeEndpoint, id, typ, ref, status string, payl
 	}
 }
 
-func postStripeEvent(ep stripeEndpoint, payload []byte) (int, string) {
+func postEvent(ep endpoint, payload []byte) (int, string) {
 	req, err := http.NewRequest(http.MethodPost, ep.URL, bytes.NewReader(payload))
 	if err != nil {
 		return 0, err.Error()
 	}
 	req.Header.Set("Content-Type", "application/json; charset=utf-8")
 	req.Header.Set("User-Agent", "Stripe/1.0 (+https://stripe.com/docs/webhooks)")
-	req.Header.Set("Stripe-Signature", StripeSignature(ep.Secret, time.Now(), payload))
-	resp, err := stripeEventClient.Do(req)
+	req.Header.Set("Stripe-Signature", Signature(ep.Secret, time.Now(), payload))
+	resp, err := eventClient.Do(req)
 	if err != nil {
 		return 0, err.Error()
 	}
@@ -207,8 +207,8 @@ func postStripeEvent(ep stripeEndpoint, payload []byte) (int, string) {
 	return resp.StatusCode, ""
 }
 
-// StripeSignature is the Stripe-Signature header of payload sent at t.
-func StripeSignature(secret string, t time.Time, payload []byte) string {
+// Signature is the Stripe-Signature header of payload sent at t.
+func Signature(secret string, t time.Time, payload []byte) string {
 	ts := strconv.FormatInt(t.Unix(), 10)
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write([]byte(ts))

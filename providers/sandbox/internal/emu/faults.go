@@ -1,4 +1,4 @@
-package sandbox
+package emu
 
 import (
 	"context"
@@ -136,7 +136,7 @@ func (f *Faults) Decide(kind string) Decision {
 // Read the request body first: net/http cancels the request's context when the
 // client goes away only once the body has been consumed, so a hang before that
 // outlives the client and blocks the server's shutdown.
-func (d Decision) Before(ctx context.Context, w http.ResponseWriter) bool {
+func (d Decision) Before(ctx context.Context) bool {
 	if d.Latency > 0 {
 		select {
 		case <-time.After(d.Latency):
@@ -151,14 +151,14 @@ func (d Decision) Before(ctx context.Context, w http.ResponseWriter) bool {
 	return true
 }
 
-// WriteError answers the injected error status, with Retry-After if set.
-func (d Decision) WriteError(w http.ResponseWriter, body string) {
+// ErrorReply is the answer of an injected error: the decision's status, with
+// Retry-After if set, and body.
+func (d Decision) ErrorReply(body []byte) Reply {
+	rep := Reply{Status: d.Error, Header: http.Header{}, Body: body, Fault: d}
 	if d.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(d.RetryAfter))
+		rep.Header.Set("Retry-After", strconv.Itoa(d.RetryAfter))
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(d.Error)
-	w.Write([]byte(body))
+	return rep
 }
 
 // DropResponse closes the client's connection without writing an answer:
