@@ -456,13 +456,23 @@ CREATE TRIGGER bench_age_terminal BEFORE UPDATE OF status ON effectd.intents FOR
 
 // tableStats reads the sizes and vacuum figures of effectd.intents and effectd.attempts into m.
 func tableStats(ctx context.Context, pool *pgxpool.Pool, m *soakMinute) error {
+	// the tables are partitioned by day: their partitions hold the rows
 	err := pool.QueryRow(ctx, `
-SELECT pg_relation_size(i.relid), pg_indexes_size(i.relid), pg_total_relation_size(i.relid),
-       i.n_live_tup, i.n_dead_tup, i.autovacuum_count,
-       coalesce(pg_total_relation_size(a.relid), 0), coalesce(a.n_dead_tup, 0), coalesce(a.autovacuum_count, 0)
-FROM pg_stat_user_tables i
-LEFT JOIN pg_stat_user_tables a ON a.relid = to_regclass('effectd.attempts')
-WHERE i.relid = 'effectd.intents'::regclass`).Scan(
+WITH p AS (
+    SELECT h.inhparent = 'effectd.intents'::regclass AS intents, s.relid, s.n_live_tup, s.n_dead_tup, s.autovacuum_count
+    FROM pg_inherits h JOIN pg_stat_user_tables s ON s.relid = h.inhrelid
+    WHERE h.inhparent IN ('effectd.intents'::regclass, 'effectd.attempts'::regclass)
+)
+SELECT coalesce(sum(pg_relation_size(relid)) FILTER (WHERE intents), 0)::bigint,
+       coalesce(sum(pg_indexes_size(relid)) FILTER (WHERE intents), 0)::bigint,
+       coalesce(sum(pg_total_relation_size(relid)) FILTER (WHERE intents), 0)::bigint,
+       coalesce(sum(n_live_tup) FILTER (WHERE intents), 0)::bigint,
+       coalesce(sum(n_dead_tup) FILTER (WHERE intents), 0)::bigint,
+       coalesce(sum(autovacuum_count) FILTER (WHERE intents), 0)::bigint,
+       coalesce(sum(pg_total_relation_size(relid)) FILTER (WHERE NOT intents), 0)::bigint,
+       coalesce(sum(n_dead_tup) FILTER (WHERE NOT intents), 0)::bigint,
+       coalesce(sum(autovacuum_count) FILTER (WHERE NOT intents), 0)::bigint
+FROM p`).Scan(
 		&m.IntentsHeap, &m.IntentsIndexes, &m.IntentsTotal, &m.IntentsLive, &m.IntentsDead, &m.IntentsAutovac,
 		&m.AttemptsTotal, &m.AttemptsDead, &m.AttemptsAutovac)
 	if err != nil {
