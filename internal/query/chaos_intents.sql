@@ -8,4 +8,4 @@ SELECT i.id, i.event_id, i.channel, i.status, coalesce(i.provider_ref, ''), i.id
        count(a.id) FILTER (WHERE a.outcome LIKE '%(fenced out)'),
        count(a.id) FILTER (WHERE a.kind = 'lookup' AND a.outcome LIKE 'ambiguous%')
 FROM effectd.intents i LEFT JOIN effectd.attempts a ON a.intent_id = i.id
-GROUP BY i.id
+GROUP BY i.id, i.event_id, i.channel, i.status, i.provider_ref, i.idempotency_key
