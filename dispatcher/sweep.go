@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/providers/effect"
@@ -30,51 +31,9 @@ const (
 	sweepSkew = 5 * time.Minute
 )
 
-// The kinds of finding a sweep reports.
-const (
-	FindingOrphan    = "orphan"    // a provider object carrying effectd's metadata (a Twilio message of the channel's sender) with no intent
-	FindingDuplicate = "duplicate" // two or more provider objects for one intent
-	FindingUnsettled = "unsettled" // a SENDING (lease expired), IN_DOUBT or FAILED intent whose effect the provider holds
-	FindingMissing   = "missing"   // a SENT intent whose effect the provider lacks
-)
-
 // ErrListing is wrapped by a sweep whose provider listing failed: the
 // provider did not answer, refused, or holds more than a listing reads.
 var ErrListing = errors.New("the provider's listing failed")
-
-// FindingKinds lists every kind of finding.
-var FindingKinds = []string{FindingOrphan, FindingDuplicate, FindingUnsettled, FindingMissing}
-
-// Finding is one disagreement between the provider and the table. The sweep
-// changes nothing: Operation says what an operator would do about it.
-type Finding struct {
-	Kind        string             `json:"kind"`
-	IntentID    int64              `json:"intent_id,omitempty"`
-	EventID     string             `json:"event_id,omitempty"`
-	Status      statemachine.State `json:"status,omitempty"`
-	ProviderRef string             `json:"provider_ref,omitempty"` // the table's reference
-	Objects     []effect.Object    `json:"objects"`                // what the provider holds for it
-	Operation   string             `json:"operation"`
-}
-
-// SweepReport is what a sweep found for a channel and a window.
-type SweepReport struct {
-	Channel  string    `json:"channel"`
-	Provider string    `json:"provider"`
-	Since    time.Time `json:"since"`
-	Until    time.Time `json:"until"`
-	// ListedSince and ListedUntil bound the provider listing: the window
-	// widened for clock skew, and to the latest claim of its intents.
-	ListedSince time.Time `json:"listed_since"`
-	ListedUntil time.Time `json:"listed_until"`
-	Intents     int       `json:"intents"` // intents created in the window
-	Objects     int       `json:"objects"` // provider objects listed
-	// Unlisted counts the window's SENT intents whose effect the listing
-	// does not cover (a Twilio message from another sender): not judged.
-	Unlisted int            `json:"unlisted"`
-	Counts   map[string]int `json:"counts"` // findings by kind, every kind present
-	Findings []Finding      `json:"findings"`
-}
 
 // sweptIntent is an intent as the sweep reads it, with the objects joined to it.
 type sweptIntent struct {
@@ -100,7 +59,7 @@ type sweptIntent struct {
 // than SweepMaxWindow or holding more than SweepMaxIntents intents, and a
 // channel whose provider cannot list (a webhook), are ErrInvalid naming the
 // field; a channel not configured here is ErrNotFound.
-func (d *Dispatcher) Sweep(ctx context.Context, channel string, since, until time.Time) (rep SweepReport, err error) {
+func (d *Dispatcher) Sweep(ctx context.Context, channel string, since, until time.Time) (rep effectdtype.SweepReport, err error) {
 	defer func() {
 		if err != nil {
 			err = opError(err, "Sweep(%q)", channel)
@@ -127,8 +86,8 @@ func (d *Dispatcher) Sweep(ctx context.Context, channel string, since, until tim
 	if !ok {
 		return rep, fmt.Errorf("%w: channel: %q is a %s channel, whose provider cannot list what it holds", ErrInvalid, channel, ch.Kind)
 	}
-	rep = SweepReport{Channel: channel, Provider: ch.Kind, Since: since.UTC(), Until: until.UTC(), Counts: map[string]int{}, Findings: []Finding{}}
-	for _, k := range FindingKinds {
+	rep = effectdtype.SweepReport{Channel: channel, Provider: ch.Kind, Since: since.UTC(), Until: until.UTC(), Counts: map[string]int{}, Findings: []effectdtype.Finding{}}
+	for _, k := range effectdtype.FindingKinds {
 		rep.Counts[k] = 0
 	}
 
@@ -191,7 +150,7 @@ func (d *Dispatcher) Sweep(ctx context.Context, channel string, since, until tim
 		if o.Created.Before(since) || !o.Created.Before(until) {
 			continue // outside the window: its intent may be too
 		}
-		rep.Findings = append(rep.Findings, Finding{Kind: FindingOrphan, Objects: []effect.Object{o},
+		rep.Findings = append(rep.Findings, effectdtype.Finding{Kind: effectdtype.FindingOrphan, Objects: []effect.Object{o},
 			Operation: "no intent of this channel has it: check " + o.Ref + " at the provider and reverse it there if it was not meant; effectd has nothing to settle"})
 	}
 	for _, in := range j.intents {
@@ -210,8 +169,8 @@ func (d *Dispatcher) Sweep(ctx context.Context, channel string, since, until tim
 		d.m.sweepFindings.WithLabelValues(channel, k).Add(float64(n))
 	}
 	d.log.InfoContext(ctx, "sweep", "channel", channel, "since", rep.Since, "until", rep.Until,
-		"intents", rep.Intents, "objects", rep.Objects, "orphan", rep.Counts[FindingOrphan], "duplicate", rep.Counts[FindingDuplicate],
-		"unsettled", rep.Counts[FindingUnsettled], "missing", rep.Counts[FindingMissing])
+		"intents", rep.Intents, "objects", rep.Objects, "orphan", rep.Counts[effectdtype.FindingOrphan], "duplicate", rep.Counts[effectdtype.FindingDuplicate],
+		"unsettled", rep.Counts[effectdtype.FindingUnsettled], "missing", rep.Counts[effectdtype.FindingMissing])
 	return rep, nil
 }
 
@@ -317,9 +276,9 @@ func (j *join) byMatch(objects []effect.Object) []effect.Object {
 }
 
 // judge returns the findings about one intent and the objects joined to it.
-func judge(in *sweptIntent, kind string, now time.Time) []Finding {
-	var out []Finding
-	f := Finding{IntentID: in.id, EventID: in.eventID, Status: in.status, ProviderRef: deref(in.ref), Objects: in.objects}
+func judge(in *sweptIntent, kind string, now time.Time) []effectdtype.Finding {
+	var out []effectdtype.Finding
+	f := effectdtype.Finding{IntentID: in.id, EventID: in.eventID, Status: in.status, ProviderRef: deref(in.ref), Objects: in.objects}
 	if f.Objects == nil {
 		f.Objects = []effect.Object{}
 	}
@@ -341,7 +300,7 @@ func judge(in *sweptIntent, kind string, now time.Time) []Finding {
 		}
 		extra := slices.DeleteFunc(objs, func(o effect.Object) bool { return o.Ref == keep.Ref })
 		d := f
-		d.Kind = FindingDuplicate
+		d.Kind = effectdtype.FindingDuplicate
 		d.Operation = fmt.Sprintf("the effect was applied %d times: keep %s and reverse %s at the provider (a refund, a cancel, a reversal; an SMS cannot be taken back)",
 			len(in.objects), keep.Ref, refs(extra))
 		out = append(out, d)
@@ -358,7 +317,7 @@ func judge(in *sweptIntent, kind string, now time.Time) []Finding {
 			}
 		}
 		u := f
-		u.Kind = FindingUnsettled
+		u.Kind = effectdtype.FindingUnsettled
 		if in.status == statemachine.Failed {
 			u.Operation = fmt.Sprintf("the provider holds %s although the intent FAILED, and no operator event leads from FAILED to SENT: leave it FAILED and do not retry it, which would apply it again", ref)
 			if w := KeyWindow(kind); w > 0 && !pastKeyWindow(kind, in.created, now) {
@@ -372,7 +331,7 @@ func judge(in *sweptIntent, kind string, now time.Time) []Finding {
 	case statemachine.Sent:
 		if in.inWindow && in.listed && len(in.objects) == 0 {
 			m := f
-			m.Kind = FindingMissing
+			m.Kind = effectdtype.FindingMissing
 			m.Operation = fmt.Sprintf("the provider lacks %s: look it up at the provider (deleted, reversed, or a wrong reference given to a resolve); SENT has no operator event, so if the effect is owed, enqueue it again under a new event id",
 				cmp.Or(f.ProviderRef, "the intent's effect"))
 			out = append(out, m)
