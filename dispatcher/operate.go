@@ -85,6 +85,24 @@ func (e *LeaseError) Error() string {
 // Unwrap makes errors.Is(err, ErrTransition) true.
 func (e *LeaseError) Unwrap() error { return statemachine.ErrTransition }
 
+// MaxReason is the longest reason an operator may give, in bytes.
+const MaxReason = 1000
+
+// CheckReason refuses a reason over MaxReason bytes, or an empty one when required.
+func CheckReason(reason string, required bool) error {
+	switch {
+	case required && strings.TrimSpace(reason) == "":
+		return fmt.Errorf("%w: reason: required (1 to %d bytes): say why, for the audit", ErrInvalid, MaxReason)
+	case len(reason) > MaxReason:
+		return fmt.Errorf("%w: reason: longer than %d bytes", ErrInvalid, MaxReason)
+	}
+	return nil
+}
+
+// isText reports whether s is text PostgreSQL's text and jsonb take:
+// UTF-8 without NUL bytes.
+func isText(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
+
 // operatorEvents are the events Operate applies.
 var operatorEvents = map[statemachine.Event]bool{
 	statemachine.Requeue:     true,
@@ -121,7 +139,7 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, aft
 	// PostgreSQL's text and jsonb refuse these; refused here they are the
 	// caller's mistake, not a failed statement.
 	for _, f := range [...]struct{ name, value string }{{"actor", op.Actor}, {"provider_ref", op.ProviderRef}, {"reason", op.Reason}} {
-		if !utf8.ValidString(f.value) || strings.IndexByte(f.value, 0) >= 0 {
+		if !isText(f.value) {
 			return before, after, fmt.Errorf("%w: %s: must be UTF-8 text without NUL bytes", ErrInvalid, f.name)
 		}
 	}
