@@ -220,7 +220,7 @@ var errSnapshotUsed = fmt.Errorf("%w: bulk snapshot", statemachine.ErrTransition
 
 // BulkApply asks ApplyBulk to apply a snapshot.
 type BulkApply struct {
-	Snapshot string // its id, a UUID (ValidSnapshotID)
+	Snapshot string // its id (CheckSnapshotID)
 	Actor    string
 	// Sees reports whether the actor sees a channel; nil: every channel.
 	Sees   func(channel string) bool
@@ -242,8 +242,8 @@ type AppliedBulk struct {
 // every row was tried, the result carries the counts even with an error.
 func ApplyBulk(ctx context.Context, pool *pgxpool.Pool, a BulkApply) (AppliedBulk, error) {
 	id := a.Snapshot
-	if !ValidSnapshotID(id) {
-		return AppliedBulk{}, fmt.Errorf("%w: snapshot %q", ErrNotFound, truncate(id, 40))
+	if err := CheckSnapshotID(id); err != nil {
+		return AppliedBulk{}, err
 	}
 	st, err := readSnapshot(ctx, pool, id)
 	if err == nil && !st.Filter.within(a.Actor, a.Sees, st.Actor) {
@@ -346,9 +346,17 @@ func (st snapshotState) whyNotApplicable(id string) error {
 	return fmt.Errorf("%w %s expired at %s: take a new one", errSnapshotUsed, id, st.ExpiresAt.UTC().Format(time.RFC3339))
 }
 
-// ValidSnapshotID reports whether s is a UUID in its canonical text form, as
-// every snapshot's id is.
-func ValidSnapshotID(s string) bool {
+// CheckSnapshotID refuses, as ErrNotFound, an id that no snapshot can have:
+// every snapshot's is a UUID in its canonical text form.
+func CheckSnapshotID(id string) error {
+	if !uuidText(id) {
+		return fmt.Errorf("%w: snapshot %q", ErrNotFound, truncate(id, 40))
+	}
+	return nil
+}
+
+// uuidText reports whether s is a UUID in its canonical text form.
+func uuidText(s string) bool {
 	if len(s) != 36 {
 		return false
 	}

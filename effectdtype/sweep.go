@@ -48,4 +48,3 @@ type SweepReport struct {
 	Counts   map[string]int `json:"counts"` // findings by kind, every kind present
 	Findings []Finding      `json:"findings"`
 }
-

@@ -20,7 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/localpg"
 	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/providers/sandbox"
@@ -285,7 +285,7 @@ func (h *harness) run(ctx context.Context) (*Report, error) {
 	}
 	h.note("drained")
 	// the sweep an operator runs after a failover, while the instances serve
-	var sweeps []dispatcher.SweepReport
+	var sweeps []effectdtype.SweepReport
 	var sweepFailed []Violation
 	if h.fo != nil {
 		sweeps, sweepFailed = h.sweep(ctx, h.start)
