@@ -44,11 +44,11 @@ func (h *handler) listEvents(_ http.ResponseWriter, r *http.Request) (effectdtyp
 	if page, err = dispatcher.ListProviderEvents(r.Context(), h.pool, f); err != nil {
 		return page, fmt.Errorf("list provider events: %w", err)
 	}
-	for i, e := range page.Events {
-		if len(sc.redact[e.Channel]) > 0 {
+	for i := range page.Events {
+		if e := &page.Events[i]; len(sc.redact[e.Channel]) > 0 {
 			// The provider's own names (To, Body) differ from the payload's:
 			// every value is masked, the object and its keys kept.
-			page.Events[i].Payload = dispatcher.MaskValues(e.Payload)
+			e.Payload = dispatcher.MaskValues(e.Payload)
 		}
 	}
 	return page, nil

@@ -65,18 +65,8 @@ func (d *Dispatcher) Sweep(ctx context.Context, channel string, since, until tim
 			err = opError(err, "Sweep(%q)", channel)
 		}
 	}()
-	switch {
-	case channel == "":
-		return rep, fmt.Errorf("%w: channel: is required", ErrInvalid)
-	case since.IsZero():
-		return rep, fmt.Errorf("%w: since: is required", ErrInvalid)
-	case until.IsZero():
-		return rep, fmt.Errorf("%w: until: is required", ErrInvalid)
-	case !since.Before(until):
-		return rep, fmt.Errorf("%w: since: %s is not before until %s", ErrInvalid, since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
-	case until.Sub(since) > SweepMaxWindow:
-		return rep, fmt.Errorf("%w: until: the window is %s long, more than the %s a sweep reads: sweep it in parts",
-			ErrInvalid, until.Sub(since).Round(time.Second), SweepMaxWindow)
+	if err := checkSweepWindow(channel, since, until); err != nil {
+		return rep, err
 	}
 	ch := d.byName[channel]
 	if ch == nil {
@@ -121,30 +111,9 @@ func (d *Dispatcher) Sweep(ctx context.Context, channel string, since, until tim
 	j := newJoin(channel, intents)
 	unmatched := j.byIdentity(objects)
 	if len(unmatched) > 0 {
-		// Objects of intents created outside the window: find them by id and
-		// reference, so that they are not taken for orphans.
-		var ids []int64
-		var refs []string
-		for _, o := range unmatched {
-			if id, err := strconv.ParseInt(o.IntentID, 10, 64); err == nil {
-				ids = append(ids, id)
-			}
-			refs = append(refs, o.Ref)
-		}
-		rows, err := d.pool.Query(ctx, query.SweepIntentsBy, ids, refs)
-		if err != nil {
+		if unmatched, err = d.joinOutsideWindow(ctx, j, lister, unmatched); err != nil {
 			return rep, err
 		}
-		more, err := pgx.CollectRows(rows, scanSwept)
-		if err != nil {
-			return rep, err
-		}
-		for _, in := range more {
-			in.match, in.listed = lister.Match(in.payload)
-			j.add(in)
-		}
-		unmatched = j.byIdentity(unmatched)
-		unmatched = j.byMatch(unmatched)
 	}
 	for _, o := range unmatched {
 		if o.Created.Before(since) || !o.Created.Before(until) {
@@ -162,16 +131,67 @@ func (d *Dispatcher) Sweep(ctx context.Context, channel string, since, until tim
 			rep.Unlisted++
 		}
 	}
+	d.countSweep(ctx, &rep)
+	return rep, nil
+}
+
+// checkSweepWindow refuses a sweep without a channel or with a window that
+// is empty, reversed or longer than SweepMaxWindow.
+func checkSweepWindow(channel string, since, until time.Time) error {
+	switch {
+	case channel == "":
+		return fmt.Errorf("%w: channel: is required", ErrInvalid)
+	case since.IsZero():
+		return fmt.Errorf("%w: since: is required", ErrInvalid)
+	case until.IsZero():
+		return fmt.Errorf("%w: until: is required", ErrInvalid)
+	case !since.Before(until):
+		return fmt.Errorf("%w: since: %s is not before until %s", ErrInvalid, since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
+	case until.Sub(since) > SweepMaxWindow:
+		return fmt.Errorf("%w: until: the window is %s long, more than the %s a sweep reads: sweep it in parts",
+			ErrInvalid, until.Sub(since).Round(time.Second), SweepMaxWindow)
+	}
+	return nil
+}
+
+// joinOutsideWindow joins the objects no intent of the window has with the
+// intents created outside it, found by id and reference, so that they are
+// not taken for orphans; it returns the objects still unmatched.
+func (d *Dispatcher) joinOutsideWindow(ctx context.Context, j *join, lister Lister, unmatched []effect.Object) ([]effect.Object, error) {
+	var ids []int64
+	var refs []string
+	for _, o := range unmatched {
+		if id, err := strconv.ParseInt(o.IntentID, 10, 64); err == nil {
+			ids = append(ids, id)
+		}
+		refs = append(refs, o.Ref)
+	}
+	rows, err := d.pool.Query(ctx, query.SweepIntentsBy, ids, refs)
+	if err != nil {
+		return nil, err
+	}
+	more, err := pgx.CollectRows(rows, scanSwept)
+	if err != nil {
+		return nil, err
+	}
+	for _, in := range more {
+		in.match, in.listed = lister.Match(in.payload)
+		j.add(in)
+	}
+	return j.byMatch(j.byIdentity(unmatched)), nil
+}
+
+// countSweep counts rep's findings by kind, in rep and in the metrics, and logs them.
+func (d *Dispatcher) countSweep(ctx context.Context, rep *effectdtype.SweepReport) {
 	for _, f := range rep.Findings {
 		rep.Counts[f.Kind]++
 	}
 	for k, n := range rep.Counts {
-		d.m.sweepFindings.WithLabelValues(channel, k).Add(float64(n))
+		d.m.sweepFindings.WithLabelValues(rep.Channel, k).Add(float64(n))
 	}
-	d.log.InfoContext(ctx, "sweep", "channel", channel, "since", rep.Since, "until", rep.Until,
+	d.log.InfoContext(ctx, "sweep", "channel", rep.Channel, "since", rep.Since, "until", rep.Until,
 		"intents", rep.Intents, "objects", rep.Objects, "orphan", rep.Counts[effectdtype.FindingOrphan], "duplicate", rep.Counts[effectdtype.FindingDuplicate],
 		"unsettled", rep.Counts[effectdtype.FindingUnsettled], "missing", rep.Counts[effectdtype.FindingMissing])
-	return rep, nil
 }
 
 func scanSwept(row pgx.CollectableRow) (*sweptIntent, error) {

@@ -254,7 +254,7 @@ var mutations = []mutation{
 		from: "if !p.Can(ActionUnmask) && len(c.Fields) > 0 {", to: "if false && len(c.Fields) > 0 {",
 		pkg: "./api/", run: "^TestProviderEvents$"},
 	{name: "redaction: a viewer's provider event shown as stored", file: "api/events.go",
-		from: "page.Events[i].Payload = dispatcher.MaskValues(e.Payload)", to: "",
+		from: "e.Payload = dispatcher.MaskValues(e.Payload)", to: "",
 		pkg: "./api/", run: "^TestProviderEvents$"},
 	{name: "redaction: a notification copies its source's error unmasked", file: "migrations/009_notify_copies.up.sql",
 		from: "'last_error', effectd.redact_text(r.last_error, r.payload, r.redacted)", to: "'last_error', r.last_error",
