@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -32,10 +33,10 @@ type fakeReconciler struct {
 	actors []string
 }
 
-func (f *fakeReconciler) Reconcile(_ context.Context, id int64, dryRun bool, actor string) (dispatcher.Settlement, error) {
+func (f *fakeReconciler) Reconcile(_ context.Context, id int64, dryRun bool, actor string) (effectdtype.Settlement, error) {
 	f.calls = append(f.calls, dryRun)
 	f.actors = append(f.actors, actor)
-	return dispatcher.Settlement{IntentID: id, From: statemachine.InDoubt, To: statemachine.Sent,
+	return effectdtype.Settlement{IntentID: id, From: statemachine.InDoubt, To: statemachine.Sent,
 		Outcome: dispatcher.LookupFound, ProviderRef: "re_found", Applied: !dryRun}, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -73,7 +74,7 @@ func TestAuditOneShape(t *testing.T) {
 	}
 	status, body := e.do(t, "POST", "/v1/intents/bulk", adminToken, `{"action":"retry","filter":{"channel":"hook"},"reason":"storm over"}`)
 	want(t, status, body, http.StatusOK, `"matched": 2`)
-	var snap bulkSnapshot
+	var snap effectdtype.BulkSnapshot
 	if err := json.Unmarshal([]byte(body), &snap); err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +167,7 @@ VALUES ('oncall', $1, $2, 'refund', $3, $4)`, o.action, id, o.before, o.after); 
 	}
 	status, body := e.do(t, "GET", fmt.Sprintf("/v1/intents/%d", id), adminToken, "")
 	want(t, status, body, http.StatusOK)
-	var d struct{ Audit []AuditEntry }
+	var d struct{ Audit []effectdtype.AuditEntry }
 	if err := json.Unmarshal([]byte(body), &d); err != nil {
 		t.Fatal(err)
 	}

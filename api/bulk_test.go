@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -30,7 +32,7 @@ func TestBulkSnapshotThenApply(t *testing.T) {
 	status, body := e.do(t, "POST", "/v1/intents/bulk", adminToken,
 		`{"action":"retry","filter":{"channel":"sms","event_id_prefix":"storm-"},"reason":"429 storm over"}`)
 	want(t, status, body, http.StatusOK)
-	var snap bulkSnapshot
+	var snap effectdtype.BulkSnapshot
 	if err := json.Unmarshal([]byte(body), &snap); err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +61,7 @@ func TestBulkSnapshotThenApply(t *testing.T) {
 
 	status, body = e.do(t, "POST", "/v1/intents/bulk/"+snap.Snapshot+"/apply", adminToken, "")
 	want(t, status, body, http.StatusOK)
-	var res bulkResult
+	var res effectdtype.BulkResult
 	if err := json.Unmarshal([]byte(body), &res); err != nil {
 		t.Fatal(err)
 	}
@@ -142,17 +144,17 @@ SELECT 'bulk-' || g, 'hook', '{}', 'IN_DOUBT', 1, 'hook:bulk-' || g FROM generat
 	}
 	status, body := e.do(t, "POST", "/v1/intents/bulk", adminToken, `{"action":"resolve","as":"skip","reason":"drill"}`)
 	want(t, status, body, http.StatusOK, `"matched": 10000`, `"more": true`)
-	var snap bulkSnapshot
+	var snap effectdtype.BulkSnapshot
 	json.Unmarshal([]byte(body), &snap)
-	if len(snap.Sample) != bulkSample {
-		t.Errorf("sample of %d, want %d", len(snap.Sample), bulkSample)
+	if len(snap.Sample) != dispatcher.BulkSample {
+		t.Errorf("sample of %d, want %d", len(snap.Sample), dispatcher.BulkSample)
 	}
 	var frozen, maxID int64
 	e.pool.QueryRow(ctx, `SELECT count(*), max(intent_id) FROM effectd.bulk_rows WHERE snapshot = $1`, snap.Snapshot).Scan(&frozen, &maxID)
 	var want10000th int64
 	e.pool.QueryRow(ctx, `SELECT id FROM effectd.intents ORDER BY id OFFSET 9999 LIMIT 1`).Scan(&want10000th)
-	if frozen != maxBulk || maxID != want10000th {
-		t.Errorf("froze %d rows up to id %d, want %d up to %d", frozen, maxID, maxBulk, want10000th)
+	if frozen != dispatcher.MaxBulk || maxID != want10000th {
+		t.Errorf("froze %d rows up to id %d, want %d up to %d", frozen, maxID, dispatcher.MaxBulk, want10000th)
 	}
 
 	e.pool.Exec(ctx, `UPDATE effectd.bulk_snapshots SET expires_at = now() - interval '1 second' WHERE id = $1`, snap.Snapshot)
@@ -208,7 +210,7 @@ func TestBulkApplyOutOfScope(t *testing.T) {
 		t.Helper()
 		status, b := api.do(t, "POST", "/v1/intents/bulk", token, body)
 		want(t, status, b, http.StatusOK)
-		var snap bulkSnapshot
+		var snap effectdtype.BulkSnapshot
 		if err := json.Unmarshal([]byte(b), &snap); err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -33,7 +34,7 @@ func TestGetChannel(t *testing.T) {
 
 	status, body = e.do(t, "GET", "/v1/channels", readToken, "")
 	want(t, status, body, http.StatusOK)
-	var list struct{ Channels []channel }
+	var list struct{ Channels []effectdtype.Channel }
 	if err := json.Unmarshal([]byte(body), &list); err != nil {
 		t.Fatal(err)
 	}

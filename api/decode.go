@@ -14,7 +14,6 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/effectd/effectd/dispatcher"
-	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -155,11 +154,8 @@ type resolveRequest struct {
 	Force       bool   `json:"force"`        // with resend: past the provider's key window (needs a reason)
 }
 
-// maxRef and maxReason bound the free-text fields an operator sends.
-const (
-	maxRef    = 255
-	maxReason = 1000
-)
+// maxRef bounds the provider reference an operator sends (dispatcher.MaxReason the reason).
+const maxRef = 255
 
 // parseResolve decodes a resolve body into the operator event it asks for.
 func parseResolve(body []byte) (statemachine.Event, resolveRequest, error) {
@@ -194,7 +190,7 @@ func parseResolve(body []byte) (statemachine.Event, resolveRequest, error) {
 	default:
 		return "", req, fmt.Errorf("%w: as: must be \"sent\", \"resend\" or \"skip\", got %q", dispatcher.ErrInvalid, req.As)
 	}
-	return ev, req, checkReason(req.Reason, true)
+	return ev, req, dispatcher.CheckReason(req.Reason, true)
 }
 
 // reasonRequest is the optional body of retry and cancel.
@@ -211,7 +207,7 @@ func parseReason(body []byte) (string, error) {
 	if err := decodeObject(body, &req); err != nil {
 		return "", err
 	}
-	return req.Reason, checkReason(req.Reason, false)
+	return req.Reason, dispatcher.CheckReason(req.Reason, false)
 }
 
 // retryRequest is the optional body of retry.
@@ -229,30 +225,10 @@ func parseRetry(body []byte) (retryRequest, error) {
 	if err := decodeObject(body, &req); err != nil {
 		return req, err
 	}
-	if len(req.Reason) > maxReason {
-		return req, fmt.Errorf("%w: reason: longer than %d bytes", dispatcher.ErrInvalid, maxReason)
+	if len(req.Reason) > dispatcher.MaxReason {
+		return req, fmt.Errorf("%w: reason: longer than %d bytes", dispatcher.ErrInvalid, dispatcher.MaxReason)
 	}
 	return req, nil
-}
-
-// applyPolicyPatch returns the new run-time override after a PATCH body, a
-// JSON merge patch (RFC 7396) of the stored override, merged by policy.Patch.
-// A body that is not a JSON object or names an unknown top-level key is
-// malformed; an invalid value is ErrInvalid, naming the field.
-func applyPolicyPatch(provider string, registered, override, patch []byte) (map[string]json.RawMessage, error) {
-	var fields map[string]json.RawMessage
-	if err := decodeObject(patch, &fields); err != nil {
-		return nil, err
-	}
-	out, err := policy.Patch(provider, registered, override, patch)
-	var bad *policy.Error
-	switch {
-	case errors.Is(err, policy.ErrUnknownField):
-		return nil, fmt.Errorf("%w: %v", errMalformed, err)
-	case errors.As(err, &bad):
-		return nil, fmt.Errorf("%w: %v", dispatcher.ErrInvalid, err)
-	}
-	return out, err
 }
 
 // checkText refuses a path or query value that PostgreSQL cannot take as text

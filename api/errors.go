@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -30,6 +31,7 @@ var errorTable = []struct {
 	code   string
 }{
 	{errMalformed, http.StatusBadRequest, "malformed"},
+	{policy.ErrUnknownField, http.StatusBadRequest, "malformed"}, // a policy patch naming no field of a policy
 	{errUnauthorized, http.StatusUnauthorized, "unauthorized"},
 	{errForbidden, http.StatusForbidden, "forbidden"},
 	{dispatcher.ErrNotFound, http.StatusNotFound, "not_found"},

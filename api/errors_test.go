@@ -48,6 +48,7 @@ func TestErrorMessagesSpeakToUsers(t *testing.T) {
 // wherever it stands in the chain, and the sentinel's words only where they lead
 // the layer that wraps it.
 func TestMessageDropsOperations(t *testing.T) {
+	snapshotUsed := fmt.Errorf("%w: bulk snapshot", statemachine.ErrTransition) // as dispatcher.ApplyBulk wraps it
 	lease := &dispatcher.LeaseError{IntentID: 5, Until: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
 	tests := []struct {
 		err      error
@@ -58,7 +59,7 @@ func TestMessageDropsOperations(t *testing.T) {
 			"reconcile intent 5: intent 5 is SENDING under a lease held until 2030-01-02T03:04:05Z; resolve it after the lease expires"},
 		{&dispatcher.OpError{Op: "Operate(5, cancel)", Err: fmt.Errorf("intent 5: %w", dispatcher.ErrNotFound)}, dispatcher.ErrNotFound,
 			"intent 5: not found"},
-		{fmt.Errorf("%w %s was already applied", errSnapshotUsed, "s-1"), statemachine.ErrTransition, "bulk snapshot s-1 was already applied"},
+		{fmt.Errorf("%w %s was already applied", snapshotUsed, "s-1"), statemachine.ErrTransition, "bulk snapshot s-1 was already applied"},
 		{fmt.Errorf("%w: not found here: %w", errMalformed, errors.New("x")), errMalformed, "malformed request: not found here: x"},
 	}
 	for _, tc := range tests {

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/effectd/effectd/effectdtype"
 )
 
 // TestProviderEvents lists stored provider events: orphans only on request,
@@ -24,17 +26,17 @@ INSERT INTO effectd.provider_events (provider, event_id, channel, intent_id, obj
   ('stripe', 'evt_1', 'refund', NULL, 're_9', 'refund.created', 'succeeded', 'delivered', 'succeeded', 'orphan', '{}')`); err != nil {
 		t.Fatal(err)
 	}
-	list := func(h http.Handler, token, query string) (int, []ProviderEvent) {
+	list := func(h http.Handler, token, query string) (int, []effectdtype.ProviderEvent) {
 		t.Helper()
 		code, body := env{pool: e.pool, h: h}.do(t, http.MethodGet, "/v1/provider-events"+query, token, "")
-		var page eventPage
+		var page effectdtype.ProviderEventPage
 		json.Unmarshal([]byte(body), &page)
 		if code != http.StatusOK {
 			t.Logf("%s: %s", query, body)
 		}
 		return code, page.Events
 	}
-	ids := func(evs []ProviderEvent) []string {
+	ids := func(evs []effectdtype.ProviderEvent) []string {
 		var out []string
 		for _, ev := range evs {
 			out = append(out, ev.EventID)

@@ -14,7 +14,12 @@ import (
 
 // classified reports whether err maps to a 4xx in errorTable, never a 500.
 func classified(err error) bool {
-	return errors.Is(err, errMalformed) || errors.Is(err, dispatcher.ErrInvalid)
+	for _, e := range errorTable {
+		if errors.Is(err, e.err) {
+			return e.status < 500
+		}
+	}
+	return false
 }
 
 func FuzzParseResolve(f *testing.F) {
@@ -29,7 +34,7 @@ func FuzzParseResolve(f *testing.F) {
 			}
 			return
 		}
-		if ev == "" || (req.As == "sent") != (req.ProviderRef != "") || len(req.Reason) > maxReason {
+		if ev == "" || (req.As == "sent") != (req.ProviderRef != "") || len(req.Reason) > dispatcher.MaxReason {
 			t.Fatalf("accepted %q as %q %+v", body, ev, req)
 		}
 	})
@@ -42,7 +47,12 @@ func FuzzPolicyPatch(f *testing.F) {
 	yaml := []byte(`{"max_attempts": 5, "lease": "20s"}`)
 	override := []byte(`{"in_doubt": "manual"}`)
 	f.Fuzz(func(t *testing.T, patch []byte) {
-		out, err := applyPolicyPatch("twilio", yaml, override, patch)
+		// As PATCH /v1/channels/{name}/policy takes it: the body's checks, then the merge.
+		err := checkPolicyPatch(patch)
+		var out map[string]json.RawMessage
+		if err == nil {
+			out, err = dispatcher.MergePolicy("twilio", yaml, override, patch)
+		}
 		if err != nil {
 			if !classified(err) {
 				t.Fatalf("unclassified error %v", err)

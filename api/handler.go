@@ -15,12 +15,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/effectdtype"
 )
 
 // Reconciler settles one in-doubt intent now, or reports what it would do.
 type Reconciler interface {
-	Reconcile(ctx context.Context, id int64, dryRun bool, actor string) (dispatcher.Settlement, error)
+	Reconcile(ctx context.Context, id int64, dryRun bool, actor string) (effectdtype.Settlement, error)
 }
 
 // Config is what NewHandler needs.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -29,7 +30,7 @@ func TestStats(t *testing.T) {
 
 	status, body := e.do(t, "GET", "/v1/stats", readToken, "")
 	want(t, status, body, http.StatusOK)
-	var got statsResponse
+	var got effectdtype.Stats
 	if err := json.Unmarshal([]byte(body), &got); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -58,7 +59,7 @@ func TestListIntents(t *testing.T) {
 		t.Helper()
 		status, body := e.do(t, "GET", "/v1/intents"+query, readToken, "")
 		want(t, status, body, http.StatusOK)
-		var page intentPage
+		var page effectdtype.IntentPage
 		if err := json.Unmarshal([]byte(body), &page); err != nil {
 			t.Fatal(err)
 		}

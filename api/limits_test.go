@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -119,10 +121,10 @@ VALUES ($1, 'hook', $2::jsonb, effectd.idempotency_key('hook', $1)) RETURNING id
 		pages++
 		status, body := e.do(t, "GET", fmt.Sprintf("/v1/intents?channel=hook&limit=1000&after=%d", after), readToken, "")
 		want(t, status, body, http.StatusOK)
-		if len(body) > maxPageBytes+64<<10 {
+		if len(body) > dispatcher.MaxPageBytes+64<<10 {
 			t.Errorf("a page of %d bytes", len(body))
 		}
-		var page intentPage
+		var page effectdtype.IntentPage
 		if err := json.Unmarshal([]byte(body), &page); err != nil {
 			t.Fatal(err)
 		}
@@ -138,22 +140,22 @@ VALUES ($1, 'hook', $2::jsonb, effectd.idempotency_key('hook', $1)) RETURNING id
 
 	if _, err := e.pool.Exec(ctx, `
 INSERT INTO effectd.attempts (intent_id, attempt, started_at, outcome)
-SELECT $1, n, now(), 'retry' FROM generate_series(1, $2::int) n`, id, maxDetailRows+50); err != nil {
+SELECT $1, n, now(), 'retry' FROM generate_series(1, $2::int) n`, id, dispatcher.MaxDetailRows+50); err != nil {
 		t.Fatal(err)
 	}
 	status, body = e.do(t, "GET", fmt.Sprintf("/v1/intents/%d", id), readToken, "")
 	want(t, status, body, http.StatusOK)
 	var d struct {
-		Attempts          []Attempt `json:"attempts"`
-		AttemptsTruncated bool      `json:"attempts_truncated"`
-		AuditTruncated    bool      `json:"audit_truncated"`
+		Attempts          []effectdtype.Attempt `json:"attempts"`
+		AttemptsTruncated bool                  `json:"attempts_truncated"`
+		AuditTruncated    bool                  `json:"audit_truncated"`
 	}
 	if err := json.Unmarshal([]byte(body), &d); err != nil {
 		t.Fatal(err)
 	}
-	if len(d.Attempts) != maxDetailRows || !d.AttemptsTruncated || d.Attempts[len(d.Attempts)-1].Attempt != maxDetailRows+50 || d.AuditTruncated {
+	if len(d.Attempts) != dispatcher.MaxDetailRows || !d.AttemptsTruncated || d.Attempts[len(d.Attempts)-1].Attempt != dispatcher.MaxDetailRows+50 || d.AuditTruncated {
 		t.Errorf("%d attempts shown (truncated %v), last %d; want the newest %d", len(d.Attempts), d.AttemptsTruncated,
-			d.Attempts[len(d.Attempts)-1].Attempt, maxDetailRows)
+			d.Attempts[len(d.Attempts)-1].Attempt, dispatcher.MaxDetailRows)
 	}
 }
 

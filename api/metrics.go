@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/migrations"
 )
 
@@ -42,7 +43,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
-	gauges, err := c.h.readGauges(ctx)
+	gauges, err := dispatcher.Gauges(ctx, c.h.pool)
 	if err != nil {
 		c.h.log.Warn("metrics: reading channel gauges", "err", err)
 		ch <- prometheus.NewInvalidMetric(oldestPendingDesc, err)
@@ -56,21 +57,20 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // healthz answers GET /healthz: the process is alive.
-func (h *handler) healthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+func (h *handler) healthz(_ http.ResponseWriter, _ *http.Request) (map[string]string, error) {
+	return map[string]string{"status": "ok"}, nil
 }
 
 // readyz answers GET /readyz: 200 when the database is reachable and its
 // migrations are current, 503 otherwise.
-func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
+func (h *handler) readyz(_ http.ResponseWriter, r *http.Request) (map[string]string, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), scrapeTimeout)
 	defer cancel()
 	if err := h.ready(ctx); err != nil {
 		h.log.WarnContext(ctx, "not ready", "err", err)
-		h.fail(w, r, errNotReady)
-		return
+		return nil, errNotReady
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	return map[string]string{"status": "ready"}, nil
 }
 
 // errNotReady is all readyz tells an unauthenticated caller; the log has the cause.

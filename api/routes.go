@@ -28,32 +28,32 @@ func (h *handler) routes() chi.Router {
 		h.fail(w, req, errMethod)
 	})
 
-	r.Get("/healthz", h.healthz)
-	r.Get("/readyz", h.readyz)
+	r.Get("/healthz", handle(h, h.healthz))
+	r.Get("/readyz", handle(h, h.readyz))
 	r.Get("/metrics", h.metrics)
 
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(h.authenticate, h.checkText)
-		r.Get("/intents", h.listIntents)
-		r.Get("/intents/{id}", h.getIntent)
-		r.Get("/channels", h.listChannels)
-		r.Get("/channels/{name}", h.getChannel)
-		r.Get("/stats", h.stats)
-		r.Get("/provider-events", h.listEvents)
+		r.Get("/intents", handle(h, h.listIntents))
+		r.Get("/intents/{id}", handle(h, h.getIntent))
+		r.Get("/channels", handle(h, h.listChannels))
+		r.Get("/channels/{name}", handle(h, h.getChannel))
+		r.Get("/stats", handle(h, h.stats))
+		r.Get("/provider-events", handle(h, h.listEvents))
 		// Each write checks the principal's scope (404) and role (403) itself,
 		// so that a channel out of scope is never told apart from a missing one.
-		r.Post("/intents/{id}/retry", h.retryIntent)
-		r.Post("/intents/{id}/cancel", h.cancelIntent)
-		r.Post("/intents/{id}/resolve", h.resolveIntent)
-		r.Post("/intents/{id}/reconcile", h.reconcileIntent)
-		r.Post("/channels/{name}/pause", h.pauseChannel)
-		r.Post("/channels/{name}/resume", h.resumeChannel)
-		r.Patch("/channels/{name}/policy", h.patchPolicy)
+		r.Post("/intents/{id}/retry", handle(h, h.retryIntent))
+		r.Post("/intents/{id}/cancel", handle(h, h.cancelIntent))
+		r.Post("/intents/{id}/resolve", handle(h, h.resolveIntent))
+		r.Post("/intents/{id}/reconcile", handle(h, h.reconcileIntent))
+		r.Post("/channels/{name}/pause", handle(h, h.pauseChannel))
+		r.Post("/channels/{name}/resume", handle(h, h.resumeChannel))
+		r.Patch("/channels/{name}/policy", handle(h, h.patchPolicy))
 		// Bulk actions see only the principal's channels; the role is checked first.
-		r.With(h.require(ActionOperate)).Post("/intents/bulk", h.createBulk)
-		r.With(h.require(ActionOperate)).Post("/intents/bulk/{snapshot}/apply", h.applyBulk)
+		r.With(h.require(ActionOperate)).Post("/intents/bulk", handle(h, h.createBulk))
+		r.With(h.require(ActionOperate)).Post("/intents/bulk/{snapshot}/apply", handle(h, h.applyBulk))
 		// A sweep reads a provider on behalf of an operator: the role first, then the channel's scope (404).
-		r.With(h.require(ActionOperate)).Post("/sweeps", h.createSweep)
+		r.With(h.require(ActionOperate)).Post("/sweeps", handle(h, h.createSweep))
 	})
 	return r
 }

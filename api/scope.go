@@ -2,17 +2,15 @@ package api
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/effectd/effectd/dispatcher"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/effectdtype"
 )
 
 // scope is what one principal may see of the channels, read once per request.
@@ -28,22 +26,19 @@ func (h *handler) scopeOf(ctx context.Context, p Principal) (scope, error) {
 	if !p.scoped() && p.Can(ActionUnmask) {
 		return s, nil
 	}
-	rows, _ := h.pool.Query(ctx, query.ChannelRedact)
-	var name string
-	var fields []string
-	s.visible, s.redact = []string{}, map[string][]string{}
-	_, err := pgx.ForEachRow(rows, []any{&name, &fields}, func() error {
-		if !p.CanSee(name) {
-			return nil
-		}
-		s.visible = append(s.visible, name)
-		if !p.Can(ActionUnmask) && len(fields) > 0 {
-			s.redact[name] = fields
-		}
-		return nil
-	})
+	redactions, err := dispatcher.Redactions(ctx, h.pool)
 	if err != nil {
 		return s, fmt.Errorf("channel scope: %w", err)
+	}
+	s.visible, s.redact = []string{}, map[string][]string{}
+	for _, c := range redactions {
+		if !p.CanSee(c.Channel) {
+			continue
+		}
+		s.visible = append(s.visible, c.Channel)
+		if !p.Can(ActionUnmask) && len(c.Fields) > 0 {
+			s.redact[c.Channel] = c.Fields
+		}
 	}
 	if !p.scoped() {
 		s.visible = nil
@@ -53,7 +48,7 @@ func (h *handler) scopeOf(ctx context.Context, p Principal) (scope, error) {
 
 // intent returns r as the principal may see it: the channel's redacted
 // payload fields masked, in the payload and wherever an error quotes them.
-func (s scope) intent(r dispatcher.IntentRow) dispatcher.IntentRow {
+func (s scope) intent(r effectdtype.IntentRow) effectdtype.IntentRow {
 	fields := s.redact[r.Channel]
 	if len(fields) == 0 {
 		return r
@@ -67,7 +62,7 @@ func (s scope) intent(r dispatcher.IntentRow) dispatcher.IntentRow {
 }
 
 // detail returns d as the principal may see it.
-func (s scope) detail(d intentDetail) intentDetail {
+func (s scope) detail(d effectdtype.IntentDetail) effectdtype.IntentDetail {
 	fields := s.redact[d.Intent.Channel]
 	if len(fields) == 0 {
 		return d
@@ -85,10 +80,7 @@ func (s scope) detail(d intentDetail) intentDetail {
 // hidden refuses a resource outside the principal's scope with the very
 // answer a missing one gets (404, the same message); only the metric
 // effectd_admin_refused_total tells them apart.
-type hidden struct{ what string }
-
-func (e hidden) Error() string { return e.what + ": " + dispatcher.ErrNotFound.Error() }
-func (e hidden) Unwrap() error { return dispatcher.ErrNotFound }
+type hidden = dispatcher.ScopeError
 
 // authorizeIntent answers ErrNotFound for an intent that does not exist or
 // whose channel the principal cannot see, and errForbidden when its role may
@@ -97,13 +89,9 @@ func (h *handler) authorizeIntent(ctx context.Context, p Principal, id int64, a 
 	if !p.scoped() && p.Can(a) {
 		return nil // the action itself reports a missing intent
 	}
-	var channel string
-	err := h.pool.QueryRow(ctx, query.IntentChannel, id).Scan(&channel)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("intent %d: %w", id, dispatcher.ErrNotFound)
-	}
+	channel, err := dispatcher.IntentChannel(ctx, h.pool, id)
 	if err == nil && !p.CanSee(channel) {
-		return hidden{fmt.Sprintf("intent %d", id)}
+		return hidden{What: fmt.Sprintf("intent %d", id)}
 	}
 	if err != nil {
 		return fmt.Errorf("intent %d: %w", id, err)
@@ -118,13 +106,13 @@ func (h *handler) authorizeIntent(ctx context.Context, p Principal, id int64, a 
 func (h *handler) authorizeChannel(ctx context.Context, p Principal, name string, a Action) error {
 	notFound := fmt.Errorf("channel %q: %w", truncate(name, 64), dispatcher.ErrNotFound)
 	if !p.CanSee(name) {
-		return hidden{fmt.Sprintf("channel %q", truncate(name, 64))}
+		return hidden{What: fmt.Sprintf("channel %q", truncate(name, 64))}
 	}
 	if p.Can(a) {
 		return nil // the action itself reports a missing channel
 	}
-	var exists bool
-	if err := h.pool.QueryRow(ctx, query.ChannelExists, name).Scan(&exists); err != nil {
+	exists, err := dispatcher.ChannelExists(ctx, h.pool, name)
+	if err != nil {
 		return fmt.Errorf("channel %q: %w", truncate(name, 64), err)
 	}
 	if !exists {

@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/effectdtype"
 )
 
 // Sweeper runs a reconciliation sweep: what a channel's provider holds for a
 // window, joined with the table.
 type Sweeper interface {
-	Sweep(ctx context.Context, channel string, since, until time.Time) (dispatcher.SweepReport, error)
+	Sweep(ctx context.Context, channel string, since, until time.Time) (effectdtype.SweepReport, error)
 }
 
 // sweepRequest is the body of POST /v1/sweeps.
@@ -25,48 +26,37 @@ type sweepRequest struct {
 
 // createSweep answers POST /v1/sweeps with a sweep's report. It changes
 // nothing; an operator or admin of the channel may run it.
-func (h *handler) createSweep(w http.ResponseWriter, r *http.Request) {
+func (h *handler) createSweep(w http.ResponseWriter, r *http.Request) (rep effectdtype.SweepReport, err error) {
 	body, err := readBody(w, r)
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return rep, err
 	}
 	var req sweepRequest
 	if err := decodeObject(body, &req); err != nil {
-		h.fail(w, r, err)
-		return
+		return rep, err
 	}
 	if req.Channel == "" {
-		h.fail(w, r, fmt.Errorf("%w: channel: is required", dispatcher.ErrInvalid))
-		return
+		return rep, fmt.Errorf("%w: channel: is required", dispatcher.ErrInvalid)
 	}
 	if err := h.authorizeChannel(r.Context(), principalOf(r), req.Channel, ActionOperate); err != nil {
-		h.fail(w, r, err)
-		return
+		return rep, err
 	}
 	since, err := parseTime("since", req.Since, time.Time{})
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return rep, err
 	}
 	until, err := parseTime("until", req.Until, time.Now())
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return rep, err
 	}
 	if h.sweeper == nil {
-		h.fail(w, r, fmt.Errorf("%w: no dispatcher runs in this process", errUnavailable))
-		return
+		return rep, fmt.Errorf("%w: no dispatcher runs in this process", errUnavailable)
 	}
-	rep, err := h.sweeper.Sweep(r.Context(), req.Channel, since, until)
+	rep, err = h.sweeper.Sweep(r.Context(), req.Channel, since, until)
 	if errors.Is(err, dispatcher.ErrListing) {
 		err = fmt.Errorf("%w: %s", errUnavailable, message(err, nil))
 	}
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, rep)
+	return rep, err
 }
 
 // parseTime reads field s, an RFC 3339 time; def when s is empty.

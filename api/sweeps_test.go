@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/providers/sandbox"
@@ -24,15 +25,15 @@ import (
 // fakeSweeper answers a report with one finding of each kind.
 type fakeSweeper struct{}
 
-func (fakeSweeper) Sweep(_ context.Context, channel string, since, until time.Time) (dispatcher.SweepReport, error) {
-	rep := dispatcher.SweepReport{Channel: channel, Provider: "stripe", Since: since, Until: until,
+func (fakeSweeper) Sweep(_ context.Context, channel string, since, until time.Time) (effectdtype.SweepReport, error) {
+	rep := effectdtype.SweepReport{Channel: channel, Provider: "stripe", Since: since, Until: until,
 		ListedSince: since.Add(-5 * time.Minute), ListedUntil: until.Add(5 * time.Minute), Intents: 3, Objects: 4,
 		Counts: map[string]int{}}
-	for i, k := range dispatcher.FindingKinds {
-		f := dispatcher.Finding{Kind: k, IntentID: int64(i + 1), EventID: fmt.Sprint("evt-", i), Status: "SENT", Operation: "look"}
+	for i, k := range effectdtype.FindingKinds {
+		f := effectdtype.Finding{Kind: k, IntentID: int64(i + 1), EventID: fmt.Sprint("evt-", i), Status: "SENT", Operation: "look"}
 		f.Objects = append(f.Objects, effect.Object{Ref: fmt.Sprint("re_", i), Kind: "refund", EventID: f.EventID,
 			Created: since.Add(time.Minute), Summary: "refund 300 usd"})
-		if k == dispatcher.FindingOrphan {
+		if k == effectdtype.FindingOrphan {
 			f.IntentID, f.EventID, f.Status = 0, "", ""
 		}
 		rep.Findings = append(rep.Findings, f)

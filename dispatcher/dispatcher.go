@@ -169,6 +169,10 @@ func New(pool *pgxpool.Pool, cfg Config) (*Dispatcher, error) {
 		if err := c.Policy.ValidateFor(c.Kind); err != nil {
 			return nil, fmt.Errorf("dispatcher.New: channels.%s.%w", c.Name, err)
 		}
+		if w, ok := c.Provider.(KeyWindowed); ok && w.KeyWindow() != KeyWindow(c.Kind) {
+			return nil, fmt.Errorf("dispatcher.New: channel %q: %w: its %s provider declares a %s key window, the dispatcher keeps %s for that kind (KeyWindow)",
+				c.Name, ErrInvalid, c.Kind, w.KeyWindow(), KeyWindow(c.Kind))
+		}
 		if _, dup := d.byName[c.Name]; dup {
 			return nil, fmt.Errorf("dispatcher.New: channel %q configured twice", c.Name)
 		}

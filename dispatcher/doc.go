@@ -37,6 +37,16 @@
 // for a window (a Lister) with the window's intents and reports orphans,
 // duplicates, unsettled and missing effects, changing nothing.
 //
+// Outside the loops too, the operator's operations, each one transaction (or
+// one read) on a pool, as the admin API and the console call them: Operate
+// (operate.go) moves one intent; PauseChannel, ResumeChannel and ChangePolicy
+// (channels.go) change a channel, audited, and PreviewPolicy shows a change
+// without making it; FreezeBulk and ApplyBulk (bulk.go) freeze a selection in
+// a snapshot and apply it row by row through Operate; ListIntents,
+// IntentDetail, ListProviderEvents (intents.go), ListChannels, GetChannel
+// and Stats (stats.go) read what operators see. The rows they return are
+// effectdtype's.
+//
 // Config's zero fields take the Default constants; New refuses a negative
 // field (or a ClaimBatch above MaxClaimBatch) with an ErrInvalid naming it.
 package dispatcher

@@ -13,6 +13,16 @@ var ErrNotFound = errors.New("not found")
 // ErrInvalid is returned when an argument has an invalid value.
 var ErrInvalid = errors.New("invalid value")
 
+// ScopeError refuses something outside the caller's channels with the very
+// text a missing one gets ("<What>: not found"): errors.Is(err, ErrNotFound)
+// holds, and only its type tells the two apart (the admin API counts it).
+type ScopeError struct{ What string }
+
+func (e ScopeError) Error() string { return e.What + ": " + ErrNotFound.Error() }
+
+// Unwrap makes errors.Is(err, ErrNotFound) true.
+func (e ScopeError) Unwrap() error { return ErrNotFound }
+
 // OpError names the dispatcher operation that returned Err, as in
 // "dispatcher.Operate(7, requeue): …". The name is for logs and Go callers; a
 // message for people (the admin API's) shows Err alone.

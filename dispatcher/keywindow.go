@@ -11,6 +11,8 @@ import (
 // idempotency key, counted from the intent's creation (no attempt is older);
 // 0 when the dispatcher relies on no key window. Stripe keeps a key for at least
 // 24 hours after its first use: 23 hours from creation leaves an hour to spare.
+// A provider declares its own window (KeyWindowed), and New refuses one that
+// differs from this; Operate, which has no provider at hand, reads it here.
 //
 // Within the window, repeating a call that may have been applied is safe: the
 // provider replays the first result. Past it, the provider has forgotten the

@@ -2,6 +2,7 @@ package dispatcher_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -26,6 +27,41 @@ func TestKeyWindowMatchesStripeLookup(t *testing.T) {
 	for _, kind := range []string{"webhook", "twilio"} {
 		if w := dispatcher.KeyWindow(kind); w != 0 {
 			t.Errorf("KeyWindow(%s) = %s, want 0", kind, w)
+		}
+	}
+}
+
+// windowed is a keyed provider that declares a key window.
+type windowed struct{ window time.Duration }
+
+func (windowed) Send(context.Context, string, json.RawMessage, map[string]string) (string, error) {
+	return "", nil
+}
+func (windowed) Idempotent() bool           { return true }
+func (w windowed) KeyWindow() time.Duration { return w.window }
+
+var _ dispatcher.KeyWindowed = (*stripe.Provider)(nil)
+
+// TestKeyWindowDeclaredByProvider: the Stripe provider declares the window
+// the dispatcher keeps for its kind, and New refuses a provider whose
+// declared window differs from its kind's.
+func TestKeyWindowDeclaredByProvider(t *testing.T) {
+	p, err := stripe.New(stripe.Config{APIKey: "sk_test_x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.KeyWindow(); got != dispatcher.KeyWindow("stripe") {
+		t.Fatalf("stripe provider declares %s, the dispatcher keeps %s", got, dispatcher.KeyWindow("stripe"))
+	}
+	for _, tc := range []struct {
+		kind   string
+		window time.Duration
+		ok     bool
+	}{{"stripe", stripe.ReplayWindow, true}, {"stripe", time.Hour, false}, {"twilio", time.Hour, false}} {
+		_, err := dispatcher.New(nil, dispatcher.Config{Channels: []dispatcher.Channel{
+			{Name: "c", Kind: tc.kind, Provider: windowed{tc.window}, Policy: policy.Default(tc.kind)}}})
+		if refused := errors.Is(err, dispatcher.ErrInvalid); refused == tc.ok {
+			t.Errorf("%s provider declaring %s: New error %v", tc.kind, tc.window, err)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -104,7 +105,7 @@ func (m *metrics) addChannel(channel string) {
 	for _, d := range []statemachine.Delivery{statemachine.Accepted, statemachine.Delivered, statemachine.Undelivered} {
 		m.deliveries.WithLabelValues(channel, string(d))
 	}
-	for _, k := range FindingKinds {
+	for _, k := range effectdtype.FindingKinds {
 		m.sweepFindings.WithLabelValues(channel, k)
 	}
 	for _, v := range []*prometheus.MetricVec{m.calls.MetricVec, m.retries.MetricVec, m.fenced.MetricVec, m.inflight.MetricVec, m.deliveryTime.MetricVec, m.orphans.MetricVec} {

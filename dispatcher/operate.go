@@ -2,7 +2,6 @@ package dispatcher
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,41 +11,16 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/statemachine"
 )
 
-// IntentRow is one row of effectd.intents, as the admin API shows it.
-type IntentRow struct {
-	ID             int64              `json:"id"`
-	EventID        string             `json:"event_id"`
-	Channel        string             `json:"channel"`
-	Payload        json.RawMessage    `json:"payload"`
-	Status         statemachine.State `json:"status"`
-	Attempts       int                `json:"attempts"`
-	NextAttemptAt  time.Time          `json:"next_attempt_at"`
-	LeaseExpiresAt *time.Time         `json:"lease_expires_at"`
-	ClaimedAt      *time.Time         `json:"claimed_at"`
-	IdempotencyKey string             `json:"idempotency_key"`
-	ProviderRef    *string            `json:"provider_ref"`
-	LastError      *string            `json:"last_error"`
-	OrderingKey    *string            `json:"ordering_key"`
-	OccurredAt     *time.Time         `json:"occurred_at"`
-	CreatedAt      time.Time          `json:"created_at"`
-	UpdatedAt      time.Time          `json:"updated_at"`
-	Delivery       *string            `json:"delivery"`        // accepted | delivered | undelivered; null until known
-	DeliveryDetail *string            `json:"delivery_detail"` // the provider's own status and error code
-	DeliveryAt     *time.Time         `json:"delivery_at"`
-	// Problems names each time in the row that Go and JSON cannot carry
-	// (infinity, a year past 9999), shown clamped into range instead.
-	Problems []string `json:"problems,omitempty"`
-}
-
 // ScanIntent reads one intent selected whole (the column list of
-// internal/query's intent_columns.sql). A time that Go and
-// JSON cannot carry does not fail the read: it is clamped and named in Problems.
-func ScanIntent(row pgx.Row) (IntentRow, error) {
-	var r IntentRow
+// internal/query's intent_columns.sql). A time that Go and JSON cannot carry
+// does not fail the read: it is clamped and named in Problems.
+func ScanIntent(row pgx.Row) (effectdtype.IntentRow, error) {
+	var r effectdtype.IntentRow
 	next, lease, claimed := looseTime{Field: "next_attempt_at"}, looseTime{Field: "lease_expires_at"}, looseTime{Field: "claimed_at"}
 	occurred, created, updated := looseTime{Field: "occurred_at"}, looseTime{Field: "created_at"}, looseTime{Field: "updated_at"}
 	delivery := looseTime{Field: "delivery_at"}
@@ -111,6 +85,24 @@ func (e *LeaseError) Error() string {
 // Unwrap makes errors.Is(err, ErrTransition) true.
 func (e *LeaseError) Unwrap() error { return statemachine.ErrTransition }
 
+// MaxReason is the longest reason an operator may give, in bytes.
+const MaxReason = 1000
+
+// CheckReason refuses a reason over MaxReason bytes, or an empty one when required.
+func CheckReason(reason string, required bool) error {
+	switch {
+	case required && strings.TrimSpace(reason) == "":
+		return fmt.Errorf("%w: reason: required (1 to %d bytes): say why, for the audit", ErrInvalid, MaxReason)
+	case len(reason) > MaxReason:
+		return fmt.Errorf("%w: reason: longer than %d bytes", ErrInvalid, MaxReason)
+	}
+	return nil
+}
+
+// isText reports whether s is text PostgreSQL's text and jsonb take:
+// UTF-8 without NUL bytes.
+func isText(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
+
 // operatorEvents are the events Operate applies.
 var operatorEvents = map[statemachine.Event]bool{
 	statemachine.Requeue:     true,
@@ -125,7 +117,7 @@ var operatorEvents = map[statemachine.Event]bool{
 // and an operator attempt and an audit entry record it. A refused or lost race
 // returns an error wrapping ErrTransition with the current state; a missing
 // intent returns ErrNotFound.
-func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, after IntentRow, err error) {
+func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, after effectdtype.IntentRow, err error) {
 	defer func() {
 		if err != nil {
 			err = opError(err, "Operate(%d, %s)", op.IntentID, op.Event)
@@ -147,7 +139,7 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, aft
 	// PostgreSQL's text and jsonb refuse these; refused here they are the
 	// caller's mistake, not a failed statement.
 	for _, f := range [...]struct{ name, value string }{{"actor", op.Actor}, {"provider_ref", op.ProviderRef}, {"reason", op.Reason}} {
-		if !utf8.ValidString(f.value) || strings.IndexByte(f.value, 0) >= 0 {
+		if !isText(f.value) {
 			return before, after, fmt.Errorf("%w: %s: must be UTF-8 text without NUL bytes", ErrInvalid, f.name)
 		}
 	}
@@ -206,7 +198,7 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, aft
 	return before, after, nil
 }
 
-func readIntent(ctx context.Context, tx pgx.Tx, id int64) (IntentRow, error) {
+func readIntent(ctx context.Context, tx pgx.Tx, id int64) (effectdtype.IntentRow, error) {
 	r, err := ScanIntent(tx.QueryRow(ctx, query.SelectIntent, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, fmt.Errorf("intent %d: %w", id, ErrNotFound)
@@ -215,7 +207,7 @@ func readIntent(ctx context.Context, tx pgx.Tx, id int64) (IntentRow, error) {
 }
 
 // intentAudit is what an audit entry records of r.
-func intentAudit(r IntentRow) query.AuditState {
+func intentAudit(r effectdtype.IntentRow) query.AuditState {
 	return query.AuditState{IntentState: &query.IntentState{Status: string(r.Status), Attempts: r.Attempts,
 		ProviderRef: r.ProviderRef, NextAttemptAt: r.NextAttemptAt}}
 }
@@ -252,7 +244,7 @@ func settleAudited(ctx context.Context, pool *pgxpool.Pool, s query.Settlement, 
 // checkKeyWindow refuses to send r again when it may have been applied (it is
 // IN_DOUBT, stuck SENDING, or SKIPPED after a call) and its provider
 // has forgotten its idempotency key. Ages are measured on the database's clock.
-func checkKeyWindow(ctx context.Context, tx pgx.Tx, r IntentRow) error {
+func checkKeyWindow(ctx context.Context, tx pgx.Tx, r effectdtype.IntentRow) error {
 	if r.Status != statemachine.InDoubt && r.Status != statemachine.Sending && r.Status != statemachine.Skipped {
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -145,7 +146,7 @@ func TestOperateRace(t *testing.T) {
 			{IntentID: id, Event: statemachine.Requeue, Actor: "bob"},
 		}
 		errs := make([]error, len(ops))
-		afters := make([]dispatcher.IntentRow, len(ops))
+		afters := make([]effectdtype.IntentRow, len(ops))
 		start := make(chan struct{})
 		var wg sync.WaitGroup
 		for i, op := range ops {

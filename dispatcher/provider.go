@@ -43,6 +43,15 @@ type Keyed interface {
 	Idempotent() bool
 }
 
+// KeyWindowed is a Keyed provider that remembers a key for a while only:
+// KeyWindow is how long, counted from the intent's creation, it is trusted to.
+// New refuses a channel whose provider declares a window other than
+// KeyWindow(kind), the window the operator's checks use where no provider is
+// at hand, so the two never drift apart.
+type KeyWindowed interface {
+	KeyWindow() time.Duration
+}
+
 // Lister is a Provider whose effects can be listed for the reconciliation
 // sweep (Sweep).
 type Lister interface {

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/providers/effect"
@@ -130,8 +131,8 @@ func (d *Dispatcher) release(ctx context.Context, r inDoubt) {
 // because ctx ended says nothing about the provider: decide returns ctx's
 // error and nothing is settled. On a dry run, a lookup that would repeat the
 // call with its key (Replayer) is not called: it could apply the effect.
-func (d *Dispatcher) decide(ctx context.Context, r inDoubt, withPolicy, dryRun bool) (Settlement, error) {
-	s := Settlement{IntentID: r.id, From: r.status, Outcome: ByPolicy}
+func (d *Dispatcher) decide(ctx context.Context, r inDoubt, withPolicy, dryRun bool) (effectdtype.Settlement, error) {
+	s := effectdtype.Settlement{IntentID: r.id, From: r.status, Outcome: ByPolicy}
 	ch := d.byName[r.channel]
 	p := ch.policy.Load()
 	mode := p.InDoubt
@@ -204,7 +205,7 @@ func mustNext(from statemachine.State, ev statemachine.Event) statemachine.State
 // attempt of kind lookup, in one statement; when an operator asked for it
 // (actor), with its audit entry in the same transaction. s.Applied reports
 // whether this writer won.
-func (d *Dispatcher) apply(ctx context.Context, r inDoubt, s *Settlement, actor string) error {
+func (d *Dispatcher) apply(ctx context.Context, r inDoubt, s *effectdtype.Settlement, actor string) error {
 	d.m.lookups.WithLabelValues(r.channel, s.Outcome).Inc()
 	if s.To == s.From {
 		return nil
@@ -236,7 +237,7 @@ func (d *Dispatcher) apply(ctx context.Context, r inDoubt, s *Settlement, actor 
 // when the lookup cannot tell, an IN_DOUBT row stays for the operator and a
 // SENDING row follows the channel's policy. dryRun reports without changing
 // anything. A change is audited under actor, in the transaction that makes it.
-func (d *Dispatcher) Reconcile(ctx context.Context, id int64, dryRun bool, actor string) (Settlement, error) {
+func (d *Dispatcher) Reconcile(ctx context.Context, id int64, dryRun bool, actor string) (effectdtype.Settlement, error) {
 	var r inDoubt
 	var leaseUntil *time.Time // set while a SENDING row's lease is live
 	created, claimed := looseTime{Field: "created_at"}, looseTime{Field: "claimed_at"}
@@ -244,19 +245,19 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id int64, dryRun bool, actor
 		Scan(&r.id, &r.eventID, &r.channel, &r.payload, &r.attempts, &r.key, &created, &claimed, &r.status, &leaseUntil)
 	r.createdAt, r.claimedAt = created.Time, claimed.Time
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Settlement{}, opError(ErrNotFound, "Reconcile(%d)", id)
+		return effectdtype.Settlement{}, opError(ErrNotFound, "Reconcile(%d)", id)
 	}
 	if err != nil {
-		return Settlement{}, opError(err, "Reconcile(%d)", id)
+		return effectdtype.Settlement{}, opError(err, "Reconcile(%d)", id)
 	}
 	switch {
 	case r.status == statemachine.Sending && leaseUntil != nil:
-		return Settlement{IntentID: id, From: r.status, To: r.status}, opError(&LeaseError{IntentID: id, Until: *leaseUntil}, "Reconcile(%d)", id)
+		return effectdtype.Settlement{IntentID: id, From: r.status, To: r.status}, opError(&LeaseError{IntentID: id, Until: *leaseUntil}, "Reconcile(%d)", id)
 	case r.status != statemachine.Sending && r.status != statemachine.InDoubt:
-		return Settlement{}, opError(&statemachine.TransitionError{From: r.status, Event: statemachine.Found}, "Reconcile(%d)", id)
+		return effectdtype.Settlement{}, opError(&statemachine.TransitionError{From: r.status, Event: statemachine.Found}, "Reconcile(%d)", id)
 	}
 	if d.byName[r.channel] == nil {
-		return Settlement{}, opError(fmt.Errorf("%w: channel %q is not configured in this instance", ErrInvalid, r.channel), "Reconcile(%d)", id)
+		return effectdtype.Settlement{}, opError(fmt.Errorf("%w: channel %q is not configured in this instance", ErrInvalid, r.channel), "Reconcile(%d)", id)
 	}
 	s, err := d.decide(ctx, r, r.status == statemachine.Sending, dryRun)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -252,7 +253,7 @@ func TestReconcileRacingResolve(t *testing.T) {
 	}}, pol)
 	id := seedAged(t, r.pool, "c", "twilio", "e", statemachine.InDoubt, time.Minute, true)
 	ctx := context.Background()
-	done := make(chan dispatcher.Settlement, 1)
+	done := make(chan effectdtype.Settlement, 1)
 	go func() {
 		st, err := r.d.Reconcile(ctx, id, false, "first-operator")
 		if err != nil {

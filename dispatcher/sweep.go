@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/providers/effect"
@@ -30,51 +31,9 @@ const (
 	sweepSkew = 5 * time.Minute
 )
 
-// The kinds of finding a sweep reports.
-const (
-	FindingOrphan    = "orphan"    // a provider object carrying effectd's metadata (a Twilio message of the channel's sender) with no intent
-	FindingDuplicate = "duplicate" // two or more provider objects for one intent
-	FindingUnsettled = "unsettled" // a SENDING (lease expired), IN_DOUBT or FAILED intent whose effect the provider holds
-	FindingMissing   = "missing"   // a SENT intent whose effect the provider lacks
-)
-
 // ErrListing is wrapped by a sweep whose provider listing failed: the
 // provider did not answer, refused, or holds more than a listing reads.
 var ErrListing = errors.New("the provider's listing failed")
-
-// FindingKinds lists every kind of finding.
-var FindingKinds = []string{FindingOrphan, FindingDuplicate, FindingUnsettled, FindingMissing}
-
-// Finding is one disagreement between the provider and the table. The sweep
-// changes nothing: Operation says what an operator would do about it.
-type Finding struct {
-	Kind        string             `json:"kind"`
-	IntentID    int64              `json:"intent_id,omitempty"`
-	EventID     string             `json:"event_id,omitempty"`
-	Status      statemachine.State `json:"status,omitempty"`
-	ProviderRef string             `json:"provider_ref,omitempty"` // the table's reference
-	Objects     []effect.Object    `json:"objects"`                // what the provider holds for it
-	Operation   string             `json:"operation"`
-}
-
-// SweepReport is what a sweep found for a channel and a window.
-type SweepReport struct {
-	Channel  string    `json:"channel"`
-	Provider string    `json:"provider"`
-	Since    time.Time `json:"since"`
-	Until    time.Time `json:"until"`
-	// ListedSince and ListedUntil bound the provider listing: the window
-	// widened for clock skew, and to the latest claim of its intents.
-	ListedSince time.Time `json:"listed_since"`
-	ListedUntil time.Time `json:"listed_until"`
-	Intents     int       `json:"intents"` // intents created in the window
-	Objects     int       `json:"objects"` // provider objects listed
-	// Unlisted counts the window's SENT intents whose effect the listing
-	// does not cover (a Twilio message from another sender): not judged.
-	Unlisted int            `json:"unlisted"`
-	Counts   map[string]int `json:"counts"` // findings by kind, every kind present
-	Findings []Finding      `json:"findings"`
-}
 
 // sweptIntent is an intent as the sweep reads it, with the objects joined to it.
 type sweptIntent struct {
@@ -100,24 +59,14 @@ type sweptIntent struct {
 // than SweepMaxWindow or holding more than SweepMaxIntents intents, and a
 // channel whose provider cannot list (a webhook), are ErrInvalid naming the
 // field; a channel not configured here is ErrNotFound.
-func (d *Dispatcher) Sweep(ctx context.Context, channel string, since, until time.Time) (rep SweepReport, err error) {
+func (d *Dispatcher) Sweep(ctx context.Context, channel string, since, until time.Time) (rep effectdtype.SweepReport, err error) {
 	defer func() {
 		if err != nil {
 			err = opError(err, "Sweep(%q)", channel)
 		}
 	}()
-	switch {
-	case channel == "":
-		return rep, fmt.Errorf("%w: channel: is required", ErrInvalid)
-	case since.IsZero():
-		return rep, fmt.Errorf("%w: since: is required", ErrInvalid)
-	case until.IsZero():
-		return rep, fmt.Errorf("%w: until: is required", ErrInvalid)
-	case !since.Before(until):
-		return rep, fmt.Errorf("%w: since: %s is not before until %s", ErrInvalid, since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
-	case until.Sub(since) > SweepMaxWindow:
-		return rep, fmt.Errorf("%w: until: the window is %s long, more than the %s a sweep reads: sweep it in parts",
-			ErrInvalid, until.Sub(since).Round(time.Second), SweepMaxWindow)
+	if err := checkSweepWindow(channel, since, until); err != nil {
+		return rep, err
 	}
 	ch := d.byName[channel]
 	if ch == nil {
@@ -127,8 +76,8 @@ func (d *Dispatcher) Sweep(ctx context.Context, channel string, since, until tim
 	if !ok {
 		return rep, fmt.Errorf("%w: channel: %q is a %s channel, whose provider cannot list what it holds", ErrInvalid, channel, ch.Kind)
 	}
-	rep = SweepReport{Channel: channel, Provider: ch.Kind, Since: since.UTC(), Until: until.UTC(), Counts: map[string]int{}, Findings: []Finding{}}
-	for _, k := range FindingKinds {
+	rep = effectdtype.SweepReport{Channel: channel, Provider: ch.Kind, Since: since.UTC(), Until: until.UTC(), Counts: map[string]int{}, Findings: []effectdtype.Finding{}}
+	for _, k := range effectdtype.FindingKinds {
 		rep.Counts[k] = 0
 	}
 
@@ -162,36 +111,15 @@ func (d *Dispatcher) Sweep(ctx context.Context, channel string, since, until tim
 	j := newJoin(channel, intents)
 	unmatched := j.byIdentity(objects)
 	if len(unmatched) > 0 {
-		// Objects of intents created outside the window: find them by id and
-		// reference, so that they are not taken for orphans.
-		var ids []int64
-		var refs []string
-		for _, o := range unmatched {
-			if id, err := strconv.ParseInt(o.IntentID, 10, 64); err == nil {
-				ids = append(ids, id)
-			}
-			refs = append(refs, o.Ref)
-		}
-		rows, err := d.pool.Query(ctx, query.SweepIntentsBy, ids, refs)
-		if err != nil {
+		if unmatched, err = d.joinOutsideWindow(ctx, j, lister, unmatched); err != nil {
 			return rep, err
 		}
-		more, err := pgx.CollectRows(rows, scanSwept)
-		if err != nil {
-			return rep, err
-		}
-		for _, in := range more {
-			in.match, in.listed = lister.Match(in.payload)
-			j.add(in)
-		}
-		unmatched = j.byIdentity(unmatched)
-		unmatched = j.byMatch(unmatched)
 	}
 	for _, o := range unmatched {
 		if o.Created.Before(since) || !o.Created.Before(until) {
 			continue // outside the window: its intent may be too
 		}
-		rep.Findings = append(rep.Findings, Finding{Kind: FindingOrphan, Objects: []effect.Object{o},
+		rep.Findings = append(rep.Findings, effectdtype.Finding{Kind: effectdtype.FindingOrphan, Objects: []effect.Object{o},
 			Operation: "no intent of this channel has it: check " + o.Ref + " at the provider and reverse it there if it was not meant; effectd has nothing to settle"})
 	}
 	for _, in := range j.intents {
@@ -203,16 +131,67 @@ func (d *Dispatcher) Sweep(ctx context.Context, channel string, since, until tim
 			rep.Unlisted++
 		}
 	}
+	d.countSweep(ctx, &rep)
+	return rep, nil
+}
+
+// checkSweepWindow refuses a sweep without a channel or with a window that
+// is empty, reversed or longer than SweepMaxWindow.
+func checkSweepWindow(channel string, since, until time.Time) error {
+	switch {
+	case channel == "":
+		return fmt.Errorf("%w: channel: is required", ErrInvalid)
+	case since.IsZero():
+		return fmt.Errorf("%w: since: is required", ErrInvalid)
+	case until.IsZero():
+		return fmt.Errorf("%w: until: is required", ErrInvalid)
+	case !since.Before(until):
+		return fmt.Errorf("%w: since: %s is not before until %s", ErrInvalid, since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
+	case until.Sub(since) > SweepMaxWindow:
+		return fmt.Errorf("%w: until: the window is %s long, more than the %s a sweep reads: sweep it in parts",
+			ErrInvalid, until.Sub(since).Round(time.Second), SweepMaxWindow)
+	}
+	return nil
+}
+
+// joinOutsideWindow joins the objects no intent of the window has with the
+// intents created outside it, found by id and reference, so that they are
+// not taken for orphans; it returns the objects still unmatched.
+func (d *Dispatcher) joinOutsideWindow(ctx context.Context, j *join, lister Lister, unmatched []effect.Object) ([]effect.Object, error) {
+	var ids []int64
+	var refs []string
+	for _, o := range unmatched {
+		if id, err := strconv.ParseInt(o.IntentID, 10, 64); err == nil {
+			ids = append(ids, id)
+		}
+		refs = append(refs, o.Ref)
+	}
+	rows, err := d.pool.Query(ctx, query.SweepIntentsBy, ids, refs)
+	if err != nil {
+		return nil, err
+	}
+	more, err := pgx.CollectRows(rows, scanSwept)
+	if err != nil {
+		return nil, err
+	}
+	for _, in := range more {
+		in.match, in.listed = lister.Match(in.payload)
+		j.add(in)
+	}
+	return j.byMatch(j.byIdentity(unmatched)), nil
+}
+
+// countSweep counts rep's findings by kind, in rep and in the metrics, and logs them.
+func (d *Dispatcher) countSweep(ctx context.Context, rep *effectdtype.SweepReport) {
 	for _, f := range rep.Findings {
 		rep.Counts[f.Kind]++
 	}
 	for k, n := range rep.Counts {
-		d.m.sweepFindings.WithLabelValues(channel, k).Add(float64(n))
+		d.m.sweepFindings.WithLabelValues(rep.Channel, k).Add(float64(n))
 	}
-	d.log.InfoContext(ctx, "sweep", "channel", channel, "since", rep.Since, "until", rep.Until,
-		"intents", rep.Intents, "objects", rep.Objects, "orphan", rep.Counts[FindingOrphan], "duplicate", rep.Counts[FindingDuplicate],
-		"unsettled", rep.Counts[FindingUnsettled], "missing", rep.Counts[FindingMissing])
-	return rep, nil
+	d.log.InfoContext(ctx, "sweep", "channel", rep.Channel, "since", rep.Since, "until", rep.Until,
+		"intents", rep.Intents, "objects", rep.Objects, "orphan", rep.Counts[effectdtype.FindingOrphan], "duplicate", rep.Counts[effectdtype.FindingDuplicate],
+		"unsettled", rep.Counts[effectdtype.FindingUnsettled], "missing", rep.Counts[effectdtype.FindingMissing])
 }
 
 func scanSwept(row pgx.CollectableRow) (*sweptIntent, error) {
@@ -317,9 +296,9 @@ func (j *join) byMatch(objects []effect.Object) []effect.Object {
 }
 
 // judge returns the findings about one intent and the objects joined to it.
-func judge(in *sweptIntent, kind string, now time.Time) []Finding {
-	var out []Finding
-	f := Finding{IntentID: in.id, EventID: in.eventID, Status: in.status, ProviderRef: deref(in.ref), Objects: in.objects}
+func judge(in *sweptIntent, kind string, now time.Time) []effectdtype.Finding {
+	var out []effectdtype.Finding
+	f := effectdtype.Finding{IntentID: in.id, EventID: in.eventID, Status: in.status, ProviderRef: deref(in.ref), Objects: in.objects}
 	if f.Objects == nil {
 		f.Objects = []effect.Object{}
 	}
@@ -341,7 +320,7 @@ func judge(in *sweptIntent, kind string, now time.Time) []Finding {
 		}
 		extra := slices.DeleteFunc(objs, func(o effect.Object) bool { return o.Ref == keep.Ref })
 		d := f
-		d.Kind = FindingDuplicate
+		d.Kind = effectdtype.FindingDuplicate
 		d.Operation = fmt.Sprintf("the effect was applied %d times: keep %s and reverse %s at the provider (a refund, a cancel, a reversal; an SMS cannot be taken back)",
 			len(in.objects), keep.Ref, refs(extra))
 		out = append(out, d)
@@ -358,7 +337,7 @@ func judge(in *sweptIntent, kind string, now time.Time) []Finding {
 			}
 		}
 		u := f
-		u.Kind = FindingUnsettled
+		u.Kind = effectdtype.FindingUnsettled
 		if in.status == statemachine.Failed {
 			u.Operation = fmt.Sprintf("the provider holds %s although the intent FAILED, and no operator event leads from FAILED to SENT: leave it FAILED and do not retry it, which would apply it again", ref)
 			if w := KeyWindow(kind); w > 0 && !pastKeyWindow(kind, in.created, now) {
@@ -372,7 +351,7 @@ func judge(in *sweptIntent, kind string, now time.Time) []Finding {
 	case statemachine.Sent:
 		if in.inWindow && in.listed && len(in.objects) == 0 {
 			m := f
-			m.Kind = FindingMissing
+			m.Kind = effectdtype.FindingMissing
 			m.Operation = fmt.Sprintf("the provider lacks %s: look it up at the provider (deleted, reversed, or a wrong reference given to a resolve); SENT has no operator event, so if the effect is owed, enqueue it again under a new event id",
 				cmp.Or(f.ProviderRef, "the intent's effect"))
 			out = append(out, m)

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"time"
 
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
 )
 
@@ -112,7 +113,7 @@ func (s *sweeper) sweep(ctx context.Context, channel string, until time.Time, wi
 	if err != nil {
 		return err
 	}
-	for _, k := range FindingKinds {
+	for _, k := range effectdtype.FindingKinds {
 		if n := rep.Counts[k]; n > 0 {
 			d.log.WarnContext(ctx, "scheduled sweep: the provider and the table disagree", "channel", channel, "kind", k, "count", n,
 				"since", rep.Since, "until", rep.Until)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/providers/effect"
@@ -74,7 +75,7 @@ func TestScheduledSweep(t *testing.T) {
 		_, _, ok := dispatcher.SweepLastRun(d, "swept")
 		return ok
 	})
-	if n := dispatcher.SweepFindings(d, "swept", dispatcher.FindingOrphan); n != 1 {
+	if n := dispatcher.SweepFindings(d, "swept", effectdtype.FindingOrphan); n != 1 {
 		t.Errorf("swept: effectd_sweep_findings_total{kind=orphan} = %v, want 1", n)
 	}
 	at, findings, _ := dispatcher.SweepLastRun(d, "swept")
@@ -89,7 +90,7 @@ func TestScheduledSweep(t *testing.T) {
 		if _, _, ok := dispatcher.SweepLastRun(d, "off"); ok {
 			t.Error("off: a schedule of 0 swept")
 		}
-		if n := dispatcher.SweepFindings(d, "off", dispatcher.FindingOrphan); n != 0 {
+		if n := dispatcher.SweepFindings(d, "off", effectdtype.FindingOrphan); n != 0 {
 			t.Errorf("off: effectd_sweep_findings_total{kind=orphan} = %v, want 0", n)
 		}
 	})

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/providers/sandbox"
@@ -120,7 +121,7 @@ func (r *sweepRig) sms(t *testing.T, payload string) string {
 	return ref
 }
 
-func (r *sweepRig) sweep(t *testing.T, channel string) dispatcher.SweepReport {
+func (r *sweepRig) sweep(t *testing.T, channel string) effectdtype.SweepReport {
 	t.Helper()
 	now := time.Now()
 	rep, err := r.d.Sweep(context.Background(), channel, now.Add(-time.Hour), now.Add(time.Second))
@@ -131,7 +132,7 @@ func (r *sweepRig) sweep(t *testing.T, channel string) dispatcher.SweepReport {
 }
 
 // findings returns the report's findings as "kind intent_id refs…" lines, sorted.
-func findings(rep dispatcher.SweepReport) []string {
+func findings(rep effectdtype.SweepReport) []string {
 	var out []string
 	for _, f := range rep.Findings {
 		var refs []string
@@ -221,7 +222,7 @@ func TestSweepFindsEveryPlantedDiscrepancy(t *testing.T) {
 	text := r.sweep(t, "text")
 	sorted := func(s ...string) string { slices.Sort(s); return strings.Join(s, ",") }
 	for _, c := range []struct {
-		rep  dispatcher.SweepReport
+		rep  effectdtype.SweepReport
 		want []string
 	}{
 		{pay, []string{
@@ -250,23 +251,23 @@ func TestSweepFindsEveryPlantedDiscrepancy(t *testing.T) {
 	}
 	for _, f := range pay.Findings {
 		want := map[string]string{
-			dispatcher.FindingUnsettled: "",
-			dispatcher.FindingDuplicate: "keep " + dupRef1 + " and reverse " + dupRef2,
-			dispatcher.FindingMissing:   "lacks re_gone",
-			dispatcher.FindingOrphan:    "no intent",
+			effectdtype.FindingUnsettled: "",
+			effectdtype.FindingDuplicate: "keep " + dupRef1 + " and reverse " + dupRef2,
+			effectdtype.FindingMissing:   "lacks re_gone",
+			effectdtype.FindingOrphan:    "no intent",
 		}[f.Kind]
 		switch {
-		case f.Kind == dispatcher.FindingUnsettled && f.IntentID == doubt:
+		case f.Kind == effectdtype.FindingUnsettled && f.IntentID == doubt:
 			want = fmt.Sprintf("effectd intents resolve %d --as sent --ref %s", doubt, doubtRef)
-		case f.Kind == dispatcher.FindingUnsettled && (f.IntentID == failed || f.IntentID == old):
+		case f.Kind == effectdtype.FindingUnsettled && (f.IntentID == failed || f.IntentID == old):
 			want = fmt.Sprintf("effectd intents retry %d", f.IntentID)
 		}
 		if !strings.Contains(f.Operation, want) {
 			t.Errorf("%s finding of intent %d: operation %q, want it to say %q", f.Kind, f.IntentID, f.Operation, want)
 		}
 	}
-	for ch, rep := range map[string]dispatcher.SweepReport{"pay": pay, "text": text} {
-		for _, k := range dispatcher.FindingKinds {
+	for ch, rep := range map[string]effectdtype.SweepReport{"pay": pay, "text": text} {
+		for _, k := range effectdtype.FindingKinds {
 			if got := dispatcher.SweepFindings(r.d, ch, k); got != float64(rep.Counts[k]) {
 				t.Errorf("effectd_sweep_findings_total{channel=%q,kind=%q} = %v, want %d", ch, k, got, rep.Counts[k])
 			}

@@ -13,10 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/effectd/effectd/api"
-	"github.com/effectd/effectd/dispatcher"
-	"github.com/effectd/effectd/policy"
-	"github.com/effectd/effectd/statemachine"
+	"github.com/effectd/effectd/effectdtype"
 )
 
 // Client calls the admin API at BaseURL.
@@ -100,37 +97,28 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 }
 
 // Intent is one intent as the API shows it.
-type Intent = dispatcher.IntentRow
+type Intent = effectdtype.IntentRow
 
 // Attempt is one provider call, lookup, callback or operator action on an intent.
-type Attempt = api.Attempt
+type Attempt = effectdtype.Attempt
 
 // AuditEntry is one change made through the API.
-type AuditEntry = api.AuditEntry
+type AuditEntry = effectdtype.AuditEntry
 
 // ProviderEvent is an event a provider sent (a Twilio status callback, a Stripe event).
-type ProviderEvent = api.ProviderEvent
+type ProviderEvent = effectdtype.ProviderEvent
 
 // IntentDetail is one intent with its history.
-type IntentDetail struct {
-	Intent   Intent       `json:"intent"`
-	Attempts []Attempt    `json:"attempts"`
-	Audit    []AuditEntry `json:"audit"`
-}
+type IntentDetail = effectdtype.IntentDetail
 
 // ProviderEvents returns the first page of provider events about an intent.
 func (c *Client) ProviderEvents(ctx context.Context, intentID int64) ([]ProviderEvent, error) {
-	var out struct {
-		Events []ProviderEvent `json:"events"`
-	}
+	var out effectdtype.ProviderEventPage
 	return out.Events, c.do(ctx, "GET", fmt.Sprintf("/v1/provider-events?intent_id=%d&limit=200", intentID), nil, &out)
 }
 
 // IntentPage is one page of a list.
-type IntentPage struct {
-	Intents []Intent `json:"intents"`
-	Next    *int64   `json:"next"`
-}
+type IntentPage = effectdtype.IntentPage
 
 // Filter selects intents in a list. Empty fields select everything.
 type Filter struct {
@@ -220,7 +208,7 @@ func (c *Client) Resolve(ctx context.Context, id int64, r Resolution) (in Intent
 }
 
 // Settlement is what a reconcile found and did.
-type Settlement = dispatcher.Settlement
+type Settlement = effectdtype.Settlement
 
 // Reconcile asks the provider about an intent now; dryRun reports without changing anything.
 func (c *Client) Reconcile(ctx context.Context, id int64, dryRun bool) (s Settlement, err error) {
@@ -228,16 +216,7 @@ func (c *Client) Reconcile(ctx context.Context, id int64, dryRun bool) (s Settle
 }
 
 // Channel is a channel with its effective policy and live counts.
-type Channel struct {
-	Name           string                       `json:"name"`
-	Provider       string                       `json:"provider"`
-	Paused         bool                         `json:"paused"`
-	Policy         policy.Policy                `json:"policy"`
-	PolicyYAML     json.RawMessage              `json:"policy_yaml"`
-	PolicyOverride json.RawMessage              `json:"policy_override"`
-	Counts         map[statemachine.State]int64 `json:"counts"`
-	UpdatedAt      time.Time                    `json:"updated_at"`
-}
+type Channel = effectdtype.Channel
 
 // Channels returns every channel the token may see.
 func (c *Client) Channels(ctx context.Context) ([]Channel, error) {
@@ -267,24 +246,11 @@ func (c *Client) PatchPolicy(ctx context.Context, name string, patch json.RawMes
 	return ch, c.do(ctx, "PATCH", "/v1/channels/"+url.PathEscape(name)+"/policy", patch, &ch)
 }
 
-// ChannelStats is one channel's gauges in Stats.
-type ChannelStats struct {
-	Counts           map[statemachine.State]int64 `json:"counts"`
-	OldestPendingAge float64                      `json:"oldest_pending_age_seconds"`
-	SendingPastLease int64                        `json:"sending_past_lease"`
-	InDoubt          int64                        `json:"in_doubt"`
-	Deliveries       struct {
-		Accepted    int64 `json:"accepted"`
-		Delivered   int64 `json:"delivered"`
-		Undelivered int64 `json:"undelivered"`
-	} `json:"deliveries"`
-}
+// ChannelStats is one channel's counts and gauges in Stats.
+type ChannelStats = effectdtype.ChannelStats
 
 // Stats is the answer of GET /v1/stats.
-type Stats struct {
-	Channels map[string]ChannelStats `json:"channels"`
-	Totals   ChannelStats            `json:"totals"`
-}
+type Stats = effectdtype.Stats
 
 // Stats returns counts by channel and status and the gauges operators watch.
 func (c *Client) Stats(ctx context.Context) (s Stats, err error) {
@@ -292,34 +258,16 @@ func (c *Client) Stats(ctx context.Context) (s Stats, err error) {
 }
 
 // BulkRequest asks for a bulk action's snapshot.
-type BulkRequest struct {
-	Action string     `json:"action"` // retry | cancel | resolve
-	Filter BulkFilter `json:"filter"`
-	As     string     `json:"as,omitempty"` // with resolve: resend | skip
-	Reason string     `json:"reason"`
-}
+type BulkRequest = effectdtype.BulkRequest
 
 // BulkFilter selects the intents of a bulk action.
-type BulkFilter struct {
-	Status        string `json:"status,omitempty"`
-	Channel       string `json:"channel,omitempty"`
-	EventIDPrefix string `json:"event_id_prefix,omitempty"`
-}
+type BulkFilter = effectdtype.BulkFilter
 
 // BulkSnapshot is a frozen selection, not yet applied.
-type BulkSnapshot struct {
-	Snapshot  string    `json:"snapshot"`
-	Matched   int       `json:"matched"`
-	More      bool      `json:"more"`
-	ExpiresAt time.Time `json:"expires_at"`
-	Sample    []Intent  `json:"sample"`
-}
+type BulkSnapshot = effectdtype.BulkSnapshot
 
 // BulkResult is what applying a snapshot did.
-type BulkResult struct {
-	Applied int `json:"applied"`
-	Skipped int `json:"skipped"`
-}
+type BulkResult = effectdtype.BulkResult
 
 // Bulk freezes the intents a bulk action would change, changing nothing.
 func (c *Client) Bulk(ctx context.Context, req BulkRequest) (s BulkSnapshot, err error) {

@@ -4,11 +4,11 @@ import (
 	"context"
 	"time"
 
-	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/effectdtype"
 )
 
 // SweepReport is what a reconciliation sweep found.
-type SweepReport = dispatcher.SweepReport
+type SweepReport = effectdtype.SweepReport
 
 // Sweep runs a reconciliation sweep of channel for the intents created in
 // [since, until); a zero until means now. It changes nothing.

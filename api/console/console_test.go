@@ -18,6 +18,7 @@ import (
 
 	"github.com/effectd/effectd/api"
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -33,8 +34,8 @@ const (
 // fakeReconciler reports that the provider has the effect.
 type fakeReconciler struct{}
 
-func (fakeReconciler) Reconcile(_ context.Context, id int64, dryRun bool, _ string) (dispatcher.Settlement, error) {
-	return dispatcher.Settlement{IntentID: id, From: statemachine.InDoubt, To: statemachine.Sent,
+func (fakeReconciler) Reconcile(_ context.Context, id int64, dryRun bool, _ string) (effectdtype.Settlement, error) {
+	return effectdtype.Settlement{IntentID: id, From: statemachine.InDoubt, To: statemachine.Sent,
 		Outcome: dispatcher.LookupFound, ProviderRef: "SMfound", Applied: !dryRun}, nil
 }
 

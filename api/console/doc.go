@@ -6,5 +6,12 @@
 // them, and begin at a login: an anonymous visitor writes no row. Every form
 // carries a session-bound CSRF token, except the login form, whose token is
 // double-submitted in a cookie of its own; a POST that the browser marks as
-// sent from another site is refused too.
+// sent from another site is refused too. A policy change is previewed with
+// dispatcher.PreviewPolicy, the very merge the API's change makes.
+//
+// One file per concern: console.go (routes, sessions, CSRF), login.go,
+// lists.go (overview and intents list), intent.go (an intent and its
+// actions), timeline.go, channel.go (a channel, its actions and the policy
+// preview), bulk.go, sweep.go, apierrors.go (the API's errors as pages),
+// render.go and format.go (templates and how values read).
 package console

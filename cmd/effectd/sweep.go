@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/effectdtype"
 )
 
 const sweepUsage = `Usage:
@@ -82,12 +82,12 @@ func parseWhen(flagName, s string, now time.Time) (time.Time, error) {
 
 // printSweep prints a report for people: the window, the counts, then each
 // finding with its provider objects and the operation that settles it.
-func printSweep(w io.Writer, rep dispatcher.SweepReport) {
+func printSweep(w io.Writer, rep effectdtype.SweepReport) {
 	fmt.Fprintf(w, "channel %s (%s), intents created %s to %s: %d intents, %d provider objects (listed %s to %s)\n",
 		rep.Channel, rep.Provider, rep.Since.Format(time.RFC3339), rep.Until.Format(time.RFC3339), rep.Intents, rep.Objects,
 		rep.ListedSince.Format(time.RFC3339), rep.ListedUntil.Format(time.RFC3339))
 	var counts []string
-	for _, k := range dispatcher.FindingKinds {
+	for _, k := range effectdtype.FindingKinds {
 		counts = append(counts, fmt.Sprintf("%s %d", k, rep.Counts[k]))
 	}
 	fmt.Fprintln(w, strings.Join(counts, ", "))

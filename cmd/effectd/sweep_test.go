@@ -14,6 +14,7 @@ import (
 
 	"github.com/effectd/effectd/api"
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/providers/effect"
@@ -80,8 +81,8 @@ func TestSweepCommand(t *testing.T) {
 		}
 	}
 	code, out, _ = cli(adminToken, "--channel", "pay", "--since", "2h", "--until", "0s", "--json")
-	var rep dispatcher.SweepReport
-	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || rep.Counts[dispatcher.FindingUnsettled] != 1 ||
+	var rep effectdtype.SweepReport
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || rep.Counts[effectdtype.FindingUnsettled] != 1 ||
 		len(rep.Findings) != 1 || rep.Findings[0].Objects[0].Ref != ref {
 		t.Errorf("effectd sweep --json: exit %d, %v: %s", code, err, out)
 	}

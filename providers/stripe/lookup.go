@@ -18,6 +18,11 @@ import (
 // still hold its idempotency key (Stripe keeps keys for at least 24 hours).
 const ReplayWindow = 23 * time.Hour
 
+// KeyWindow is how long after an intent was created the provider trusts
+// Stripe to remember its idempotency key: ReplayWindow. The dispatcher reads
+// it (dispatcher.KeyWindowed) and refuses to start if its own differs.
+func (p *Provider) KeyWindow() time.Duration { return ReplayWindow }
+
 // lookupListLimit bounds how many objects a list lookup reads.
 const lookupListLimit = 1000
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/localpg"
 )
 
@@ -93,7 +93,7 @@ func TestChaosFailover(t *testing.T) {
 				t.Errorf("sweeps of %d channels, want refund and the 3 SMS channels: %+v", len(rep.Sweep), rep.Sweep)
 			}
 			for _, s := range rep.Sweep {
-				for _, k := range dispatcher.FindingKinds {
+				for _, k := range effectdtype.FindingKinds {
 					if s.Found[k] != s.Expected[k] || (sync && s.Found[k] > 0) {
 						t.Errorf("%s: sweep found %d %s findings, the checker expects %d (synchronous: %t, want none)", s.Channel.Name, s.Found[k], k, s.Expected[k], sync)
 					}

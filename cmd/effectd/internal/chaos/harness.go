@@ -20,7 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/localpg"
 	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/providers/sandbox"
@@ -288,7 +288,7 @@ func (h *harness) run(ctx context.Context) (*Report, error) {
 	}
 	h.note("drained")
 	// the sweep an operator runs after a failover, while the instances serve
-	var sweeps []dispatcher.SweepReport
+	var sweeps []effectdtype.SweepReport
 	var sweepFailed []Violation
 	if h.fo != nil {
 		sweeps, sweepFailed = h.sweep(ctx, h.start)
@@ -383,7 +383,7 @@ func (h *harness) drain(ctx context.Context) error {
 
 // judge checks the run against the sandbox's ledger; after a failover, with
 // what it lost, and with the sweeps compared to the intents.
-func (h *harness) judge(ctx context.Context, log *Log, sweeps []dispatcher.SweepReport, sweepFailed []Violation) (*Report, error) {
+func (h *harness) judge(ctx context.Context, log *Log, sweeps []effectdtype.SweepReport, sweepFailed []Violation) (*Report, error) {
 	ledger := h.sb.Ledger.Snapshot("")
 	if h.fo == nil {
 		return Check(ctx, h.pool, log.Events(), ledger, h.cfg.Channels)

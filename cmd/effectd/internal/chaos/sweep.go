@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/api/client"
-	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/providers/sandbox"
 )
@@ -39,7 +39,7 @@ func sweptChannel(c Channel) bool { return c.Provider == "stripe" || c.Provider 
 
 // sweep runs the sweep of every swept channel over [since, now) through
 // instance 1's admin API. A failed sweep is a violation, not a failed run.
-func (h *harness) sweep(ctx context.Context, since time.Time) (reps []dispatcher.SweepReport, failed []Violation) {
+func (h *harness) sweep(ctx context.Context, since time.Time) (reps []effectdtype.SweepReport, failed []Violation) {
 	addr, _ := h.instances[0].addr.Load().(string)
 	c := &client.Client{BaseURL: addr}
 	until := time.Now()
@@ -53,8 +53,8 @@ func (h *harness) sweep(ctx context.Context, since time.Time) (reps []dispatcher
 			continue
 		}
 		h.note("sweep %s: %d intents, %d objects: orphan %d, duplicate %d, unsettled %d, missing %d", ch.Name, rep.Intents, rep.Objects,
-			rep.Counts[dispatcher.FindingOrphan], rep.Counts[dispatcher.FindingDuplicate],
-			rep.Counts[dispatcher.FindingUnsettled], rep.Counts[dispatcher.FindingMissing])
+			rep.Counts[effectdtype.FindingOrphan], rep.Counts[effectdtype.FindingDuplicate],
+			rep.Counts[effectdtype.FindingUnsettled], rep.Counts[effectdtype.FindingMissing])
 		reps = append(reps, rep)
 	}
 	return reps, failed
@@ -73,7 +73,7 @@ func (h *harness) sweep(ctx context.Context, since time.Time) (reps []dispatcher
 // A finding the checker does not expect, or an expected one the sweep lacks,
 // is a violation naming the event and reference; after a synchronous
 // failover any finding is one too.
-func compareSweeps(reps []dispatcher.SweepReport, intents []intentRow, ledger sandbox.Snapshot, chans []Channel, sync bool) ([]SweepRow, []Violation) {
+func compareSweeps(reps []effectdtype.SweepReport, intents []intentRow, ledger sandbox.Snapshot, chans []Channel, sync bool) ([]SweepRow, []Violation) {
 	a := expectFindings(intents, ledger)
 	var rows []SweepRow
 	bad := map[[2]string][]string{} // (rule, channel) → findings
@@ -81,7 +81,7 @@ func compareSweeps(reps []dispatcher.SweepReport, intents []intentRow, ledger sa
 		if !sweptChannel(c) {
 			continue
 		}
-		i := slices.IndexFunc(reps, func(r dispatcher.SweepReport) bool { return r.Channel == c.Name })
+		i := slices.IndexFunc(reps, func(r effectdtype.SweepReport) bool { return r.Channel == c.Name })
 		if i < 0 {
 			continue // its sweep failed: already a violation
 		}
@@ -123,22 +123,22 @@ func expectFindings(intents []intentRow, ledger sandbox.Snapshot) sweepAccount {
 		// new intent's call then reuses the key with other metadata, which
 		// Stripe refuses). An SMS names none: it is its event's.
 		if in == nil || (e.Kind == "stripe" && stripeIntentID(e) != strconv.FormatInt(in.id, 10)) {
-			a.expected[finding{dispatcher.FindingOrphan, t.channel, e.Ref}] = true
+			a.expected[finding{effectdtype.FindingOrphan, t.channel, e.Ref}] = true
 			continue
 		}
 		effects[t] = append(effects[t], e.Ref)
 	}
 	for t, refs := range effects {
 		if len(refs) > 1 {
-			a.expected[finding{dispatcher.FindingDuplicate, t.channel, t.event}] = true
+			a.expected[finding{effectdtype.FindingDuplicate, t.channel, t.event}] = true
 		}
 		if in := byEvent[t]; in.status == "SENDING" || in.status == "IN_DOUBT" || in.status == "FAILED" {
-			a.expected[finding{dispatcher.FindingUnsettled, t.channel, t.event}] = true
+			a.expected[finding{effectdtype.FindingUnsettled, t.channel, t.event}] = true
 		}
 	}
 	for _, in := range intents {
 		if in.status == "SENT" && len(effects[target{in.channel, in.eventID}]) == 0 {
-			a.expected[finding{dispatcher.FindingMissing, in.channel, in.eventID}] = true
+			a.expected[finding{effectdtype.FindingMissing, in.channel, in.eventID}] = true
 		}
 	}
 	return a
@@ -146,7 +146,7 @@ func expectFindings(intents []intentRow, ledger sandbox.Snapshot) sweepAccount {
 
 // name is how a violation names a finding: its event and reference.
 func (a sweepAccount) name(k finding) string {
-	if k.kind != dispatcher.FindingOrphan {
+	if k.kind != effectdtype.FindingOrphan {
 		return k.name
 	}
 	if t, ok := a.byRef[k.name]; ok {
@@ -157,12 +157,12 @@ func (a sweepAccount) name(k finding) string {
 
 // compare counts channel c's findings in rep against the expected ones and
 // adds to bad the findings on one side only.
-func (a sweepAccount) compare(c Channel, rep dispatcher.SweepReport, sync bool, bad map[[2]string][]string) SweepRow {
+func (a sweepAccount) compare(c Channel, rep effectdtype.SweepReport, sync bool, bad map[[2]string][]string) SweepRow {
 	row := SweepRow{Channel: c, Intents: rep.Intents, Objects: rep.Objects, Found: map[string]int{}, Expected: map[string]int{}}
 	found := map[finding]bool{}
 	for _, f := range rep.Findings {
 		k := finding{f.Kind, c.Name, f.EventID}
-		if f.Kind == dispatcher.FindingOrphan && len(f.Objects) > 0 {
+		if f.Kind == effectdtype.FindingOrphan && len(f.Objects) > 0 {
 			k.name = f.Objects[0].Ref
 		}
 		found[k] = true
@@ -218,13 +218,13 @@ func (r *Report) printSweep(w io.Writer) {
 	fmt.Fprintln(w, "\nreconciliation sweep after the failover (POST /v1/sweeps over the run's window), found/expected by the checker:")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "channel\tprovider\tintents\tobjects\t")
-	for _, k := range dispatcher.FindingKinds {
+	for _, k := range effectdtype.FindingKinds {
 		fmt.Fprintf(tw, "%s\t", k)
 	}
 	fmt.Fprintln(tw)
 	for _, x := range r.Sweep {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t", x.Channel.Name, x.Channel.Provider, x.Intents, x.Objects)
-		for _, k := range dispatcher.FindingKinds {
+		for _, k := range effectdtype.FindingKinds {
 			fmt.Fprintf(tw, "%d/%d\t", x.Found[k], x.Expected[k])
 		}
 		fmt.Fprintln(tw)

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/providers/sandbox"
 )
@@ -38,12 +38,12 @@ func TestCompareSweeps(t *testing.T) {
 		{id: 6, eventID: "evt-6", channel: "refund", status: "FAILED"}, // Stripe refused its key with other metadata
 	}
 	chans := []Channel{Channels[0], Channels[1], Channels[2]} // hook (not swept), refund, sms-lookup
-	finding := func(kind, ev, ref string) dispatcher.Finding {
-		return dispatcher.Finding{Kind: kind, EventID: ev, Objects: []effect.Object{{Ref: ref}}}
+	finding := func(kind, ev, ref string) effectdtype.Finding {
+		return effectdtype.Finding{Kind: kind, EventID: ev, Objects: []effect.Object{{Ref: ref}}}
 	}
-	right := []dispatcher.SweepReport{
-		{Channel: "refund", Findings: []dispatcher.Finding{finding("orphan", "evt-4", "re_4"), finding("orphan", "evt-6", "re_6")}},
-		{Channel: "sms-lookup", Findings: []dispatcher.Finding{finding("orphan", "", "SM3"), finding("duplicate", "evt-2", "SM2b")}},
+	right := []effectdtype.SweepReport{
+		{Channel: "refund", Findings: []effectdtype.Finding{finding("orphan", "evt-4", "re_4"), finding("orphan", "evt-6", "re_6")}},
+		{Channel: "sms-lookup", Findings: []effectdtype.Finding{finding("orphan", "", "SM3"), finding("duplicate", "evt-2", "SM2b")}},
 	}
 	rows, vs := compareSweeps(right, intents, ledger, chans, false)
 	if len(vs) > 0 {
@@ -53,9 +53,9 @@ func TestCompareSweeps(t *testing.T) {
 		t.Errorf("rows = %+v", rows)
 	}
 
-	wrong := []dispatcher.SweepReport{
-		{Channel: "refund", Findings: []dispatcher.Finding{finding("duplicate", "evt-5", "re_5"), finding("orphan", "evt-6", "re_6")}},
-		{Channel: "sms-lookup", Findings: []dispatcher.Finding{finding("duplicate", "evt-2", "SM2b")}},
+	wrong := []effectdtype.SweepReport{
+		{Channel: "refund", Findings: []effectdtype.Finding{finding("duplicate", "evt-5", "re_5"), finding("orphan", "evt-6", "re_6")}},
+		{Channel: "sms-lookup", Findings: []effectdtype.Finding{finding("duplicate", "evt-2", "SM2b")}},
 	}
 	_, vs = compareSweeps(wrong, intents, ledger, chans, false)
 	got := map[string]string{}

@@ -1,0 +1,313 @@
+package dispatcher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/policy"
+	"github.com/effectd/effectd/statemachine"
+)
+
+// channelRow is one row of effectd.channels.
+type channelRow struct {
+	Name      string
+	Provider  string
+	Policy    []byte
+	Override  []byte
+	Paused    bool
+	UpdatedAt time.Time
+}
+
+func scanChannel(row pgx.Row) (channelRow, error) {
+	var c channelRow
+	err := row.Scan(&c.Name, &c.Provider, &c.Policy, &c.Override, &c.Paused, &c.UpdatedAt)
+	return c, err
+}
+
+// view returns c as operators see it, with counts.
+func (c channelRow) view(counts map[statemachine.State]int64) (effectdtype.Channel, error) {
+	p, err := policy.Effective(c.Provider, c.Policy, c.Override)
+	if err != nil {
+		return effectdtype.Channel{}, fmt.Errorf("channel %q: stored policy: %w", c.Name, err)
+	}
+	if counts == nil {
+		counts = zeroCounts()
+	}
+	return effectdtype.Channel{Name: c.Name, Provider: c.Provider, Paused: c.Paused, Policy: p, PolicyYAML: c.Policy,
+		PolicyOverride: c.Override, Counts: counts, CountsKind: effectdtype.CountsExact, UpdatedAt: c.UpdatedAt}, nil
+}
+
+// zeroCounts has every state, so a channel always lists all of them.
+func zeroCounts() map[statemachine.State]int64 {
+	m := make(map[statemachine.State]int64, len(statemachine.States))
+	for _, s := range statemachine.States {
+		m[s] = 0
+	}
+	return m
+}
+
+// channelCounts returns intent counts by channel and status; name "" means all channels.
+func channelCounts(ctx context.Context, db query.DB, name string) (map[string]map[statemachine.State]int64, error) {
+	var filter *string
+	if name != "" {
+		filter = &name
+	}
+	rows, err := db.Query(ctx, query.ChannelCounts, filter)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[statemachine.State]int64{}
+	var ch string
+	var st statemachine.State
+	var n int64
+	_, err = pgx.ForEachRow(rows, []any{&ch, &st, &n}, func() error {
+		if out[ch] == nil {
+			out[ch] = zeroCounts()
+		}
+		out[ch][st] = n
+		return nil
+	})
+	return out, err
+}
+
+// ListChannels returns, by name, every channel that sees admits (nil: every
+// channel), with its counts.
+func ListChannels(ctx context.Context, pool *pgxpool.Pool, sees func(name string) bool) ([]effectdtype.Channel, error) {
+	rows, _ := pool.Query(ctx, query.ChannelList)
+	chans, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (channelRow, error) { return scanChannel(row) })
+	if err != nil {
+		return nil, fmt.Errorf("list channels: %w", err)
+	}
+	counts, err := channelCounts(ctx, pool, "")
+	if err != nil {
+		return nil, fmt.Errorf("list channels: counts: %w", err)
+	}
+	out := make([]effectdtype.Channel, 0, len(chans))
+	for _, c := range chans {
+		if sees != nil && !sees(c.Name) {
+			continue
+		}
+		v, err := c.view(counts[c.Name])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// GetChannel returns channel name with its counts; ErrNotFound when there is none.
+func GetChannel(ctx context.Context, pool *pgxpool.Pool, name string) (effectdtype.Channel, error) {
+	c, err := scanChannel(pool.QueryRow(ctx, query.ChannelGet, name))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return effectdtype.Channel{}, fmt.Errorf("channel %q: %w", truncate(name, 64), ErrNotFound)
+	}
+	if err != nil {
+		return effectdtype.Channel{}, fmt.Errorf("get channel: %w", err)
+	}
+	counts, err := channelCounts(ctx, pool, name)
+	if err != nil {
+		return effectdtype.Channel{}, fmt.Errorf("get channel: counts: %w", err)
+	}
+	return c.view(counts[name])
+}
+
+// ChannelExists reports whether channel name is registered.
+func ChannelExists(ctx context.Context, pool *pgxpool.Pool, name string) (bool, error) {
+	var exists bool
+	err := pool.QueryRow(ctx, query.ChannelExists, name).Scan(&exists)
+	return exists, err
+}
+
+// ChannelNames returns the name of every registered channel.
+func ChannelNames(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
+	rows, _ := pool.Query(ctx, query.ChannelNames)
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// Redaction is the payload fields a channel masks for those who may not read them.
+type Redaction struct {
+	Channel string
+	Fields  []string
+}
+
+// Redactions returns every channel's redacted payload fields, by channel name.
+func Redactions(ctx context.Context, pool *pgxpool.Pool) ([]Redaction, error) {
+	rows, _ := pool.Query(ctx, query.ChannelRedact)
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[Redaction])
+}
+
+// PauseChannel stops every instance from claiming channel name's intents
+// (within the refresher's period), audited as actor's; it returns the channel
+// as it is afterwards.
+func PauseChannel(ctx context.Context, pool *pgxpool.Pool, name, actor string) (effectdtype.Channel, error) {
+	return changeChannel(ctx, pool, name, actor, "channel.pause", func(channelRow) (string, any, error) {
+		return query.ChannelSetPaused, true, nil
+	})
+}
+
+// ResumeChannel restarts claiming channel name's intents, audited as actor's.
+func ResumeChannel(ctx context.Context, pool *pgxpool.Pool, name, actor string) (effectdtype.Channel, error) {
+	return changeChannel(ctx, pool, name, actor, "channel.resume", func(channelRow) (string, any, error) {
+		return query.ChannelSetPaused, false, nil
+	})
+}
+
+// PolicyChange is an operator's change of a channel's run-time policy override.
+type PolicyChange struct {
+	Channel string
+	Actor   string
+	Patch   json.RawMessage // a JSON merge patch of the override; see MergePolicy
+	// Check, when set, vets Patch once the channel is found and before it is
+	// merged (the admin API's checks of a request body), so that a missing
+	// channel is reported as missing whatever Patch holds.
+	Check func(patch []byte) error
+}
+
+// ChangePolicy merges c.Patch into the channel's run-time override
+// (MergePolicy) and stores it, audited; it returns the channel as it is
+// afterwards. Every instance applies it within the refresher's period.
+func ChangePolicy(ctx context.Context, pool *pgxpool.Pool, c PolicyChange) (effectdtype.Channel, error) {
+	return changeChannel(ctx, pool, c.Channel, c.Actor, "channel.policy", func(row channelRow) (string, any, error) {
+		if c.Check != nil {
+			if err := c.Check(c.Patch); err != nil {
+				return "", nil, err
+			}
+		}
+		override, err := MergePolicy(row.Provider, row.Policy, row.Override, c.Patch)
+		if err != nil {
+			return "", nil, err
+		}
+		return query.ChannelSetOverride, override, nil
+	})
+}
+
+// changeChannel locks channel name, runs update(sql, arg) as change decides,
+// and writes an audit entry of action with the channel before and after, in
+// one transaction. Its errors name action.
+func changeChannel(ctx context.Context, pool *pgxpool.Pool, name, actor, action string,
+	change func(channelRow) (sql string, arg any, err error)) (effectdtype.Channel, error) {
+	v, err := func() (v effectdtype.Channel, err error) {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			return v, err
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx))
+		before, err := scanChannel(tx.QueryRow(ctx, query.ChannelLock, name))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return v, fmt.Errorf("channel %q: %w", truncate(name, 64), ErrNotFound)
+		}
+		if err != nil {
+			return v, err
+		}
+		sql, arg, err := change(before)
+		if err != nil {
+			return v, err
+		}
+		if _, err := tx.Exec(ctx, sql, name, arg); err != nil {
+			return v, err
+		}
+		after, err := scanChannel(tx.QueryRow(ctx, query.ChannelGet, name))
+		if err != nil {
+			return v, err
+		}
+		if err := auditChannel(ctx, tx, query.Audit{Actor: actor, Action: action, Channel: name}, before, after); err != nil {
+			return v, err
+		}
+		counts, err := channelCounts(ctx, tx, name)
+		if err != nil {
+			return v, err
+		}
+		if v, err = after.view(counts[name]); err != nil {
+			return v, err
+		}
+		return v, tx.Commit(ctx)
+	}()
+	if err != nil {
+		return v, fmt.Errorf("%s: %w", action, err)
+	}
+	return v, nil
+}
+
+// auditChannel writes e with the channel before and after the change.
+func auditChannel(ctx context.Context, tx pgx.Tx, e query.Audit, before, after channelRow) (err error) {
+	if e.Before, err = channelAudit(before); err != nil {
+		return err
+	}
+	if e.After, err = channelAudit(after); err != nil {
+		return err
+	}
+	return query.WriteAudit(ctx, tx, e)
+}
+
+// channelAudit is what an audit entry records of c: its effective policy,
+// its override and whether it is paused.
+func channelAudit(c channelRow) (query.AuditState, error) {
+	p, err := policy.Effective(c.Provider, c.Policy, c.Override)
+	if err != nil {
+		return query.AuditState{}, err
+	}
+	effective, err := json.Marshal(p)
+	if err != nil {
+		return query.AuditState{}, err
+	}
+	return query.AuditState{ChannelState: &query.ChannelState{Paused: c.Paused, Policy: effective, PolicyOverride: c.Override}}, nil
+}
+
+// MergePolicy returns a channel's new run-time override after patch, a JSON
+// merge patch of override, merged by policy.Patch over the provider's
+// defaults and the registered (YAML) policy. A patch that makes the policy
+// invalid is ErrInvalid, its text the policy's own; a top-level key that no
+// policy has wraps policy.ErrUnknownField. patch must be a JSON object.
+func MergePolicy(provider string, registered, override, patch []byte) (map[string]json.RawMessage, error) {
+	out, err := policy.Patch(provider, registered, override, patch)
+	var bad *policy.Error
+	if errors.As(err, &bad) {
+		return nil, invalidPolicy{bad}
+	}
+	return out, err
+}
+
+// invalidPolicy is a refused policy change: ErrInvalid, reading as the policy's message.
+type invalidPolicy struct{ err *policy.Error }
+
+func (e invalidPolicy) Error() string        { return e.err.Error() }
+func (e invalidPolicy) Unwrap() error        { return e.err }
+func (e invalidPolicy) Is(target error) bool { return target == ErrInvalid }
+
+// PreviewPolicy returns ch's policy fields as they are (now) and as they
+// would be after patch (after), in the same order, merged by MergePolicy as
+// ChangePolicy would merge it; it changes nothing.
+func PreviewPolicy(ch effectdtype.Channel, patch []byte) (now, after []policy.Field, err error) {
+	override, err := MergePolicy(ch.Provider, ch.PolicyYAML, ch.PolicyOverride, patch)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := json.Marshal(override)
+	if err != nil {
+		return nil, nil, err
+	}
+	if now, err = policy.Explain(ch.Provider, ch.PolicyYAML, ch.PolicyOverride); err != nil {
+		return nil, nil, err
+	}
+	if after, err = policy.Explain(ch.Provider, ch.PolicyYAML, b); err != nil {
+		return nil, nil, err
+	}
+	return now, after, nil
+}
+
+// truncate returns s cut to n bytes, marked with an ellipsis, for an error message.
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}

@@ -1,0 +1,160 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/query"
+)
+
+// Bounds of the operator's reads: a page of intents ends early, with Next
+// set, once its rows reach MaxPageBytes (payloads can be up to 1 MiB each),
+// and IntentDetail shows an intent's newest MaxDetailRows attempts and audit
+// entries.
+const (
+	MaxPageBytes  = 4 << 20
+	MaxDetailRows = 200
+)
+
+// IntentFilter selects a page of intents for ListIntents. A nil field does
+// not filter.
+type IntentFilter struct {
+	After    int64 // ids above this one
+	Limit    int64 // the page's size
+	Status   *string
+	Channel  *string
+	EventID  *string
+	Delivery *string
+	Search   *string    // an event id, idempotency key or provider reference, exactly
+	Since    *time.Time // created at or after
+	Until    *time.Time // created before
+	Channels []string   // among these channels; nil: every channel
+}
+
+// ListIntents reads up to f.Limit intents by id, fewer when they reach
+// MaxPageBytes; it stops reading at the first row it will not answer.
+func ListIntents(ctx context.Context, pool *pgxpool.Pool, f IntentFilter) (effectdtype.IntentPage, error) {
+	page := effectdtype.IntentPage{Intents: []effectdtype.IntentRow{}}
+	rows, err := query.ListIntents(ctx, pool, query.IntentFilter{After: f.After, Limit: f.Limit + 1, Status: f.Status,
+		Channel: f.Channel, EventID: f.EventID, Delivery: f.Delivery, Search: f.Search, Since: f.Since, Until: f.Until,
+		Channels: f.Channels})
+	if err != nil {
+		return page, err
+	}
+	defer rows.Close()
+	size := 0
+	for rows.Next() {
+		it, err := ScanIntent(rows)
+		if err != nil {
+			return page, err
+		}
+		n := rowBytes(it)
+		if int64(len(page.Intents)) == f.Limit || (len(page.Intents) > 0 && size+n > MaxPageBytes) {
+			next := page.Intents[len(page.Intents)-1].ID
+			page.Next = &next
+			break
+		}
+		page.Intents = append(page.Intents, it)
+		size += n
+	}
+	return page, rows.Err()
+}
+
+// rowBytes estimates the size of it in an answer.
+func rowBytes(it effectdtype.IntentRow) int {
+	n := 512 + len(it.Payload) + len(it.EventID) + len(it.IdempotencyKey)
+	for _, s := range []*string{it.ProviderRef, it.LastError, it.OrderingKey} {
+		if s != nil {
+			n += len(*s)
+		}
+	}
+	return n
+}
+
+// IntentDetail reads intent id with its newest MaxDetailRows attempts and
+// audit entries, from one snapshot so that they agree; ErrNotFound when there
+// is no such intent.
+func IntentDetail(ctx context.Context, pool *pgxpool.Pool, id int64) (d effectdtype.IntentDetail, err error) {
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("get intent %d: %w", id, err)
+		}
+	}()
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return d, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	d.Intent, err = ScanIntent(tx.QueryRow(ctx, query.SelectIntent, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return d, ErrNotFound
+	}
+	if err != nil {
+		return d, err
+	}
+	rows, _ := tx.Query(ctx, query.ListAttempts, id, MaxDetailRows+1)
+	if d.Attempts, err = pgx.CollectRows(rows, pgx.RowToStructByPos[effectdtype.Attempt]); err != nil {
+		return d, err
+	}
+	rows, _ = tx.Query(ctx, query.ListAudit, id, MaxDetailRows+1)
+	if d.Audit, err = pgx.CollectRows(rows, pgx.RowToStructByPos[effectdtype.AuditEntry]); err != nil {
+		return d, err
+	}
+	// One row past the bound was read to know that older ones exist.
+	if len(d.Attempts) > MaxDetailRows {
+		d.Attempts, d.AttemptsTruncated = d.Attempts[1:], true
+	}
+	if len(d.Audit) > MaxDetailRows {
+		d.Audit, d.AuditTruncated = d.Audit[1:], true
+	}
+	return d, nil
+}
+
+// IntentChannel returns the channel of intent id; ErrNotFound when there is
+// no such intent.
+func IntentChannel(ctx context.Context, pool *pgxpool.Pool, id int64) (string, error) {
+	var channel string
+	err := pool.QueryRow(ctx, query.IntentChannel, id).Scan(&channel)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", ErrNotFound
+	}
+	return channel, err
+}
+
+// EventFilter selects a page of provider events for ListProviderEvents. A
+// nil field does not filter.
+type EventFilter struct {
+	After       int64 // ids above this one
+	Limit       int64 // the page's size
+	OrphansOnly bool
+	Channel     *string
+	IntentID    *int64
+	Channels    []string // among these channels; nil: every channel
+}
+
+// ListProviderEvents reads up to f.Limit provider events by id.
+func ListProviderEvents(ctx context.Context, pool *pgxpool.Pool, f EventFilter) (effectdtype.ProviderEventPage, error) {
+	var page effectdtype.ProviderEventPage
+	rows, err := query.ListEvents(ctx, pool, query.EventFilter{After: f.After, Limit: f.Limit + 1, OrphansOnly: f.OrphansOnly,
+		Channel: f.Channel, IntentID: f.IntentID, Channels: f.Channels})
+	if err != nil {
+		return page, err
+	}
+	events, err := pgx.CollectRows(rows, pgx.RowToStructByPos[effectdtype.ProviderEvent])
+	if err != nil {
+		return page, err
+	}
+	page.Events = events
+	if int64(len(events)) > f.Limit {
+		page.Events = events[:f.Limit]
+		next := page.Events[f.Limit-1].ID
+		page.Next = &next
+	}
+	return page, nil
+}

@@ -1,0 +1,70 @@
+package dispatcher
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/query"
+)
+
+// ChannelGauges are one channel's gauges.
+type ChannelGauges struct {
+	Channel string
+	effectdtype.Gauges
+}
+
+// Gauges reads every channel's gauges, by channel name, without reading history.
+func Gauges(ctx context.Context, pool *pgxpool.Pool) ([]ChannelGauges, error) {
+	rows, err := pool.Query(ctx, query.ChannelGauges)
+	if err != nil {
+		return nil, err
+	}
+	var out []ChannelGauges
+	var g ChannelGauges
+	_, err = pgx.ForEachRow(rows, []any{&g.Channel, &g.OldestPendingAge, &g.SendingPastLease, &g.InDoubt,
+		&g.Deliveries.Accepted, &g.Deliveries.Delivered, &g.Deliveries.Undelivered}, func() error {
+		out = append(out, g)
+		return nil
+	})
+	return out, err
+}
+
+// Stats returns the counts by status and the gauges of every channel that
+// sees admits (nil: every channel), and their totals.
+func Stats(ctx context.Context, pool *pgxpool.Pool, sees func(channel string) bool) (effectdtype.Stats, error) {
+	counts, err := channelCounts(ctx, pool, "")
+	if err != nil {
+		return effectdtype.Stats{}, fmt.Errorf("stats: counts: %w", err)
+	}
+	gauges, err := Gauges(ctx, pool)
+	if err != nil {
+		return effectdtype.Stats{}, fmt.Errorf("stats: gauges: %w", err)
+	}
+	out := effectdtype.Stats{Channels: map[string]effectdtype.ChannelStats{},
+		Totals: effectdtype.ChannelStats{Counts: zeroCounts(), CountsKind: effectdtype.CountsExact}}
+	t := &out.Totals
+	for _, g := range gauges {
+		if sees != nil && !sees(g.Channel) {
+			continue
+		}
+		cs := effectdtype.ChannelStats{Counts: counts[g.Channel], CountsKind: effectdtype.CountsExact, Gauges: g.Gauges}
+		if cs.Counts == nil {
+			cs.Counts = zeroCounts()
+		}
+		out.Channels[g.Channel] = cs
+		for s, n := range cs.Counts {
+			t.Counts[s] += n
+		}
+		t.OldestPendingAge = max(t.OldestPendingAge, g.OldestPendingAge)
+		t.SendingPastLease += g.SendingPastLease
+		t.InDoubt += g.InDoubt
+		t.Deliveries.Accepted += g.Deliveries.Accepted
+		t.Deliveries.Delivered += g.Deliveries.Delivered
+		t.Deliveries.Undelivered += g.Deliveries.Undelivered
+	}
+	return out, nil
+}

@@ -1,0 +1,30 @@
+package effectdtype
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// ProviderEvent is one row of effectd.provider_events: an event a provider sent
+// (a Twilio status callback, a Stripe event).
+type ProviderEvent struct {
+	ID         int64           `json:"id"`
+	Provider   string          `json:"provider"`
+	EventID    string          `json:"event_id"`
+	Channel    string          `json:"channel"`
+	IntentID   *int64          `json:"intent_id"` // null: an orphan
+	ObjectRef  *string         `json:"object_ref"`
+	Type       string          `json:"type"`
+	Status     *string         `json:"status"`
+	Delivery   *string         `json:"delivery"` // a statemachine.Delivery
+	Detail     *string         `json:"detail"`
+	Outcome    string          `json:"outcome"`
+	Payload    json.RawMessage `json:"payload"`
+	ReceivedAt time.Time       `json:"received_at"`
+}
+
+// ProviderEventPage is one page of a list of provider events.
+type ProviderEventPage struct {
+	Events []ProviderEvent `json:"events"`
+	Next   *int64          `json:"next"`
+}

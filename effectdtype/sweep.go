@@ -1,0 +1,50 @@
+package effectdtype
+
+import (
+	"time"
+
+	"github.com/effectd/effectd/providers/effect"
+	"github.com/effectd/effectd/statemachine"
+)
+
+// The kinds of finding a sweep reports.
+const (
+	FindingOrphan    = "orphan"    // a provider object carrying effectd's metadata (a Twilio message of the channel's sender) with no intent
+	FindingDuplicate = "duplicate" // two or more provider objects for one intent
+	FindingUnsettled = "unsettled" // a SENDING (lease expired), IN_DOUBT or FAILED intent whose effect the provider holds
+	FindingMissing   = "missing"   // a SENT intent whose effect the provider lacks
+)
+
+// FindingKinds lists every kind of finding.
+var FindingKinds = []string{FindingOrphan, FindingDuplicate, FindingUnsettled, FindingMissing}
+
+// Finding is one disagreement between the provider and the table. The sweep
+// changes nothing: Operation says what an operator would do about it.
+type Finding struct {
+	Kind        string             `json:"kind"`
+	IntentID    int64              `json:"intent_id,omitempty"`
+	EventID     string             `json:"event_id,omitempty"`
+	Status      statemachine.State `json:"status,omitempty"`
+	ProviderRef string             `json:"provider_ref,omitempty"` // the table's reference
+	Objects     []effect.Object    `json:"objects"`                // what the provider holds for it
+	Operation   string             `json:"operation"`
+}
+
+// SweepReport is what a sweep found for a channel and a window.
+type SweepReport struct {
+	Channel  string    `json:"channel"`
+	Provider string    `json:"provider"`
+	Since    time.Time `json:"since"`
+	Until    time.Time `json:"until"`
+	// ListedSince and ListedUntil bound the provider listing: the window
+	// widened for clock skew, and to the latest claim of its intents.
+	ListedSince time.Time `json:"listed_since"`
+	ListedUntil time.Time `json:"listed_until"`
+	Intents     int       `json:"intents"` // intents created in the window
+	Objects     int       `json:"objects"` // provider objects listed
+	// Unlisted counts the window's SENT intents whose effect the listing
+	// does not cover (a Twilio message from another sender): not judged.
+	Unlisted int            `json:"unlisted"`
+	Counts   map[string]int `json:"counts"` // findings by kind, every kind present
+	Findings []Finding      `json:"findings"`
+}
