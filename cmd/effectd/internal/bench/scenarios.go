@@ -282,7 +282,7 @@ func (e *env) producer(ctx context.Context) error {
 	bare := func(ctx context.Context, id string) error {
 		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			_, err := tx.Exec(ctx, `INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key)
-				VALUES ($1, 'bench', $2::jsonb, $3) ON CONFLICT ON CONSTRAINT intents_event_channel DO NOTHING`,
+				VALUES ($1, 'bench', $2::jsonb, $3) ON CONFLICT DO NOTHING`,
 				id, `{"order":"`+id+`","amount":1250,"currency":"eur"}`, "bench:"+id)
 			return err
 		})
