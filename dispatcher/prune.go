@@ -15,13 +15,18 @@ const pruneLockKey = 0x65666670 // "effp"
 // pruneBatch is how many rows one DELETE removes, so no statement holds many locks long.
 const pruneBatch = 1000
 
+// partitionSpan is how much time one day partition covers: a row waits up to
+// that long past its retention for its partition to be dropped.
+const partitionSpan = 24 * time.Hour
+
 // partitionsAhead is how many UTC days after today the pruner keeps day
 // partitions made for, so that a deployment whose pruner stops for that long
 // still has somewhere to put new rows.
 const partitionsAhead = 3
 
 // pruner removes expired history every interval: day partitions whole, and
-// the rows of channels that keep less than the longest retention one by one.
+// the rows of channels that keep less than the longest retention, or less
+// than a day, one by one.
 type pruner struct {
 	loop
 	d        *Dispatcher
@@ -45,8 +50,9 @@ func (pr *pruner) run(ctx context.Context) {
 // prune makes the day partitions of the coming days, drops the partitions
 // whose history has expired, and deletes, in small batches, the terminal
 // intents (SENT, FAILED, SKIPPED, CANCELLED; never IN_DOUBT or a row in
-// flight) of the channels whose retention is shorter than the longest, with
-// their attempts. Only one instance prunes at a time; the others return at
+// flight) of the channels whose retention is shorter than the longest or than
+// a day (which a partition would keep up to 25 times too long), with their
+// attempts. Only one instance prunes at a time; the others return at
 // once. It returns how many intents it deleted row by row.
 func (pr *pruner) prune(ctx context.Context) (int64, error) {
 	conn, err := pr.d.pool.Acquire(ctx)
@@ -74,8 +80,8 @@ func (pr *pruner) prune(ctx context.Context) (int64, error) {
 	var total int64
 	for _, ch := range pr.d.chans {
 		keep := ch.policy.Load().Retention.D()
-		if keep >= horizon {
-			continue // its rows go with their partitions
+		if keep >= horizon && keep >= partitionSpan {
+			continue // its rows go with their partitions, at most a day late
 		}
 		for ctx.Err() == nil {
 			tag, err := conn.Exec(ctx, query.Prune, ch.Name, pruneBatch, pgtype.Interval{Microseconds: keep.Microseconds(), Valid: true})

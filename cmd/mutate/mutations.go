@@ -65,6 +65,10 @@ var mutations = []mutation{
 		from: "i.lower < p.upper + interval '1 day'", to: "i.lower < p.lower",
 		pkg: "./dispatcher/", run: "^TestDropsExpiredPartitions$"},
 
+	{name: "prune: a channel that keeps less than a day left to its partitions", file: "dispatcher/prune.go",
+		from: "if keep >= horizon && keep >= partitionSpan {", to: "if keep >= horizon {",
+		pkg: "./dispatcher/", run: "^TestPruneOneInstanceAtATime$"},
+
 	// Deduplication and keys.
 	{name: "enqueue: a duplicate in another day's partition inserted again", file: "migrations/*.up.sql",
 		from: "IF EXISTS (SELECT 1 FROM effectd.intents i WHERE i.event_id = event_id AND i.channel = channel) THEN", to: "IF false THEN",
