@@ -143,15 +143,12 @@ func (f IntentFilter) statement() (string, []any) {
 // provider reference through intents_provider_ref.
 func searchCondition(q string, arg func(any) string) string {
 	p := arg(q)
-	var parts []string
-	parts = append(parts, fmt.Sprintf("SELECT id FROM effectd.intents WHERE event_id = %s", p))
+	parts := []string{"event_id = " + p}
 	if channel, event, ok := strings.Cut(q, ":"); ok {
-		parts = append(parts, fmt.Sprintf(
-			"SELECT id FROM effectd.intents WHERE channel = %s AND event_id = %s AND idempotency_key = %s",
-			arg(channel), arg(event), p))
+		parts = append(parts, fmt.Sprintf("(channel = %s AND event_id = %s AND idempotency_key = %s)", arg(channel), arg(event), p))
 	}
 	parts = append(parts,
-		fmt.Sprintf("SELECT id FROM effectd.intents WHERE idempotency_key = %s AND idempotency_key LIKE '%%:sha256:%%'", p),
-		fmt.Sprintf("SELECT id FROM effectd.intents WHERE provider_ref = %s", p))
-	return "id IN (\n        " + strings.Join(parts, "\n        UNION ALL\n        ") + ")"
+		fmt.Sprintf("(idempotency_key = %s AND idempotency_key LIKE '%%:sha256:%%')", p),
+		"provider_ref = "+p)
+	return "(" + strings.Join(parts, "\n       OR ") + ")"
 }
