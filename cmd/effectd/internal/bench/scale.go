@@ -66,12 +66,12 @@ func scaleReads() []scaleRead {
 // them, times every read, loads up to ScaleRows and does the same again, and
 // prints each read's median at both sizes, their ratio, and the ratio of the
 // fastest calls. Then, on top of the history against an empty database, two
-// rounds each: a backlog of Events drained, and the live load's p99; and a
-// day of history pruned while the live load runs. It fails when a read breaks
+// rounds each: a backlog of Events drained, and the live load's p99; and the
+// two oldest days' partitions dropped while the live load runs. It fails when a read breaks
 // its budget at the larger size, when a read grows with history (judged on
 // the fastest calls, which a busy machine disturbs least: more than 1.5 times,
 // unless under 2 ms), when the drain or the live p99 on history is more than
-// 1.25 times worse, or when the prune deletes fewer than 5 times the live rate
+// 1.25 times worse, or when the prune removes fewer than 5 times the live rate
 // a second or raises the live p99 more than 1.25 times.
 func (e *env) scale(ctx context.Context) error {
 	url, pool, cfg, err := e.fresh(ctx, e.opt.Concurrency, "")
@@ -86,21 +86,44 @@ func (e *env) scale(ctx context.Context) error {
 	if err := historyPartitions(ctx, pool, 15); err != nil {
 		return err
 	}
-	small := max(e.opt.ScaleRows/10, 1000)
-	sizes := []int{small, e.opt.ScaleRows}
+	sizes := []int{max(e.opt.ScaleRows/10, 1000), e.opt.ScaleRows}
+	medians, err := e.timeAtSizes(ctx, url, pool, cfg, sizes)
+	if err != nil {
+		return err
+	}
+	broken := e.printReads(sizes, medians)
+	p99, drainBroken, err := e.dispatchOnHistory(ctx, url, pool, cfg, sizes[1])
+	if err != nil {
+		return err
+	}
+	broken = append(broken, drainBroken...)
+	pruneBroken, err := e.pruneWhileLive(ctx, url, pool, cfg, p99)
+	if err != nil {
+		return err
+	}
+	broken = append(broken, pruneBroken...)
+	if len(broken) > 0 {
+		return fmt.Errorf("%d figures broke their budget or grew with history: %v", len(broken), broken)
+	}
+	return nil
+}
+
+// timeAtSizes loads history up to each of sizes in turn and, at each, starts
+// serve, times every read and checks that /v1/stats counts what was loaded.
+func (e *env) timeAtSizes(ctx context.Context, url string, pool *pgxpool.Pool, cfg string, sizes []int) ([]map[string]timing, error) {
 	medians := make([]map[string]timing, len(sizes))
 	loaded := 0
 	for i, n := range sizes {
 		start := time.Now()
 		if err := loadHistory(ctx, pool, loaded, n-loaded, e.opt.ScaleRows); err != nil {
-			return fmt.Errorf("loading %d intents: %w", n, err)
+			return nil, fmt.Errorf("loading %d intents: %w", n, err)
 		}
 		fmt.Fprintf(e.out, "scale: %d retained intents loaded (%d added in %.1fs, with VACUUM ANALYZE); %s\n",
 			n, n-loaded, time.Since(start).Seconds(), tableSizes(ctx, pool))
 		loaded = n
 		in, err := e.serve(ctx, url, cfg, false)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		medians[i], err = timeReads(ctx, in.addr, e.opt.ScaleRuns)
 		if err == nil {
@@ -108,12 +131,17 @@ func (e *env) scale(ctx context.Context) error {
 		}
 		in.stop()
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
+	return medians, nil
+}
+
+// printReads prints each read's median at both sizes, their ratio and the
+// ratio of the fastest calls, and returns the reads over budget or growing.
+func (e *env) printReads(sizes []int, medians []map[string]timing) (broken []string) {
 	fmt.Fprintf(e.out, "  %-42s %10s %10s %6s %9s %8s\n", "read (median of "+fmt.Sprint(e.opt.ScaleRuns)+")",
 		fmt.Sprintf("%dk", sizes[0]/1000), fmt.Sprintf("%dk", sizes[1]/1000), "ratio", "min ratio", "budget")
-	var broken []string
 	for _, r := range scaleReads() {
 		a, b := medians[0][r.name].median, medians[1][r.name].median
 		ratio := float64(b) / float64(max(a, 1))
@@ -130,16 +158,23 @@ func (e *env) scale(ctx context.Context) error {
 		}
 		fmt.Fprintf(e.out, "  %-42s %8.1fms %8.1fms %5.2fx %8.2fx %6dms%s\n", r.name, ms(a), ms(b), ratio, minRatio, r.budget.Milliseconds(), verdict)
 	}
-	// Dispatch on top of the history, against an empty table, alternating.
+	return broken
+}
+
+// dispatchOnHistory drains a backlog and runs the live load on top of the
+// history against an empty table, two rounds each, alternating; it prints
+// both and returns the live p99 on history (the mean of the rounds) and the
+// figures more than 1.25 times worse on history.
+func (e *env) dispatchOnHistory(ctx context.Context, url string, pool *pgxpool.Pool, cfg string, retained int) (p99 float64, broken []string, err error) {
 	var onHistory, onEmpty []float64
 	for range 2 {
 		r, err := e.drainInto(ctx, url, pool, cfg, "scale-drain", e.opt.Events)
 		if err != nil {
-			return fmt.Errorf("drain on %d retained: %w", sizes[1], err)
+			return 0, nil, fmt.Errorf("drain on %d retained: %w", retained, err)
 		}
 		onHistory = append(onHistory, r.rate())
 		if r, err = e.drainBacklog(ctx, "scale-empty", e.opt.Events, e.opt.Concurrency); err != nil {
-			return fmt.Errorf("drain on an empty table: %w", err)
+			return 0, nil, fmt.Errorf("drain on an empty table: %w", err)
 		}
 		onEmpty = append(onEmpty, r.rate())
 	}
@@ -150,20 +185,17 @@ func (e *env) scale(ctx context.Context) error {
 		broken = append(broken, "drain")
 	}
 	fmt.Fprintf(e.out, "  drain of %d, two rounds: %.0f · %.0f intents/s on %d retained, %.0f · %.0f on an empty table: %.2fx (at most 1.25x)%s\n",
-		e.opt.Events, onHistory[0], onHistory[1], sizes[1], onEmpty[0], onEmpty[1], slowdown, verdict)
+		e.opt.Events, onHistory[0], onHistory[1], retained, onEmpty[0], onEmpty[1], slowdown, verdict)
 
-	// Live latency on top of the history against an empty table; then on the
-	// history again while the pruner's statement deletes a day of another
-	// channel's history as fast as it can.
 	var p99History, p99Empty []float64
 	for range 2 {
 		r, err := e.liveInto(ctx, url, pool, cfg)
 		if err != nil {
-			return fmt.Errorf("live on %d retained: %w", sizes[1], err)
+			return 0, nil, fmt.Errorf("live on %d retained: %w", retained, err)
 		}
 		p99History = append(p99History, r.q(.99))
 		if r, err = e.liveFresh(ctx); err != nil {
-			return fmt.Errorf("live on an empty table: %w", err)
+			return 0, nil, fmt.Errorf("live on an empty table: %w", err)
 		}
 		p99Empty = append(p99Empty, r.q(.99))
 	}
@@ -174,25 +206,28 @@ func (e *env) scale(ctx context.Context) error {
 		broken = append(broken, "live p99")
 	}
 	fmt.Fprintf(e.out, "  live at %d/s for %s, p99 commit → provider, two rounds: %.1f · %.1f ms on %d retained, %.1f · %.1f ms on an empty table: %.2fx (at most 1.25x)%s\n",
-		e.opt.Rate, e.opt.Duration, p99History[0], p99History[1], sizes[1], p99Empty[0], p99Empty[1], liveRatio, verdict)
+		e.opt.Rate, e.opt.Duration, p99History[0], p99History[1], retained, p99Empty[0], p99Empty[1], liveRatio, verdict)
+	return (p99History[0] + p99History[1]) / 2, broken, nil
+}
 
+// pruneWhileLive drops the two oldest days' partitions while the live load
+// runs on the history, prints what it dropped at what rate and the live p99
+// against p99History, and says whether that broke the budget.
+func (e *env) pruneWhileLive(ctx context.Context, url string, pool *pgxpool.Pool, cfg string, p99History float64) (broken []string, err error) {
 	pr, r, err := e.liveWhilePruning(ctx, url, pool, cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	pruneRatio := r.q(.99) / ((p99History[0] + p99History[1]) / 2)
+	pruneRatio := r.q(.99) / p99History
 	rate := float64(pr.rows) / pr.took.Seconds()
-	verdict = ""
+	verdict := ""
 	if pruneRatio > 1.25 || rate < 5*float64(e.opt.Rate) || pr.partitions == 0 {
 		verdict = "  TOO SLOW OR TOO COSTLY"
 		broken = append(broken, "prune")
 	}
 	fmt.Fprintf(e.out, "  prune: %d partitions (%d intents, the two oldest days) dropped in %.2fs = %.0f rows/s (at least %d: 5× the live rate) while live ran at %d/s with p99 %.1f ms: %.2fx its p99 without (at most 1.25x)%s\n",
 		pr.partitions, pr.rows, pr.took.Seconds(), rate, 5*e.opt.Rate, e.opt.Rate, r.q(.99), pruneRatio, verdict)
-	if len(broken) > 0 {
-		return fmt.Errorf("%d figures broke their budget or grew with history: %v", len(broken), broken)
-	}
-	return nil
+	return broken, nil
 }
 
 // pruned is what liveWhilePruning removed: partitions dropped, the intents
