@@ -10,8 +10,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5/pgtype"
-
 	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/statemachine"
@@ -97,8 +95,7 @@ func (cl *claimer) run(ctx context.Context) {
 
 // setWaiting tells producers whether to NOTIFY on commit.
 func (cl *claimer) setWaiting(ctx context.Context, waiting bool) error {
-	_, err := cl.d.pool.Exec(ctx, query.SetWaiting, waiting)
-	return err
+	return query.SetWaiting(ctx, cl.d.pool, waiting)
 }
 
 // sleep waits for dur, a wake-up, a freed slot or the end of ctx.
@@ -163,35 +160,21 @@ func (cl *claimer) claimRound(ctx context.Context) (total int, full, blocked boo
 // reports how long until the shared bucket has a token again, when it ran dry.
 func (cl *claimer) claim(ctx context.Context, ch *channel, n int) ([]claimed, time.Duration, error) {
 	p := ch.policy.Load()
-	lease := pgtype.Interval{Microseconds: p.Lease.D().Microseconds(), Valid: true}
 	// The lease starts at the database's now(), no earlier than this moment on
 	// our clock: a deadline counted from here ends inside it.
 	deadline := time.Now().Add(p.Lease.D() * leaseUsableTenths / 10)
-	rows, err := cl.d.pool.Query(ctx, query.Claim, ch.Name, lease, n, p.RatePerSecond, burst(p.RatePerSecond))
+	rows, avail, err := query.Claim(ctx, cl.d.pool, query.ClaimParams{Channel: ch.Name, Lease: p.Lease.D(), Limit: n,
+		RatePerSecond: p.RatePerSecond, Burst: burst(p.RatePerSecond)})
 	if err != nil {
 		return nil, 0, err
 	}
-	defer rows.Close()
-	out := make([]claimed, 0, n)
-	avail := 0.0
-	for rows.Next() {
-		// Every row claimed here is SENDING now: a scan that failed would strand
-		// the batch, so times are read loosely and a row that cannot be sent as
-		// stored is quarantined by its worker instead.
-		var c claimed
-		created, occurred := looseTime{Field: "created_at"}, looseTime{Field: "occurred_at"}
-		if err := rows.Scan(&avail, &c.id, &c.eventID, &c.payload, &c.attempts, &c.key, &created, &occurred); err != nil {
-			return out, 0, err
-		}
-		if c.id == 0 {
-			continue // nothing claimed: the row only reports the bucket
-		}
-		c.createdAt, c.occurredAt, c.deadline = created.Time, occurred.Time, deadline
-		c.problem = cmp.Or(occurred.Problem, created.Problem, headerProblem("idempotency_key", c.key))
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return out, 0, err
+	// Every row claimed here is SENDING now: a row that cannot be sent as
+	// stored is quarantined by its worker instead.
+	out := make([]claimed, len(rows))
+	for i, r := range rows {
+		out[i] = claimed{id: r.ID, eventID: r.EventID, payload: r.Payload, attempts: r.Attempts, key: r.Key,
+			createdAt: r.CreatedAt, occurredAt: r.OccurredAt, deadline: deadline,
+			problem: cmp.Or(r.Problem, headerProblem("idempotency_key", r.Key))}
 	}
 	var wait time.Duration
 	if left := avail - float64(len(out)); p.RatePerSecond > 0 && len(out) < n && left < 1 {
@@ -414,7 +397,7 @@ func (w *workers) slowDown(ch *channel, after time.Duration) {
 	if r := ch.policy.Load().RatePerSecond; r > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), w.d.cfg.WriteTimeout)
 		defer cancel()
-		if _, err := w.d.pool.Exec(ctx, query.SlowDown, ch.Name, after.Seconds(), r); err != nil {
+		if err := query.SlowDown(ctx, w.d.pool, ch.Name, after, r); err != nil {
 			w.d.log.Warn("slowing the channel down for every instance", "channel", ch.Name, "error", err)
 		}
 	}

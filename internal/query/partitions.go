@@ -122,8 +122,3 @@ func FinishDetaches(ctx context.Context, db DB) error {
 	}
 	return errors.Join(errs...)
 }
-
-// interval is d as a PostgreSQL interval parameter.
-func interval(d time.Duration) pgtype.Interval {
-	return pgtype.Interval{Microseconds: d.Microseconds(), Valid: true}
-}
