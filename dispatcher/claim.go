@@ -3,7 +3,6 @@ package dispatcher
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,17 +14,12 @@ import (
 	"github.com/effectd/effectd/statemachine"
 )
 
-// claimed is an intent a worker holds under a lease.
+// claimed is an intent a worker holds under a lease. Its Problem says why the
+// row cannot be sent as stored (a time or a key the call cannot carry): it is
+// quarantined, not called.
 type claimed struct {
-	id         int64
-	eventID    string
-	payload    json.RawMessage
-	attempts   int32
-	key        string
-	createdAt  time.Time
-	occurredAt time.Time
-	deadline   time.Time // local clock: the call must end by then, well inside the lease
-	problem    string    // why the row cannot be sent as stored: it is quarantined, not called
+	query.Claimed
+	deadline time.Time // local clock: the call must end by then, well inside the lease
 }
 
 // Idle waits: after an empty claim the claimer polls again after 1, 2, 4 and
@@ -172,9 +166,8 @@ func (cl *claimer) claim(ctx context.Context, ch *channel, n int) ([]claimed, ti
 	// stored is quarantined by its worker instead.
 	out := make([]claimed, len(rows))
 	for i, r := range rows {
-		out[i] = claimed{id: r.ID, eventID: r.EventID, payload: r.Payload, attempts: r.Attempts, key: r.Key,
-			createdAt: r.CreatedAt, occurredAt: r.OccurredAt, deadline: deadline,
-			problem: cmp.Or(r.Problem, headerProblem("idempotency_key", r.Key))}
+		r.Problem = cmp.Or(r.Problem, headerProblem("idempotency_key", r.Key))
+		out[i] = claimed{Claimed: r, deadline: deadline}
 	}
 	var wait time.Duration
 	if left := avail - float64(len(out)); p.RatePerSecond > 0 && len(out) < n && left < 1 {
@@ -285,15 +278,15 @@ func (w *workers) work(j job) {
 // call runs one attempt outside any transaction and decides its outcome.
 func (w *workers) call(ch *channel, c *claimed) completion {
 	p := ch.policy.Load()
-	out := completion{id: c.id, key: c.key, created: c.createdAt, attempts: c.attempts, channel: ch.Name, started: time.Now(), called: true}
-	if c.problem != "" {
+	out := completion{id: c.ID, key: c.Key, created: c.CreatedAt, attempts: c.Attempts, channel: ch.Name, started: time.Now(), called: true}
+	if c.Problem != "" {
 		out.called = false
 		out.finished = out.started
 		out.event, out.outcome = statemachine.Fail, "quarantined"
-		out.err = "quarantined, not sent: " + c.problem + "; effectd.enqueue refuses such a value now"
+		out.err = "quarantined, not sent: " + c.Problem + "; effectd.enqueue refuses such a value now"
 		return out
 	}
-	if p.MaxAge > 0 && out.started.Sub(c.occurredAt) > p.MaxAge.D() {
+	if p.MaxAge > 0 && out.started.Sub(c.OccurredAt) > p.MaxAge.D() {
 		out.called = false
 		out.finished = out.started
 		out.event, out.outcome = statemachine.Expire, "skipped"
@@ -301,7 +294,7 @@ func (w *workers) call(ch *channel, c *claimed) completion {
 		return out
 	}
 	if w.beforeCall != nil {
-		w.beforeCall(c.id, c.attempts)
+		w.beforeCall(c.ID, c.Attempts)
 	}
 	// The call must end before the lease does, or the reconciler could settle
 	// (and resend) a call still in flight. A worker that reaches the call too
@@ -316,8 +309,8 @@ func (w *workers) call(ch *channel, c *claimed) completion {
 	}
 	ctx, cancel := context.WithDeadline(w.ctx, c.deadline)
 	defer cancel()
-	meta := map[string]string{effect.MetaEventID: c.eventID, effect.MetaIntentID: strconv.FormatInt(c.id, 10)}
-	ref, err := ch.Provider.Send(ctx, c.key, c.payload, meta)
+	meta := map[string]string{effect.MetaEventID: c.EventID, effect.MetaIntentID: strconv.FormatInt(c.ID, 10)}
+	ref, err := ch.Provider.Send(ctx, c.Key, c.Payload, meta)
 	out.finished = time.Now()
 	w.d.m.calls.WithLabelValues(ch.Name).Observe(out.finished.Sub(out.started).Seconds())
 	if err == nil {
@@ -325,18 +318,18 @@ func (w *workers) call(ch *channel, c *claimed) completion {
 		return out
 	}
 	out.err = dbText(err.Error(), maxErrorText)
-	out.logErr = RedactText(out.err, c.payload, ch.Redact)
+	out.logErr = RedactText(out.err, c.Payload, ch.Redact)
 	class := effect.Classify(err)
 	if class.RetryAfter > 0 {
 		w.slowDown(ch, class.RetryAfter)
 	}
-	last := int(c.attempts) >= p.MaxAttempts
+	last := int(c.Attempts) >= p.MaxAttempts
 	next := out.finished
 	if class.Retryable {
-		next = out.finished.Add(p.Backoff.Delay(int(c.attempts), class.RetryAfter))
+		next = out.finished.Add(p.Backoff.Delay(int(c.Attempts), class.RetryAfter))
 	}
 	switch {
-	case class.MaybeSent && (!ch.keyed || pastKeyWindow(ch.Kind, c.createdAt, next)):
+	case class.MaybeSent && (!ch.keyed || pastKeyWindow(ch.Kind, c.CreatedAt, next)):
 		// No key to repeat the call safely (none, or the provider will have
 		// forgotten it by the next attempt): settle it by lookup or policy now.
 		out.stayInDoubt, out.outcome = true, "maybe_sent"

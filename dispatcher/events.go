@@ -113,22 +113,21 @@ func (d *Dispatcher) applyEvent(ctx context.Context, tx pgx.Tx, ev ProviderEvent
 	if err != nil {
 		return res, sentAt, err
 	}
-	status, ref := in.Status, in.ProviderRef
 	res.IntentID = in.ID
 	res.From, res.To = statemachine.Delivery(in.Delivery), statemachine.Delivery(in.Delivery)
 	if in.DeliveryAt != nil && res.From == statemachine.Accepted {
 		sentAt = *in.DeliveryAt
 	}
 	res.Outcome = EventUnchanged
-	if ref != "" && ev.ObjectRef != "" && ref != ev.ObjectRef {
+	if in.ProviderRef != "" && ev.ObjectRef != "" && in.ProviderRef != ev.ObjectRef {
 		// Another object than the one the intent settled with: a duplicate
 		// sent by a resend policy. It says nothing about this intent's delivery.
 		res.Outcome = EventOtherRef
 		return res, sentAt, nil
 	}
 	to, changed := statemachine.Report(res.From, ev.Delivery, ev.Reversal)
-	if (status == statemachine.Sending || status == statemachine.InDoubt) && ev.ObjectRef != "" {
-		if _, err := statemachine.Next(status, statemachine.Callback); err != nil {
+	if (in.Status == statemachine.Sending || in.Status == statemachine.InDoubt) && ev.ObjectRef != "" {
+		if _, err := statemachine.Next(in.Status, statemachine.Callback); err != nil {
 			return res, sentAt, err
 		}
 		// SENT says the provider has the effect: the row is settled with the
@@ -142,7 +141,7 @@ func (d *Dispatcher) applyEvent(ctx context.Context, tx pgx.Tx, ev ProviderEvent
 			delivery = string(statemachine.Accepted)
 		}
 		settled, err := query.SettleByEvent(ctx, tx, query.EventSettlement{IntentID: res.IntentID, Attempts: in.Attempts,
-			From: string(status), ProviderRef: ev.ObjectRef, Outcome: "settled by a " + ev.Provider + " event: " + ev.Type,
+			From: string(in.Status), ProviderRef: ev.ObjectRef, Outcome: "settled by a " + ev.Provider + " event: " + ev.Type,
 			Delivery: delivery, Detail: detail})
 		if err != nil {
 			return res, sentAt, err
@@ -152,7 +151,7 @@ func (d *Dispatcher) applyEvent(ctx context.Context, tx pgx.Tx, ev ProviderEvent
 			if delivery != "" {
 				res.To = statemachine.Delivery(delivery)
 			}
-			d.log.Info("in-doubt intent settled by a provider event", "intent", res.IntentID, "channel", ev.Channel, "from", status, "event", ev.EventID)
+			d.log.Info("in-doubt intent settled by a provider event", "intent", res.IntentID, "channel", ev.Channel, "from", in.Status, "event", ev.EventID)
 			return res, sentAt, nil
 		}
 	}

@@ -126,7 +126,7 @@ var mutations = []mutation{
 		from: "case class.MaybeSent && last:", to: "case false:",
 		pkg: "./dispatcher/", run: "^TestMaybeSentKeyed$"},
 	{name: "max_age: old intents sent", file: "dispatcher/claim.go",
-		from: "if p.MaxAge > 0 && out.started.Sub(c.occurredAt) > p.MaxAge.D() {", to: "if false {",
+		from: "if p.MaxAge > 0 && out.started.Sub(c.OccurredAt) > p.MaxAge.D() {", to: "if false {",
 		pkg: "./dispatcher/", run: "^TestMaxAgeSkips$"},
 	{name: "prune: IN_DOUBT rows pruned", file: "internal/query/prune.sql",
 		from: "status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED')", to: "status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED', 'IN_DOUBT')",
@@ -137,7 +137,7 @@ var mutations = []mutation{
 		from: "if pastKeyWindow(ch.Kind, r.CreatedAt, time.Now()) {", to: "if false {",
 		pkg: "./dispatcher/", run: "^TestKeyWindowReconciler$"},
 	{name: "key window: maybe-sent call retried past it", file: "dispatcher/claim.go",
-		from: "(!ch.keyed || pastKeyWindow(ch.Kind, c.createdAt, next))", to: "!ch.keyed",
+		from: "(!ch.keyed || pastKeyWindow(ch.Kind, c.CreatedAt, next))", to: "!ch.keyed",
 		pkg: "./dispatcher/", run: "^TestKeyWindowMaybeSentCall$"},
 	{name: "key window: operator retry past it", file: "dispatcher/operate.go",
 		from: "if to == statemachine.Pending && !op.Force {", to: "if false {",
@@ -228,7 +228,7 @@ var mutations = []mutation{
 
 	// Poison rows: a value the claim cannot carry is quarantined, never sent.
 	{name: "claim: poison rows sent instead of quarantined", file: "dispatcher/claim.go",
-		from: "if c.problem != \"\" {", to: "if false {",
+		from: "if c.Problem != \"\" {", to: "if false {",
 		pkg: "./cmd/effectd/", run: "^TestAbusePoisonRows$"},
 
 	// Outcome notifications: each outcome told once, under a stable event id.

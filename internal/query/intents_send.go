@@ -62,8 +62,9 @@ type Claimed struct {
 }
 
 // Claim moves up to p.Limit due PENDING intents of a channel that is not
-// paused to SENDING under a lease, oldest due first and within the channel's
-// ordering keys, spending the tokens of its shared rate bucket. It returns the
+// paused to SENDING under a lease, the earliest due first and none behind an
+// older unsettled intent of its ordering key, spending the tokens of the
+// channel's shared rate bucket. It returns the
 // intents claimed and the tokens the bucket held before them (0 without a
 // bucket). Every row claimed is SENDING once it returns: a time Go cannot
 // carry is clamped and named in Problem rather than failing the read.
