@@ -177,11 +177,11 @@ func freeze(ctx context.Context, pool *pgxpool.Pool, req effectdtype.BulkRequest
 		return snap, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if _, err := tx.Exec(ctx, query.BulkPrune, bulkKeep.String()); err != nil {
+	if err := query.PruneBulk(ctx, tx, bulkKeep); err != nil {
 		return snap, err
 	}
-	if err := tx.QueryRow(ctx, query.BulkCreate, req.Action, req.As, filter, req.Reason, actor, bulkLifetime.String()).
-		Scan(&snap.Snapshot, &snap.ExpiresAt); err != nil {
+	if snap.Snapshot, snap.ExpiresAt, err = query.CreateBulk(ctx, tx, query.NewBulk{Action: req.Action, As: req.As,
+		Filter: filter, Reason: req.Reason, Actor: actor, Lifetime: bulkLifetime}); err != nil {
 		return snap, err
 	}
 	n, err := query.FreezeBulk(ctx, tx, query.BulkFilter{Snapshot: snap.Snapshot, Limit: MaxBulk + 1, States: states,
@@ -191,18 +191,15 @@ func freeze(ctx context.Context, pool *pgxpool.Pool, req effectdtype.BulkRequest
 	}
 	snap.Matched, snap.More = int(n), n > MaxBulk
 	if snap.More {
-		if _, err := tx.Exec(ctx, query.BulkDropExtra, snap.Snapshot); err != nil {
+		if err := query.DropBulkExtra(ctx, tx, snap.Snapshot); err != nil {
 			return snap, err
 		}
 		snap.Matched = MaxBulk
 	}
-	if _, err := tx.Exec(ctx, query.BulkSetMatched, snap.Snapshot, snap.Matched); err != nil {
+	if err := query.SetBulkMatched(ctx, tx, snap.Snapshot, snap.Matched); err != nil {
 		return snap, err
 	}
-	rows, _ := tx.Query(ctx, query.BulkSample, snap.Snapshot, BulkSample)
-	if snap.Sample, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (effectdtype.IntentRow, error) {
-		return ScanIntent(row)
-	}); err != nil {
+	if snap.Sample, err = query.SampleBulk(ctx, tx, snap.Snapshot, BulkSample); err != nil {
 		return snap, err
 	}
 	return snap, tx.Commit(ctx)
@@ -253,8 +250,7 @@ func ApplyBulk(ctx context.Context, pool *pgxpool.Pool, a BulkApply) (AppliedBul
 		return AppliedBulk{}, err
 	}
 	var out AppliedBulk
-	var as, reason string
-	err = pool.QueryRow(ctx, query.BulkClaim, id, a.Actor).Scan(&out.Action, &as, &reason)
+	claim, err := query.ClaimBulk(ctx, pool, id, a.Actor)
 	if errors.Is(err, pgx.ErrNoRows) { // applied or expired since it was read
 		if st, err = readSnapshot(ctx, pool, id); err == nil {
 			err = st.whyNotApplicable(id)
@@ -264,15 +260,16 @@ func ApplyBulk(ctx context.Context, pool *pgxpool.Pool, a BulkApply) (AppliedBul
 	if err != nil {
 		return AppliedBulk{}, fmt.Errorf("bulk apply %s: %w", id, err)
 	}
-	ev, err := bulkEvent(out.Action, as)
+	out.Action = claim.Action
+	ev, err := bulkEvent(claim.Action, claim.As)
 	if err != nil {
 		return AppliedBulk{}, err
 	}
-	if out.BulkResult, err = applyRows(ctx, pool, a, ev, reason); err != nil {
+	if out.BulkResult, err = applyRows(ctx, pool, a, ev, claim.Reason); err != nil {
 		return AppliedBulk{}, fmt.Errorf("bulk apply %s: %w", id, err)
 	}
 	out.Event = ev
-	if _, err := pool.Exec(context.WithoutCancel(ctx), query.BulkFinish, id, out.Applied, out.Skipped); err != nil {
+	if err := query.FinishBulk(context.WithoutCancel(ctx), pool, id, out.Applied, out.Skipped); err != nil {
 		return out, fmt.Errorf("bulk apply %s: %w", id, err)
 	}
 	return out, nil
@@ -281,14 +278,7 @@ func ApplyBulk(ctx context.Context, pool *pgxpool.Pool, a BulkApply) (AppliedBul
 // applyRows applies ev to every row of the snapshot; a row that changed (or
 // that fails on its own) is skipped and never stops the others.
 func applyRows(ctx context.Context, pool *pgxpool.Pool, a BulkApply, ev statemachine.Event, reason string) (res effectdtype.BulkResult, err error) {
-	type frozen struct {
-		ID       int64
-		Status   statemachine.State
-		Attempts int
-		Channel  string
-	}
-	rows, _ := pool.Query(ctx, query.BulkRows, a.Snapshot)
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[frozen])
+	list, err := query.BulkRows(ctx, pool, a.Snapshot)
 	if err != nil {
 		return res, err
 	}
@@ -324,15 +314,15 @@ type snapshotState struct {
 
 // readSnapshot reads snapshot id; ErrNotFound when there is none.
 func readSnapshot(ctx context.Context, pool *pgxpool.Pool, id string) (st snapshotState, err error) {
-	var filter []byte
-	err = pool.QueryRow(ctx, query.BulkState, id).Scan(&st.Actor, &filter, &st.AppliedAt, &st.ExpiresAt)
+	row, err := query.SelectBulk(ctx, pool, id)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return st, fmt.Errorf("snapshot %s: %w", id, ErrNotFound)
 	case err != nil:
 		return st, fmt.Errorf("bulk snapshot %s: %w", id, err)
 	}
-	if err := json.Unmarshal(filter, &st.Filter); err != nil {
+	st.Actor, st.AppliedAt, st.ExpiresAt = row.Actor, row.AppliedAt, row.ExpiresAt
+	if err := json.Unmarshal(row.Filter, &st.Filter); err != nil {
 		return st, fmt.Errorf("bulk snapshot %s: filter: %w", id, err)
 	}
 	return st, nil

@@ -82,13 +82,14 @@ func Register(ctx context.Context, pool *pgxpool.Pool, channels []Channel) error
 				return err
 			}
 		}
-		if _, err := pool.Exec(ctx, query.Register, c.Name, c.Kind, registered, max, notify); err != nil {
+		if err := query.Register(ctx, pool, query.Registration{Name: c.Name, Provider: c.Kind, Policy: registered,
+			MaxPayload: max, Notify: notify}); err != nil {
 			return fmt.Errorf("dispatcher.Register(%q): %w", c.Name, err)
 		}
-		if _, err := pool.Exec(ctx, query.SetRedact, c.Name, append([]string{}, c.Redact...)); err != nil {
+		if err := query.SetRedact(ctx, pool, c.Name, c.Redact); err != nil {
 			return fmt.Errorf("dispatcher.Register(%q): %w", c.Name, err)
 		}
-		if _, err := pool.Exec(ctx, query.EnsureRateBucket, c.Name); err != nil {
+		if err := query.EnsureRateBucket(ctx, pool, c.Name); err != nil {
 			return fmt.Errorf("dispatcher.Register(%q): %w", c.Name, err)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -16,24 +15,8 @@ import (
 	"github.com/effectd/effectd/statemachine"
 )
 
-// channelRow is one row of effectd.channels.
-type channelRow struct {
-	Name      string
-	Provider  string
-	Policy    []byte
-	Override  []byte
-	Paused    bool
-	UpdatedAt time.Time
-}
-
-func scanChannel(row pgx.Row) (channelRow, error) {
-	var c channelRow
-	err := row.Scan(&c.Name, &c.Provider, &c.Policy, &c.Override, &c.Paused, &c.UpdatedAt)
-	return c, err
-}
-
-// view returns c as operators see it, with counts.
-func (c channelRow) view(counts map[statemachine.State]int64) (effectdtype.Channel, error) {
+// channelView returns c as operators see it, with counts.
+func channelView(c query.ChannelRow, counts map[statemachine.State]int64) (effectdtype.Channel, error) {
 	p, err := policy.Effective(c.Provider, c.Policy, c.Override)
 	if err != nil {
 		return effectdtype.Channel{}, fmt.Errorf("channel %q: stored policy: %w", c.Name, err)
@@ -60,29 +43,24 @@ func channelCounts(ctx context.Context, db query.DB, name string) (map[string]ma
 	if name != "" {
 		filter = &name
 	}
-	rows, err := db.Query(ctx, query.ChannelCounts, filter)
+	counts, err := query.ChannelCounts(ctx, db, filter)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]map[statemachine.State]int64{}
-	var ch string
-	var st statemachine.State
-	var n int64
-	_, err = pgx.ForEachRow(rows, []any{&ch, &st, &n}, func() error {
-		if out[ch] == nil {
-			out[ch] = zeroCounts()
+	for _, c := range counts {
+		if out[c.Channel] == nil {
+			out[c.Channel] = zeroCounts()
 		}
-		out[ch][st] = n
-		return nil
-	})
-	return out, err
+		out[c.Channel][c.Status] = c.N
+	}
+	return out, nil
 }
 
 // ListChannels returns, by name, every channel that sees admits (nil: every
 // channel), with its counts.
 func ListChannels(ctx context.Context, pool *pgxpool.Pool, sees func(name string) bool) ([]effectdtype.Channel, error) {
-	rows, _ := pool.Query(ctx, query.ChannelList)
-	chans, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (channelRow, error) { return scanChannel(row) })
+	chans, err := query.ListChannels(ctx, pool)
 	if err != nil {
 		return nil, fmt.Errorf("list channels: %w", err)
 	}
@@ -95,7 +73,7 @@ func ListChannels(ctx context.Context, pool *pgxpool.Pool, sees func(name string
 		if sees != nil && !sees(c.Name) {
 			continue
 		}
-		v, err := c.view(counts[c.Name])
+		v, err := channelView(c, counts[c.Name])
 		if err != nil {
 			return nil, err
 		}
@@ -106,7 +84,7 @@ func ListChannels(ctx context.Context, pool *pgxpool.Pool, sees func(name string
 
 // GetChannel returns channel name with its counts; ErrNotFound when there is none.
 func GetChannel(ctx context.Context, pool *pgxpool.Pool, name string) (effectdtype.Channel, error) {
-	c, err := scanChannel(pool.QueryRow(ctx, query.ChannelGet, name))
+	c, err := query.SelectChannel(ctx, pool, name)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return effectdtype.Channel{}, fmt.Errorf("channel %q: %w", truncate(name, 64), ErrNotFound)
 	}
@@ -117,20 +95,17 @@ func GetChannel(ctx context.Context, pool *pgxpool.Pool, name string) (effectdty
 	if err != nil {
 		return effectdtype.Channel{}, fmt.Errorf("get channel: counts: %w", err)
 	}
-	return c.view(counts[name])
+	return channelView(c, counts[name])
 }
 
 // ChannelExists reports whether channel name is registered.
 func ChannelExists(ctx context.Context, pool *pgxpool.Pool, name string) (bool, error) {
-	var exists bool
-	err := pool.QueryRow(ctx, query.ChannelExists, name).Scan(&exists)
-	return exists, err
+	return query.ChannelExists(ctx, pool, name)
 }
 
 // ChannelNames returns the name of every registered channel.
 func ChannelNames(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
-	rows, _ := pool.Query(ctx, query.ChannelNames)
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	return query.ChannelNames(ctx, pool)
 }
 
 // Redaction is the payload fields a channel masks for those who may not read them.
@@ -141,24 +116,36 @@ type Redaction struct {
 
 // Redactions returns every channel's redacted payload fields, by channel name.
 func Redactions(ctx context.Context, pool *pgxpool.Pool) ([]Redaction, error) {
-	rows, _ := pool.Query(ctx, query.ChannelRedact)
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[Redaction])
+	rows, err := query.Redactions(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Redaction, len(rows))
+	for i, r := range rows {
+		out[i] = Redaction(r)
+	}
+	return out, nil
 }
 
 // PauseChannel stops every instance from claiming channel name's intents
 // (within the refresher's period), audited as actor's; it returns the channel
 // as it is afterwards.
 func PauseChannel(ctx context.Context, pool *pgxpool.Pool, name, actor string) (effectdtype.Channel, error) {
-	return changeChannel(ctx, pool, name, actor, "channel.pause", func(channelRow) (string, any, error) {
-		return query.ChannelSetPaused, true, nil
+	return changeChannel(ctx, pool, name, actor, "channel.pause", func(query.ChannelRow) (channelUpdate, error) {
+		return setPaused(name, true), nil
 	})
 }
 
 // ResumeChannel restarts claiming channel name's intents, audited as actor's.
 func ResumeChannel(ctx context.Context, pool *pgxpool.Pool, name, actor string) (effectdtype.Channel, error) {
-	return changeChannel(ctx, pool, name, actor, "channel.resume", func(channelRow) (string, any, error) {
-		return query.ChannelSetPaused, false, nil
+	return changeChannel(ctx, pool, name, actor, "channel.resume", func(query.ChannelRow) (channelUpdate, error) {
+		return setPaused(name, false), nil
 	})
+}
+
+// setPaused is the update that pauses or resumes channel name.
+func setPaused(name string, paused bool) channelUpdate {
+	return func(ctx context.Context, tx query.DB) error { return query.SetPaused(ctx, tx, name, paused) }
 }
 
 // PolicyChange is an operator's change of a channel's run-time policy override.
@@ -176,46 +163,49 @@ type PolicyChange struct {
 // (MergePolicy) and stores it, audited; it returns the channel as it is
 // afterwards. Every instance applies it within the refresher's period.
 func ChangePolicy(ctx context.Context, pool *pgxpool.Pool, c PolicyChange) (effectdtype.Channel, error) {
-	return changeChannel(ctx, pool, c.Channel, c.Actor, "channel.policy", func(row channelRow) (string, any, error) {
+	return changeChannel(ctx, pool, c.Channel, c.Actor, "channel.policy", func(row query.ChannelRow) (channelUpdate, error) {
 		if c.Check != nil {
 			if err := c.Check(c.Patch); err != nil {
-				return "", nil, err
+				return nil, err
 			}
 		}
 		override, err := MergePolicy(row.Provider, row.Policy, row.Override, c.Patch)
 		if err != nil {
-			return "", nil, err
+			return nil, err
 		}
-		return query.ChannelSetOverride, override, nil
+		return func(ctx context.Context, tx query.DB) error { return query.SetOverride(ctx, tx, c.Channel, override) }, nil
 	})
 }
 
-// changeChannel locks channel name, runs update(sql, arg) as change decides,
-// and writes an audit entry of action with the channel before and after, in
-// one transaction. Its errors name action.
+// channelUpdate changes a locked channel's row in the transaction tx.
+type channelUpdate func(ctx context.Context, tx query.DB) error
+
+// changeChannel locks channel name, runs the update change decides on, and
+// writes an audit entry of action with the channel before and after, in one
+// transaction. Its errors name action.
 func changeChannel(ctx context.Context, pool *pgxpool.Pool, name, actor, action string,
-	change func(channelRow) (sql string, arg any, err error)) (effectdtype.Channel, error) {
+	change func(query.ChannelRow) (channelUpdate, error)) (effectdtype.Channel, error) {
 	v, err := func() (v effectdtype.Channel, err error) {
 		tx, err := pool.Begin(ctx)
 		if err != nil {
 			return v, err
 		}
 		defer tx.Rollback(context.WithoutCancel(ctx))
-		before, err := scanChannel(tx.QueryRow(ctx, query.ChannelLock, name))
+		before, err := query.LockChannel(ctx, tx, name)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return v, fmt.Errorf("channel %q: %w", truncate(name, 64), ErrNotFound)
 		}
 		if err != nil {
 			return v, err
 		}
-		sql, arg, err := change(before)
+		update, err := change(before)
 		if err != nil {
 			return v, err
 		}
-		if _, err := tx.Exec(ctx, sql, name, arg); err != nil {
+		if err := update(ctx, tx); err != nil {
 			return v, err
 		}
-		after, err := scanChannel(tx.QueryRow(ctx, query.ChannelGet, name))
+		after, err := query.SelectChannel(ctx, tx, name)
 		if err != nil {
 			return v, err
 		}
@@ -226,7 +216,7 @@ func changeChannel(ctx context.Context, pool *pgxpool.Pool, name, actor, action 
 		if err != nil {
 			return v, err
 		}
-		if v, err = after.view(counts[name]); err != nil {
+		if v, err = channelView(after, counts[name]); err != nil {
 			return v, err
 		}
 		return v, tx.Commit(ctx)
@@ -238,7 +228,7 @@ func changeChannel(ctx context.Context, pool *pgxpool.Pool, name, actor, action 
 }
 
 // auditChannel writes e with the channel before and after the change.
-func auditChannel(ctx context.Context, tx pgx.Tx, e query.Audit, before, after channelRow) (err error) {
+func auditChannel(ctx context.Context, tx pgx.Tx, e query.Audit, before, after query.ChannelRow) (err error) {
 	if e.Before, err = channelAudit(before); err != nil {
 		return err
 	}
@@ -250,7 +240,7 @@ func auditChannel(ctx context.Context, tx pgx.Tx, e query.Audit, before, after c
 
 // channelAudit is what an audit entry records of c: its effective policy,
 // its override and whether it is paused.
-func channelAudit(c channelRow) (query.AuditState, error) {
+func channelAudit(c query.ChannelRow) (query.AuditState, error) {
 	p, err := policy.Effective(c.Provider, c.Policy, c.Override)
 	if err != nil {
 		return query.AuditState{}, err

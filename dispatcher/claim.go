@@ -3,31 +3,23 @@ package dispatcher
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5/pgtype"
-
 	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/statemachine"
 )
 
-// claimed is an intent a worker holds under a lease.
+// claimed is an intent a worker holds under a lease. Its Problem says why the
+// row cannot be sent as stored (a time or a key the call cannot carry): it is
+// quarantined, not called.
 type claimed struct {
-	id         int64
-	eventID    string
-	payload    json.RawMessage
-	attempts   int32
-	key        string
-	createdAt  time.Time
-	occurredAt time.Time
-	deadline   time.Time // local clock: the call must end by then, well inside the lease
-	problem    string    // why the row cannot be sent as stored: it is quarantined, not called
+	query.Claimed
+	deadline time.Time // local clock: the call must end by then, well inside the lease
 }
 
 // Idle waits: after an empty claim the claimer polls again after 1, 2, 4 and
@@ -97,8 +89,7 @@ func (cl *claimer) run(ctx context.Context) {
 
 // setWaiting tells producers whether to NOTIFY on commit.
 func (cl *claimer) setWaiting(ctx context.Context, waiting bool) error {
-	_, err := cl.d.pool.Exec(ctx, query.SetWaiting, waiting)
-	return err
+	return query.SetWaiting(ctx, cl.d.pool, waiting)
 }
 
 // sleep waits for dur, a wake-up, a freed slot or the end of ctx.
@@ -163,35 +154,20 @@ func (cl *claimer) claimRound(ctx context.Context) (total int, full, blocked boo
 // reports how long until the shared bucket has a token again, when it ran dry.
 func (cl *claimer) claim(ctx context.Context, ch *channel, n int) ([]claimed, time.Duration, error) {
 	p := ch.policy.Load()
-	lease := pgtype.Interval{Microseconds: p.Lease.D().Microseconds(), Valid: true}
 	// The lease starts at the database's now(), no earlier than this moment on
 	// our clock: a deadline counted from here ends inside it.
 	deadline := time.Now().Add(p.Lease.D() * leaseUsableTenths / 10)
-	rows, err := cl.d.pool.Query(ctx, query.Claim, ch.Name, lease, n, p.RatePerSecond, burst(p.RatePerSecond))
+	rows, avail, err := query.Claim(ctx, cl.d.pool, query.ClaimParams{Channel: ch.Name, Lease: p.Lease.D(), Limit: n,
+		RatePerSecond: p.RatePerSecond, Burst: burst(p.RatePerSecond)})
 	if err != nil {
 		return nil, 0, err
 	}
-	defer rows.Close()
-	out := make([]claimed, 0, n)
-	avail := 0.0
-	for rows.Next() {
-		// Every row claimed here is SENDING now: a scan that failed would strand
-		// the batch, so times are read loosely and a row that cannot be sent as
-		// stored is quarantined by its worker instead.
-		var c claimed
-		created, occurred := looseTime{Field: "created_at"}, looseTime{Field: "occurred_at"}
-		if err := rows.Scan(&avail, &c.id, &c.eventID, &c.payload, &c.attempts, &c.key, &created, &occurred); err != nil {
-			return out, 0, err
-		}
-		if c.id == 0 {
-			continue // nothing claimed: the row only reports the bucket
-		}
-		c.createdAt, c.occurredAt, c.deadline = created.Time, occurred.Time, deadline
-		c.problem = cmp.Or(occurred.Problem, created.Problem, headerProblem("idempotency_key", c.key))
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return out, 0, err
+	// Every row claimed here is SENDING now: a row that cannot be sent as
+	// stored is quarantined by its worker instead.
+	out := make([]claimed, len(rows))
+	for i, r := range rows {
+		r.Problem = cmp.Or(r.Problem, headerProblem("idempotency_key", r.Key))
+		out[i] = claimed{Claimed: r, deadline: deadline}
 	}
 	var wait time.Duration
 	if left := avail - float64(len(out)); p.RatePerSecond > 0 && len(out) < n && left < 1 {
@@ -302,15 +278,15 @@ func (w *workers) work(j job) {
 // call runs one attempt outside any transaction and decides its outcome.
 func (w *workers) call(ch *channel, c *claimed) completion {
 	p := ch.policy.Load()
-	out := completion{id: c.id, key: c.key, created: c.createdAt, attempts: c.attempts, channel: ch.Name, started: time.Now(), called: true}
-	if c.problem != "" {
+	out := completion{id: c.ID, key: c.Key, created: c.CreatedAt, attempts: c.Attempts, channel: ch.Name, started: time.Now(), called: true}
+	if c.Problem != "" {
 		out.called = false
 		out.finished = out.started
 		out.event, out.outcome = statemachine.Fail, "quarantined"
-		out.err = "quarantined, not sent: " + c.problem + "; effectd.enqueue refuses such a value now"
+		out.err = "quarantined, not sent: " + c.Problem + "; effectd.enqueue refuses such a value now"
 		return out
 	}
-	if p.MaxAge > 0 && out.started.Sub(c.occurredAt) > p.MaxAge.D() {
+	if p.MaxAge > 0 && out.started.Sub(c.OccurredAt) > p.MaxAge.D() {
 		out.called = false
 		out.finished = out.started
 		out.event, out.outcome = statemachine.Expire, "skipped"
@@ -318,7 +294,7 @@ func (w *workers) call(ch *channel, c *claimed) completion {
 		return out
 	}
 	if w.beforeCall != nil {
-		w.beforeCall(c.id, c.attempts)
+		w.beforeCall(c.ID, c.Attempts)
 	}
 	// The call must end before the lease does, or the reconciler could settle
 	// (and resend) a call still in flight. A worker that reaches the call too
@@ -333,8 +309,8 @@ func (w *workers) call(ch *channel, c *claimed) completion {
 	}
 	ctx, cancel := context.WithDeadline(w.ctx, c.deadline)
 	defer cancel()
-	meta := map[string]string{effect.MetaEventID: c.eventID, effect.MetaIntentID: strconv.FormatInt(c.id, 10)}
-	ref, err := ch.Provider.Send(ctx, c.key, c.payload, meta)
+	meta := map[string]string{effect.MetaEventID: c.EventID, effect.MetaIntentID: strconv.FormatInt(c.ID, 10)}
+	ref, err := ch.Provider.Send(ctx, c.Key, c.Payload, meta)
 	out.finished = time.Now()
 	w.d.m.calls.WithLabelValues(ch.Name).Observe(out.finished.Sub(out.started).Seconds())
 	if err == nil {
@@ -342,18 +318,18 @@ func (w *workers) call(ch *channel, c *claimed) completion {
 		return out
 	}
 	out.err = dbText(err.Error(), maxErrorText)
-	out.logErr = RedactText(out.err, c.payload, ch.Redact)
+	out.logErr = RedactText(out.err, c.Payload, ch.Redact)
 	class := effect.Classify(err)
 	if class.RetryAfter > 0 {
 		w.slowDown(ch, class.RetryAfter)
 	}
-	last := int(c.attempts) >= p.MaxAttempts
+	last := int(c.Attempts) >= p.MaxAttempts
 	next := out.finished
 	if class.Retryable {
-		next = out.finished.Add(p.Backoff.Delay(int(c.attempts), class.RetryAfter))
+		next = out.finished.Add(p.Backoff.Delay(int(c.Attempts), class.RetryAfter))
 	}
 	switch {
-	case class.MaybeSent && (!ch.keyed || pastKeyWindow(ch.Kind, c.createdAt, next)):
+	case class.MaybeSent && (!ch.keyed || pastKeyWindow(ch.Kind, c.CreatedAt, next)):
 		// No key to repeat the call safely (none, or the provider will have
 		// forgotten it by the next attempt): settle it by lookup or policy now.
 		out.stayInDoubt, out.outcome = true, "maybe_sent"
@@ -414,7 +390,7 @@ func (w *workers) slowDown(ch *channel, after time.Duration) {
 	if r := ch.policy.Load().RatePerSecond; r > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), w.d.cfg.WriteTimeout)
 		defer cancel()
-		if _, err := w.d.pool.Exec(ctx, query.SlowDown, ch.Name, after.Seconds(), r); err != nil {
+		if err := query.SlowDown(ctx, w.d.pool, ch.Name, after, r); err != nil {
 			w.d.log.Warn("slowing the channel down for every instance", "channel", ch.Name, "error", err)
 		}
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
-
 	"github.com/effectd/effectd/internal/query"
 )
 
@@ -43,7 +41,7 @@ func (f *folder) run(ctx context.Context) {
 // a list from a time on starts at, forgetting marks older than any channel
 // keeps its rows.
 func (f *folder) fold(ctx context.Context) error {
-	if _, err := f.d.pool.Exec(ctx, query.FoldCounts); err != nil {
+	if err := query.FoldSettledCounts(ctx, f.d.pool); err != nil {
 		return err
 	}
 	var keep time.Duration
@@ -51,6 +49,5 @@ func (f *folder) fold(ctx context.Context) error {
 		keep = max(keep, ch.policy.Load().Retention.D())
 	}
 	keep += 24 * time.Hour
-	_, err := f.d.pool.Exec(ctx, query.MarkIDs, pgtype.Interval{Microseconds: keep.Microseconds(), Valid: true})
-	return err
+	return query.MarkIDs(ctx, f.d.pool, keep)
 }

@@ -67,8 +67,8 @@ func Enqueue(ctx context.Context, tx Tx, in Intent) (inserted bool, err error) {
 	if err != nil {
 		return false, &InputError{Field: "payload", Message: "effectd.enqueue: payload: " + err.Error(), err: err}
 	}
-	err = tx.QueryRow(ctx, query.Enqueue, in.EventID, in.Channel, payload,
-		nullTime(in.OccurredAt), nullTime(in.NotBefore), nullString(in.OrderingKey)).Scan(&inserted)
+	inserted, err = query.Enqueue(ctx, tx, query.NewIntent{EventID: in.EventID, Channel: in.Channel, Payload: payload,
+		OccurredAt: nullTime(in.OccurredAt), NotBefore: nullTime(in.NotBefore), OrderingKey: nullString(in.OrderingKey)})
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "22023" {
 		return false, &InputError{Field: pgErr.ColumnName, Message: pgErr.Message, err: err}

@@ -88,7 +88,7 @@ func (d *Dispatcher) RecordEvent(ctx context.Context, ev ProviderEvent) (res Eve
 	if err != nil {
 		return res, err
 	}
-	if _, err := tx.Exec(ctx, query.EventOutcome, rowID, res.IntentID, res.Outcome); err != nil {
+	if err := query.SetEventOutcome(ctx, tx, rowID, res.IntentID, res.Outcome); err != nil {
 		return res, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -106,34 +106,28 @@ func (d *Dispatcher) RecordEvent(ctx context.Context, ev ProviderEvent) (res Eve
 // delivery became known as accepted (zero if it never was).
 func (d *Dispatcher) applyEvent(ctx context.Context, tx pgx.Tx, ev ProviderEvent) (res EventResult, sentAt time.Time, err error) {
 	res.Outcome = EventOrphan
-	var (
-		status     statemachine.State
-		attempts   int32
-		ref, deliv string
-		at         *time.Time
-	)
-	err = tx.QueryRow(ctx, query.EventIntent, ev.Channel, ev.IntentID, ev.ObjectRef).
-		Scan(&res.IntentID, &status, &attempts, &ref, &deliv, &at)
+	in, err := query.EventIntent(ctx, tx, ev.Channel, ev.IntentID, ev.ObjectRef)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return res, sentAt, nil
 	}
 	if err != nil {
 		return res, sentAt, err
 	}
-	res.From, res.To = statemachine.Delivery(deliv), statemachine.Delivery(deliv)
-	if at != nil && res.From == statemachine.Accepted {
-		sentAt = *at
+	res.IntentID = in.ID
+	res.From, res.To = statemachine.Delivery(in.Delivery), statemachine.Delivery(in.Delivery)
+	if in.DeliveryAt != nil && res.From == statemachine.Accepted {
+		sentAt = *in.DeliveryAt
 	}
 	res.Outcome = EventUnchanged
-	if ref != "" && ev.ObjectRef != "" && ref != ev.ObjectRef {
+	if in.ProviderRef != "" && ev.ObjectRef != "" && in.ProviderRef != ev.ObjectRef {
 		// Another object than the one the intent settled with: a duplicate
 		// sent by a resend policy. It says nothing about this intent's delivery.
 		res.Outcome = EventOtherRef
 		return res, sentAt, nil
 	}
 	to, changed := statemachine.Report(res.From, ev.Delivery, ev.Reversal)
-	if (status == statemachine.Sending || status == statemachine.InDoubt) && ev.ObjectRef != "" {
-		if _, err := statemachine.Next(status, statemachine.Callback); err != nil {
+	if (in.Status == statemachine.Sending || in.Status == statemachine.InDoubt) && ev.ObjectRef != "" {
+		if _, err := statemachine.Next(in.Status, statemachine.Callback); err != nil {
 			return res, sentAt, err
 		}
 		// SENT says the provider has the effect: the row is settled with the
@@ -146,29 +140,29 @@ func (d *Dispatcher) applyEvent(ctx context.Context, tx pgx.Tx, ev ProviderEvent
 		case res.From == statemachine.Unknown:
 			delivery = string(statemachine.Accepted)
 		}
-		var id int64
-		err := tx.QueryRow(ctx, query.SettleByEvent, res.IntentID, attempts, string(status), ev.ObjectRef,
-			"settled by a "+ev.Provider+" event: "+ev.Type, delivery, detail).Scan(&id)
-		switch {
-		case err == nil:
+		settled, err := query.SettleByEvent(ctx, tx, query.EventSettlement{IntentID: res.IntentID, Attempts: in.Attempts,
+			From: string(in.Status), ProviderRef: ev.ObjectRef, Outcome: "settled by a " + ev.Provider + " event: " + ev.Type,
+			Delivery: delivery, Detail: detail})
+		if err != nil {
+			return res, sentAt, err
+		}
+		if settled {
 			res.Outcome = EventSettled
 			if delivery != "" {
 				res.To = statemachine.Delivery(delivery)
 			}
-			d.log.Info("in-doubt intent settled by a provider event", "intent", res.IntentID, "channel", ev.Channel, "from", status, "event", ev.EventID)
+			d.log.Info("in-doubt intent settled by a provider event", "intent", res.IntentID, "channel", ev.Channel, "from", in.Status, "event", ev.EventID)
 			return res, sentAt, nil
-		case !errors.Is(err, pgx.ErrNoRows):
-			return res, sentAt, err
 		}
 	}
 	if !changed {
 		return res, sentAt, nil
 	}
-	tag, err := tx.Exec(ctx, query.SetDelivery, res.IntentID, string(res.From), string(to), ev.Detail)
+	moved, err := query.SetDelivery(ctx, tx, query.DeliveryChange{IntentID: res.IntentID, From: string(res.From), To: string(to), Detail: ev.Detail})
 	if err != nil {
 		return res, sentAt, err
 	}
-	if tag.RowsAffected() == 1 {
+	if moved {
 		res.To, res.Outcome = to, EventApplied
 	}
 	return res, sentAt, nil

@@ -41,29 +41,21 @@ type IntentFilter struct {
 // MaxPageBytes; it stops reading at the first row it will not answer.
 func ListIntents(ctx context.Context, pool *pgxpool.Pool, f IntentFilter) (effectdtype.IntentPage, error) {
 	page := effectdtype.IntentPage{Intents: []effectdtype.IntentRow{}}
-	rows, err := query.ListIntents(ctx, pool, query.IntentFilter{After: f.After, Limit: f.Limit + 1, Status: f.Status,
-		Channel: f.Channel, EventID: f.EventID, Delivery: f.Delivery, Search: f.Search, Since: f.Since, Until: f.Until,
-		Channels: f.Channels})
-	if err != nil {
-		return page, err
-	}
-	defer rows.Close()
 	size := 0
-	for rows.Next() {
-		it, err := ScanIntent(rows)
-		if err != nil {
-			return page, err
-		}
+	q := query.IntentFilter{After: f.After, Limit: f.Limit + 1, Status: f.Status, Channel: f.Channel, EventID: f.EventID,
+		Delivery: f.Delivery, Search: f.Search, Since: f.Since, Until: f.Until, Channels: f.Channels}
+	err := query.ListIntents(ctx, pool, q, func(it effectdtype.IntentRow) bool {
 		n := rowBytes(it)
 		if int64(len(page.Intents)) == f.Limit || (len(page.Intents) > 0 && size+n > MaxPageBytes) {
 			next := page.Intents[len(page.Intents)-1].ID
 			page.Next = &next
-			break
+			return false
 		}
 		page.Intents = append(page.Intents, it)
 		size += n
-	}
-	return page, rows.Err()
+		return true
+	})
+	return page, err
 }
 
 // rowBytes estimates the size of it in an answer.
@@ -91,19 +83,17 @@ func IntentDetail(ctx context.Context, pool *pgxpool.Pool, id int64) (d effectdt
 		return d, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	d.Intent, err = ScanIntent(tx.QueryRow(ctx, query.SelectIntent, id))
+	d.Intent, err = query.SelectIntent(ctx, tx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return d, ErrNotFound
 	}
 	if err != nil {
 		return d, err
 	}
-	rows, _ := tx.Query(ctx, query.ListAttempts, id, MaxDetailRows+1)
-	if d.Attempts, err = pgx.CollectRows(rows, pgx.RowToStructByPos[effectdtype.Attempt]); err != nil {
+	if d.Attempts, err = query.ListAttempts(ctx, tx, id, MaxDetailRows+1); err != nil {
 		return d, err
 	}
-	rows, _ = tx.Query(ctx, query.ListAudit, id, MaxDetailRows+1)
-	if d.Audit, err = pgx.CollectRows(rows, pgx.RowToStructByPos[effectdtype.AuditEntry]); err != nil {
+	if d.Audit, err = query.ListAudit(ctx, tx, id, MaxDetailRows+1); err != nil {
 		return d, err
 	}
 	// One row past the bound was read to know that older ones exist.
@@ -119,8 +109,7 @@ func IntentDetail(ctx context.Context, pool *pgxpool.Pool, id int64) (d effectdt
 // IntentChannel returns the channel of intent id; ErrNotFound when there is
 // no such intent.
 func IntentChannel(ctx context.Context, pool *pgxpool.Pool, id int64) (string, error) {
-	var channel string
-	err := pool.QueryRow(ctx, query.IntentChannel, id).Scan(&channel)
+	channel, err := query.IntentChannel(ctx, pool, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", ErrNotFound
 	}
@@ -141,12 +130,8 @@ type EventFilter struct {
 // ListProviderEvents reads up to f.Limit provider events by id.
 func ListProviderEvents(ctx context.Context, pool *pgxpool.Pool, f EventFilter) (effectdtype.ProviderEventPage, error) {
 	var page effectdtype.ProviderEventPage
-	rows, err := query.ListEvents(ctx, pool, query.EventFilter{After: f.After, Limit: f.Limit + 1, OrphansOnly: f.OrphansOnly,
+	events, err := query.ListEvents(ctx, pool, query.EventFilter{After: f.After, Limit: f.Limit + 1, OrphansOnly: f.OrphansOnly,
 		Channel: f.Channel, IntentID: f.IntentID, Channels: f.Channels})
-	if err != nil {
-		return page, err
-	}
-	events, err := pgx.CollectRows(rows, pgx.RowToStructByPos[effectdtype.ProviderEvent])
 	if err != nil {
 		return page, err
 	}

@@ -49,7 +49,7 @@ func (l *listener) listenOnce(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, query.ListenWakeup); err != nil {
+	if err := query.ListenWakeup(ctx, conn); err != nil {
 		return err
 	}
 	for {

@@ -16,23 +16,6 @@ import (
 	"github.com/effectd/effectd/statemachine"
 )
 
-// ScanIntent reads one intent selected whole (the column list of
-// internal/query's intent_columns.sql). A time that Go and JSON cannot carry
-// does not fail the read: it is clamped and named in Problems.
-func ScanIntent(row pgx.Row) (effectdtype.IntentRow, error) {
-	var r effectdtype.IntentRow
-	next, lease, claimed := looseTime{Field: "next_attempt_at"}, looseTime{Field: "lease_expires_at"}, looseTime{Field: "claimed_at"}
-	occurred, created, updated := looseTime{Field: "occurred_at"}, looseTime{Field: "created_at"}, looseTime{Field: "updated_at"}
-	delivery := looseTime{Field: "delivery_at"}
-	err := row.Scan(&r.ID, &r.EventID, &r.Channel, &r.Payload, &r.Status, &r.Attempts, &next,
-		&lease, &claimed, &r.IdempotencyKey, &r.ProviderRef, &r.LastError, &r.OrderingKey,
-		&occurred, &created, &updated, &r.Delivery, &r.DeliveryDetail, &delivery)
-	r.NextAttemptAt, r.LeaseExpiresAt, r.ClaimedAt = next.Time, lease.ptr(), claimed.ptr()
-	r.OccurredAt, r.CreatedAt, r.UpdatedAt, r.DeliveryAt = occurred.ptr(), created.Time, updated.Time, delivery.ptr()
-	r.Problems = problems(&next, &lease, &claimed, &occurred, &created, &updated, &delivery)
-	return r, err
-}
-
 // Operation is one operator transition of an intent.
 type Operation struct {
 	IntentID    int64
@@ -168,7 +151,8 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, aft
 			return before, after, err
 		}
 	}
-	after, err = ScanIntent(tx.QueryRow(ctx, query.Operate, op.IntentID, before.Status, before.Attempts, to, ref))
+	after, err = query.Operate(ctx, tx, query.Transition{IntentID: op.IntentID, From: before.Status, Attempts: before.Attempts,
+		To: to, ProviderRef: ref})
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Someone moved the row since we read it, or its lease is live: report what it is now.
 		now, err := readIntent(ctx, tx, op.IntentID)
@@ -184,7 +168,8 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, aft
 		return before, after, err
 	}
 
-	if _, err := tx.Exec(ctx, query.OperatorAttempt, op.IntentID, before.Attempts, string(op.Event), ref); err != nil {
+	if err := query.RecordOperatorAttempt(ctx, tx, query.OperatorAttempt{IntentID: op.IntentID, Attempt: before.Attempts,
+		Event: string(op.Event), ProviderRef: ref}); err != nil {
 		return before, after, err
 	}
 	if err := query.WriteAudit(ctx, tx, query.Audit{Actor: op.Actor, Action: "intent." + string(op.Event),
@@ -199,7 +184,7 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, aft
 }
 
 func readIntent(ctx context.Context, tx pgx.Tx, id int64) (effectdtype.IntentRow, error) {
-	r, err := ScanIntent(tx.QueryRow(ctx, query.SelectIntent, id))
+	r, err := query.SelectIntent(ctx, tx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, fmt.Errorf("intent %d: %w", id, ErrNotFound)
 	}
@@ -248,17 +233,15 @@ func checkKeyWindow(ctx context.Context, tx pgx.Tx, r effectdtype.IntentRow) err
 	if r.Status != statemachine.InDoubt && r.Status != statemachine.Sending && r.Status != statemachine.Skipped {
 		return nil
 	}
-	var kind string
-	var now time.Time
-	var called bool
-	if err := tx.QueryRow(ctx, query.MaybeApplied, r.ID, r.Channel).Scan(&kind, &now, &called); err != nil {
+	h, err := query.MaybeApplied(ctx, tx, r.ID, r.Channel)
+	if err != nil {
 		return err
 	}
-	if r.Status == statemachine.Skipped && !called {
+	if r.Status == statemachine.Skipped && !h.Called {
 		return nil // skipped before any call (max_age): nothing can have been applied
 	}
-	if !pastKeyWindow(kind, r.CreatedAt, now) {
+	if !pastKeyWindow(h.Provider, r.CreatedAt, h.Now) {
 		return nil
 	}
-	return &KeyWindowError{IntentID: r.ID, Status: r.Status, Age: now.Sub(r.CreatedAt), Window: KeyWindow(kind)}
+	return &KeyWindowError{IntentID: r.ID, Status: r.Status, Age: h.Now.Sub(r.CreatedAt), Window: KeyWindow(h.Provider)}
 }

@@ -43,11 +43,13 @@ func TestDropsExpiredPartitions(t *testing.T) {
 		 SELECT id, 1, created_at + interval '1 second', 'sent' FROM effectd.intents`,
 		`INSERT INTO effectd.provider_events (provider, event_id, channel, intent_id, type, outcome, payload, received_at)
 		 SELECT 'twilio', 'ev-' || event_id, 'c', id, 'delivered', 'applied', '{}', created_at + interval '1 minute' FROM effectd.intents`,
-		query.FoldCounts, // the counts of the days to drop are folded, not only deltas
 	} {
 		if _, err := r.pool.Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
+	}
+	if err := query.FoldSettledCounts(ctx, r.pool); err != nil { // the counts of the days to drop are folded, not only deltas
+		t.Fatal(err)
 	}
 	n, err := dispatcher.Prune(ctx, r.d)
 	if err != nil || n != 0 {

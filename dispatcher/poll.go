@@ -4,9 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
-
 	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -59,11 +56,10 @@ func (pl *poller) pollDeliveries(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	defer conn.Release()
-	var got bool
-	if err := conn.QueryRow(ctx, query.TryLock, pollLockKey).Scan(&got); err != nil || !got {
+	if got, err := query.TryLock(ctx, conn, pollLockKey); err != nil || !got {
 		return 0, err
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), query.Unlock, pollLockKey)
+	defer query.Unlock(context.WithoutCancel(ctx), conn, pollLockKey)
 	total := 0
 	for _, ch := range d.chans {
 		p := ch.policy.Load()
@@ -71,26 +67,11 @@ func (pl *poller) pollDeliveries(ctx context.Context) (int, error) {
 		if ch.poller == nil || len(delays) == 0 || ch.paused.Load() {
 			continue
 		}
-		ivs := make([]pgtype.Interval, len(delays))
+		ds := make([]time.Duration, len(delays))
 		for i, dl := range delays {
-			ivs[i] = pgtype.Interval{Microseconds: dl.D().Microseconds(), Valid: true}
+			ds[i] = dl.D()
 		}
-		type due struct {
-			id       int64
-			ref      string
-			delivery string
-			attempts int32
-			n        int
-			since    time.Time
-		}
-		rows, err := conn.Query(ctx, query.PollDue, ch.Name, ivs, pollBatch)
-		if err != nil {
-			return total, err
-		}
-		list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (due, error) {
-			var x due
-			return x, r.Scan(&x.id, &x.ref, &x.delivery, &x.attempts, &x.n, &x.since)
-		})
+		list, err := query.PollDue(ctx, conn, ch.Name, ds, pollBatch)
 		if err != nil {
 			return total, err
 		}
@@ -108,8 +89,8 @@ func (pl *poller) pollDeliveries(ctx context.Context) (int, error) {
 			if ctx.Err() != nil {
 				break
 			}
-			if err := pl.pollOne(ctx, conn, ch, x.id, x.attempts, x.ref, statemachine.Delivery(x.delivery), x.since); err != nil {
-				d.logDB(ctx, "recording a delivery poll", err, "intent", x.id)
+			if err := pl.pollOne(ctx, conn, ch, x.ID, x.Attempts, x.ProviderRef, statemachine.Delivery(x.Delivery), x.Since); err != nil {
+				d.logDB(ctx, "recording a delivery poll", err, "intent", x.ID)
 			}
 			total++
 		}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
-
 	"github.com/effectd/effectd/internal/query"
 )
 
@@ -60,11 +58,10 @@ func (pr *pruner) prune(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	defer conn.Release()
-	var got bool
-	if err := conn.QueryRow(ctx, query.TryLock, pruneLockKey).Scan(&got); err != nil || !got {
+	if got, err := query.TryLock(ctx, conn, pruneLockKey); err != nil || !got {
 		return 0, err
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), query.Unlock, pruneLockKey)
+	defer query.Unlock(context.WithoutCancel(ctx), conn, pruneLockKey)
 	_, until, err := query.AddPartitions(ctx, conn, partitionsAhead)
 	if err != nil {
 		return 0, err
@@ -84,12 +81,12 @@ func (pr *pruner) prune(ctx context.Context) (int64, error) {
 			continue // its rows go with their partitions, at most a day late
 		}
 		for ctx.Err() == nil {
-			tag, err := conn.Exec(ctx, query.Prune, ch.Name, pruneBatch, pgtype.Interval{Microseconds: keep.Microseconds(), Valid: true})
+			n, err := query.Prune(ctx, conn, ch.Name, pruneBatch, keep)
 			if err != nil {
 				return total, err
 			}
-			total += tag.RowsAffected()
-			if tag.RowsAffected() < pruneBatch {
+			total += n
+			if n < pruneBatch {
 				break
 			}
 		}

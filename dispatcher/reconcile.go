@@ -2,7 +2,6 @@ package dispatcher
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
@@ -19,19 +17,6 @@ import (
 	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/statemachine"
 )
-
-// inDoubt is a row whose call may or may not have taken effect.
-type inDoubt struct {
-	id        int64
-	eventID   string
-	channel   string
-	payload   json.RawMessage
-	attempts  int32
-	key       string
-	createdAt time.Time
-	claimedAt time.Time
-	status    statemachine.State
-}
 
 // The reconciler takes expired leases reconcileBatchSize at a time and
 // settles up to reconcileParallel of them at once (a lookup is a provider
@@ -75,12 +60,7 @@ func (rc *reconciler) run(ctx context.Context) {
 // in_doubt policy. Taking a row extends its lease, so other instances skip it.
 func (rc *reconciler) settleBatch(ctx context.Context, n int) (int, error) {
 	d := rc.d
-	rows, err := d.pool.Query(ctx, query.TakeExpired, n, d.names,
-		pgtype.Interval{Microseconds: d.cfg.SettleLease.Microseconds(), Valid: true})
-	if err != nil {
-		return 0, err
-	}
-	taken, err := pgx.CollectRows(rows, scanInDoubt)
+	taken, err := query.TakeExpired(ctx, d.pool, n, d.names, d.cfg.SettleLease)
 	if err != nil {
 		return 0, err
 	}
@@ -97,7 +77,7 @@ func (rc *reconciler) settleBatch(ctx context.Context, n int) (int, error) {
 				return
 			}
 			if err := d.apply(ctx, r, &s, ""); err != nil {
-				d.logDB(ctx, "settling an in-doubt intent", err, "intent", r.id)
+				d.logDB(ctx, "settling an in-doubt intent", err, "intent", r.ID)
 			}
 		}()
 	}
@@ -105,24 +85,16 @@ func (rc *reconciler) settleBatch(ctx context.Context, n int) (int, error) {
 	return len(taken), nil
 }
 
-func scanInDoubt(row pgx.CollectableRow) (inDoubt, error) {
-	var r inDoubt
-	created, claimed := looseTime{Field: "created_at"}, looseTime{Field: "claimed_at"}
-	err := row.Scan(&r.id, &r.eventID, &r.channel, &r.payload, &r.attempts, &r.key, &created, &claimed, &r.status)
-	r.createdAt, r.claimedAt = created.Time, claimed.Time
-	return r, err
-}
-
 // release gives back a row that settleBatch took, its lease ended now, when
 // shutdown cut its lookup short.
-func (d *Dispatcher) release(ctx context.Context, r inDoubt) {
+func (d *Dispatcher) release(ctx context.Context, r query.Unsettled) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.WriteTimeout)
 	defer cancel()
-	if _, err := d.pool.Exec(wctx, query.ReleaseLease, r.id, r.attempts, r.key); err != nil {
-		d.log.Warn("giving back an in-doubt intent whose lookup shutdown cut short", "intent", r.id, "channel", r.channel, "error", err)
+	if err := query.ReleaseLease(wctx, d.pool, r); err != nil {
+		d.log.Warn("giving back an in-doubt intent whose lookup shutdown cut short", "intent", r.ID, "channel", r.Channel, "error", err)
 		return
 	}
-	d.log.Info("lookup cut short by shutdown: the intent is left for the next instance", "intent", r.id, "channel", r.channel)
+	d.log.Info("lookup cut short by shutdown: the intent is left for the next instance", "intent", r.ID, "channel", r.Channel)
 }
 
 // decide works out how to settle r: by lookup when the policy asks for it and
@@ -131,22 +103,22 @@ func (d *Dispatcher) release(ctx context.Context, r inDoubt) {
 // because ctx ended says nothing about the provider: decide returns ctx's
 // error and nothing is settled. On a dry run, a lookup that would repeat the
 // call with its key (Replayer) is not called: it could apply the effect.
-func (d *Dispatcher) decide(ctx context.Context, r inDoubt, withPolicy, dryRun bool) (effectdtype.Settlement, error) {
-	s := effectdtype.Settlement{IntentID: r.id, From: r.status, Outcome: ByPolicy}
-	ch := d.byName[r.channel]
+func (d *Dispatcher) decide(ctx context.Context, r query.Unsettled, withPolicy, dryRun bool) (effectdtype.Settlement, error) {
+	s := effectdtype.Settlement{IntentID: r.ID, From: r.Status, Outcome: ByPolicy}
+	ch := d.byName[r.Channel]
 	p := ch.policy.Load()
 	mode := p.InDoubt
 	if mode == policy.InDoubtLookup || !withPolicy {
 		replays, _ := ch.looker.(Replayer)
 		switch {
-		case dryRun && replays != nil && replays.LookupReplays(r.createdAt):
-			s.Outcome, s.To = NotLookedUp, r.status
+		case dryRun && replays != nil && replays.LookupReplays(r.CreatedAt):
+			s.Outcome, s.To = NotLookedUp, r.Status
 			s.Error = "a dry run does not look up: within the provider's key window the lookup repeats the call with its key, which applies the effect if the first call never arrived"
 			return s, nil
 		case ch.looker != nil:
 			lctx, cancel := context.WithTimeout(ctx, min(p.Lease.D(), d.cfg.SettleLease/2))
-			meta := map[string]string{effect.MetaEventID: r.eventID, effect.MetaIntentID: strconv.FormatInt(r.id, 10)}
-			ref, found, err := ch.looker.Lookup(lctx, r.key, r.payload, meta, r.createdAt, r.claimedAt)
+			meta := map[string]string{effect.MetaEventID: r.EventID, effect.MetaIntentID: strconv.FormatInt(r.ID, 10)}
+			ref, found, err := ch.looker.Lookup(lctx, r.Key, r.Payload, meta, r.CreatedAt, r.ClaimedAt)
 			cancel()
 			switch {
 			case err != nil && ctx.Err() != nil:
@@ -156,11 +128,11 @@ func (d *Dispatcher) decide(ctx context.Context, r inDoubt, withPolicy, dryRun b
 				mode = p.LookupFallback
 			case found:
 				s.Outcome, s.ProviderRef = LookupFound, validText(ref)
-				s.To = mustNext(r.status, statemachine.Found)
+				s.To = mustNext(r.Status, statemachine.Found)
 				return s, nil
 			default:
 				s.Outcome = LookupAbsent
-				s.To = mustNext(r.status, statemachine.Absent)
+				s.To = mustNext(r.Status, statemachine.Absent)
 				return s, nil
 			}
 		case ch.keyed:
@@ -172,23 +144,23 @@ func (d *Dispatcher) decide(ctx context.Context, r inDoubt, withPolicy, dryRun b
 		}
 	}
 	if !withPolicy {
-		s.To = r.status // nothing settled: the operator decides
+		s.To = r.Status // nothing settled: the operator decides
 		return s, nil
 	}
 	switch mode {
 	case policy.InDoubtResend:
-		if pastKeyWindow(ch.Kind, r.createdAt, time.Now()) {
+		if pastKeyWindow(ch.Kind, r.CreatedAt, time.Now()) {
 			// The provider has forgotten the key: sending again could apply
 			// the effect twice. Only a lookup that proves it absent may.
-			s.To = mustNext(r.status, statemachine.Doubt)
+			s.To = mustNext(r.Status, statemachine.Doubt)
 			s.Error = strings.TrimPrefix(s.Error+"; ", "; ") + "past the provider's idempotency-key window: not sent again without a lookup that proves it absent"
 			return s, nil
 		}
-		s.To = mustNext(r.status, statemachine.Absent)
+		s.To = mustNext(r.Status, statemachine.Absent)
 	case policy.InDoubtSkip:
-		s.To = mustNext(r.status, statemachine.Abandon)
+		s.To = mustNext(r.Status, statemachine.Abandon)
 	default:
-		s.To = mustNext(r.status, statemachine.Doubt)
+		s.To = mustNext(r.Status, statemachine.Doubt)
 	}
 	return s, nil
 }
@@ -205,14 +177,14 @@ func mustNext(from statemachine.State, ev statemachine.Event) statemachine.State
 // attempt of kind lookup, in one statement; when an operator asked for it
 // (actor), with its audit entry in the same transaction. s.Applied reports
 // whether this writer won.
-func (d *Dispatcher) apply(ctx context.Context, r inDoubt, s *effectdtype.Settlement, actor string) error {
-	d.m.lookups.WithLabelValues(r.channel, s.Outcome).Inc()
+func (d *Dispatcher) apply(ctx context.Context, r query.Unsettled, s *effectdtype.Settlement, actor string) error {
+	d.m.lookups.WithLabelValues(r.Channel, s.Outcome).Inc()
 	if s.To == s.From {
 		return nil
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.WriteTimeout)
 	defer cancel()
-	q := query.Settlement{IntentID: r.id, Key: r.key, Attempts: r.attempts, From: string(s.From), To: string(s.To),
+	q := query.Settlement{IntentID: r.ID, Key: r.Key, Attempts: r.Attempts, From: string(s.From), To: string(s.To),
 		ProviderRef: s.ProviderRef, Error: s.Error, StartedAt: time.Now(), Outcome: s.Outcome + " → " + string(s.To)}
 	var err error
 	if actor == "" {
@@ -224,7 +196,7 @@ func (d *Dispatcher) apply(ctx context.Context, r inDoubt, s *effectdtype.Settle
 		return err
 	}
 	if s.Applied {
-		d.log.Info("in-doubt intent settled", "intent", r.id, "channel", r.channel, "outcome", s.Outcome, "to", s.To)
+		d.log.Info("in-doubt intent settled", "intent", r.ID, "channel", r.Channel, "outcome", s.Outcome, "to", s.To)
 		if s.To == statemachine.Pending {
 			poke(d.wake)
 		}
@@ -238,12 +210,7 @@ func (d *Dispatcher) apply(ctx context.Context, r inDoubt, s *effectdtype.Settle
 // SENDING row follows the channel's policy. dryRun reports without changing
 // anything. A change is audited under actor, in the transaction that makes it.
 func (d *Dispatcher) Reconcile(ctx context.Context, id int64, dryRun bool, actor string) (effectdtype.Settlement, error) {
-	var r inDoubt
-	var leaseUntil *time.Time // set while a SENDING row's lease is live
-	created, claimed := looseTime{Field: "created_at"}, looseTime{Field: "claimed_at"}
-	err := d.pool.QueryRow(ctx, query.SelectForReconcile, id).
-		Scan(&r.id, &r.eventID, &r.channel, &r.payload, &r.attempts, &r.key, &created, &claimed, &r.status, &leaseUntil)
-	r.createdAt, r.claimedAt = created.Time, claimed.Time
+	r, leaseUntil, err := query.SelectUnsettled(ctx, d.pool, id) // leaseUntil: set while a SENDING row's lease is live
 	if errors.Is(err, pgx.ErrNoRows) {
 		return effectdtype.Settlement{}, opError(ErrNotFound, "Reconcile(%d)", id)
 	}
@@ -251,15 +218,15 @@ func (d *Dispatcher) Reconcile(ctx context.Context, id int64, dryRun bool, actor
 		return effectdtype.Settlement{}, opError(err, "Reconcile(%d)", id)
 	}
 	switch {
-	case r.status == statemachine.Sending && leaseUntil != nil:
-		return effectdtype.Settlement{IntentID: id, From: r.status, To: r.status}, opError(&LeaseError{IntentID: id, Until: *leaseUntil}, "Reconcile(%d)", id)
-	case r.status != statemachine.Sending && r.status != statemachine.InDoubt:
-		return effectdtype.Settlement{}, opError(&statemachine.TransitionError{From: r.status, Event: statemachine.Found}, "Reconcile(%d)", id)
+	case r.Status == statemachine.Sending && leaseUntil != nil:
+		return effectdtype.Settlement{IntentID: id, From: r.Status, To: r.Status}, opError(&LeaseError{IntentID: id, Until: *leaseUntil}, "Reconcile(%d)", id)
+	case r.Status != statemachine.Sending && r.Status != statemachine.InDoubt:
+		return effectdtype.Settlement{}, opError(&statemachine.TransitionError{From: r.Status, Event: statemachine.Found}, "Reconcile(%d)", id)
 	}
-	if d.byName[r.channel] == nil {
-		return effectdtype.Settlement{}, opError(fmt.Errorf("%w: channel %q is not configured in this instance", ErrInvalid, r.channel), "Reconcile(%d)", id)
+	if d.byName[r.Channel] == nil {
+		return effectdtype.Settlement{}, opError(fmt.Errorf("%w: channel %q is not configured in this instance", ErrInvalid, r.Channel), "Reconcile(%d)", id)
 	}
-	s, err := d.decide(ctx, r, r.status == statemachine.Sending, dryRun)
+	s, err := d.decide(ctx, r, r.Status == statemachine.Sending, dryRun)
 	if err != nil {
 		return s, opError(err, "Reconcile(%d)", id)
 	}

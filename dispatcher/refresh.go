@@ -35,25 +35,19 @@ func (r *refresher) run(ctx context.Context) {
 // refresh rereads every channel's policy and pause flag.
 func (r *refresher) refresh(ctx context.Context) error {
 	d := r.d
-	rows, err := d.pool.Query(ctx, query.Channels)
+	rows, err := query.ChannelPolicies(ctx, d.pool)
 	if err != nil {
 		return fmt.Errorf("read channels: %w", err)
 	}
-	defer rows.Close()
 	seen := map[string]bool{}
-	for rows.Next() {
-		var name, kind string
-		var registered, override []byte
-		var paused bool
-		if err := rows.Scan(&name, &kind, &registered, &override, &paused); err != nil {
-			return fmt.Errorf("read channels: %w", err)
-		}
+	for _, row := range rows {
+		name, paused := row.Name, row.Paused
 		ch := d.byName[name]
 		if ch == nil {
 			continue
 		}
 		seen[name] = true
-		p, err := policy.Effective(ch.Kind, registered, override)
+		p, err := policy.Effective(ch.Kind, row.Policy, row.PolicyOverride)
 		if err != nil {
 			d.log.Warn("ignoring invalid stored policy; keeping the previous one", "channel", name, "error", err)
 		} else if *ch.policy.Load() != p {
@@ -66,9 +60,6 @@ func (r *refresher) refresh(ctx context.Context) error {
 				poke(d.wake)
 			}
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read channels: %w", err)
 	}
 	for _, n := range d.names {
 		if !seen[n] {

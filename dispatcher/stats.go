@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/effectdtype"
@@ -12,25 +11,11 @@ import (
 )
 
 // ChannelGauges are one channel's gauges.
-type ChannelGauges struct {
-	Channel string
-	effectdtype.Gauges
-}
+type ChannelGauges = query.ChannelGauges
 
 // Gauges reads every channel's gauges, by channel name, without reading history.
 func Gauges(ctx context.Context, pool *pgxpool.Pool) ([]ChannelGauges, error) {
-	rows, err := pool.Query(ctx, query.ChannelGauges)
-	if err != nil {
-		return nil, err
-	}
-	var out []ChannelGauges
-	var g ChannelGauges
-	_, err = pgx.ForEachRow(rows, []any{&g.Channel, &g.OldestPendingAge, &g.SendingPastLease, &g.InDoubt,
-		&g.Deliveries.Accepted, &g.Deliveries.Delivered, &g.Deliveries.Undelivered}, func() error {
-		out = append(out, g)
-		return nil
-	})
-	return out, err
+	return query.Gauges(ctx, pool)
 }
 
 // Stats returns the counts by status and the gauges of every channel that

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/policy"
@@ -81,14 +79,11 @@ func (d *Dispatcher) Sweep(ctx context.Context, channel string, since, until tim
 		rep.Counts[k] = 0
 	}
 
-	rows, err := query.SweepIntents(ctx, d.pool, channel, since, until, SweepMaxIntents+1)
+	rows, err := query.SweepIntents(ctx, d.pool, query.SweepWindow{Channel: channel, Since: since, Until: until, Limit: SweepMaxIntents + 1})
 	if err != nil {
 		return rep, err
 	}
-	intents, err := pgx.CollectRows(rows, scanSwept)
-	if err != nil {
-		return rep, err
-	}
+	intents := swept(rows)
 	if len(intents) > SweepMaxIntents {
 		return rep, fmt.Errorf("%w: since: more than %d intents were created in the window: sweep a shorter one", ErrInvalid, SweepMaxIntents)
 	}
@@ -166,15 +161,11 @@ func (d *Dispatcher) joinOutsideWindow(ctx context.Context, j *join, lister List
 		}
 		refs = append(refs, o.Ref)
 	}
-	rows, err := d.pool.Query(ctx, query.SweepIntentsBy, ids, refs)
+	rows, err := query.SweepIntentsBy(ctx, d.pool, ids, refs)
 	if err != nil {
 		return nil, err
 	}
-	more, err := pgx.CollectRows(rows, scanSwept)
-	if err != nil {
-		return nil, err
-	}
-	for _, in := range more {
+	for _, in := range swept(rows) {
 		in.match, in.listed = lister.Match(in.payload)
 		j.add(in)
 	}
@@ -194,13 +185,15 @@ func (d *Dispatcher) countSweep(ctx context.Context, rep *effectdtype.SweepRepor
 		"unsettled", rep.Counts[effectdtype.FindingUnsettled], "missing", rep.Counts[effectdtype.FindingMissing])
 }
 
-func scanSwept(row pgx.CollectableRow) (*sweptIntent, error) {
-	in := &sweptIntent{}
-	created, claimed, lease := looseTime{Field: "created_at"}, looseTime{Field: "claimed_at"}, looseTime{Field: "lease_expires_at"}
-	err := row.Scan(&in.id, &in.eventID, &in.channel, &in.payload, &in.status, &in.ref, &created, &claimed, &lease)
-	in.created, in.claimed = created.Time, claimed.ptr()
-	in.leaseLive = lease.Valid && lease.Time.After(time.Now())
-	return in, err
+// swept returns the intents the sweep joins, as read.
+func swept(rows []query.SweptIntent) []*sweptIntent {
+	out := make([]*sweptIntent, len(rows))
+	for i, r := range rows {
+		out[i] = &sweptIntent{id: r.ID, eventID: r.EventID, channel: r.Channel, payload: r.Payload, status: r.Status,
+			ref: r.ProviderRef, created: r.CreatedAt, claimed: r.ClaimedAt,
+			leaseLive: r.LeaseExpiresAt != nil && r.LeaseExpiresAt.After(time.Now())}
+	}
+	return out
 }
 
 // join matches provider objects to intents.

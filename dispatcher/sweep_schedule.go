@@ -104,11 +104,10 @@ func (s *sweeper) sweep(ctx context.Context, channel string, until time.Time, wi
 	}
 	defer conn.Release()
 	key := sweepLockKey(channel)
-	var got bool
-	if err := conn.QueryRow(ctx, query.TryLock, key).Scan(&got); err != nil || !got {
+	if got, err := query.TryLock(ctx, conn, key); err != nil || !got {
 		return err
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), query.Unlock, key)
+	defer query.Unlock(context.WithoutCancel(ctx), conn, key)
 	rep, err := d.Sweep(ctx, channel, until.Add(-window), until)
 	if err != nil {
 		return err

@@ -2,10 +2,8 @@ package console
 
 import (
 	"context"
-	"errors"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/internal/query"
@@ -19,24 +17,17 @@ type store struct{ pool *pgxpool.Pool }
 
 // FindCtx returns the data of an unexpired session.
 func (s store) FindCtx(ctx context.Context, token string) ([]byte, bool, error) {
-	var b []byte
-	err := s.pool.QueryRow(ctx, query.SessionFind, token).Scan(&b)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, false, nil
-	}
-	return b, err == nil, err
+	return query.FindSession(ctx, s.pool, token)
 }
 
 // CommitCtx saves a session, and drops sessions that expired an hour ago.
 func (s store) CommitCtx(ctx context.Context, token string, b []byte, expiry time.Time) error {
-	_, err := s.pool.Exec(ctx, query.SessionCommit, token, b, expiry)
-	return err
+	return query.CommitSession(ctx, s.pool, token, b, expiry)
 }
 
 // DeleteCtx removes a session.
 func (s store) DeleteCtx(ctx context.Context, token string) error {
-	_, err := s.pool.Exec(ctx, query.SessionDelete, token)
-	return err
+	return query.DeleteSession(ctx, s.pool, token)
 }
 
 // Find, Commit and Delete satisfy scs.Store; scs calls the Ctx forms.

@@ -33,7 +33,7 @@ var mutations = []mutation{
 		from: "WHEN $12::boolean AND", to: "WHEN false AND $12::boolean AND",
 		pkg: "./dispatcher/", run: "^TestCallbackBeforeAnswer$"},
 	{name: "reconcile: a dry run replays the call with its key", file: "dispatcher/reconcile.go",
-		from: "case dryRun && replays != nil && replays.LookupReplays(r.createdAt):", to: "case false && replays != nil:",
+		from: "case dryRun && replays != nil && replays.LookupReplays(r.CreatedAt):", to: "case false && replays != nil:",
 		pkg: "./dispatcher/", run: "^TestReconcileDryRunDoesNotReplay$"},
 	{name: "reconcile: a lookup cut short by Stop counted ambiguous", file: "dispatcher/reconcile.go",
 		from: "case err != nil && ctx.Err() != nil:", to: "case false:",
@@ -120,13 +120,13 @@ var mutations = []mutation{
 		from: "AND lease_expires_at < now()", to: "AND lease_expires_at < now() + interval '1 hour'",
 		pkg: "./dispatcher/", run: "^TestReconcileRefusesLiveLease$"},
 	{name: "reconciler: operator reconcile of a live lease", file: "dispatcher/reconcile.go",
-		from: "case r.status == statemachine.Sending && leaseUntil != nil:", to: "case false:",
+		from: "case r.Status == statemachine.Sending && leaseUntil != nil:", to: "case false:",
 		pkg: "./dispatcher/", run: "^TestReconcileRefusesLiveLease$"},
 	{name: "maybe sent: keyed call FAILED on its last attempt", file: "dispatcher/claim.go",
 		from: "case class.MaybeSent && last:", to: "case false:",
 		pkg: "./dispatcher/", run: "^TestMaybeSentKeyed$"},
 	{name: "max_age: old intents sent", file: "dispatcher/claim.go",
-		from: "if p.MaxAge > 0 && out.started.Sub(c.occurredAt) > p.MaxAge.D() {", to: "if false {",
+		from: "if p.MaxAge > 0 && out.started.Sub(c.OccurredAt) > p.MaxAge.D() {", to: "if false {",
 		pkg: "./dispatcher/", run: "^TestMaxAgeSkips$"},
 	{name: "prune: IN_DOUBT rows pruned", file: "internal/query/prune.sql",
 		from: "status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED')", to: "status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED', 'IN_DOUBT')",
@@ -134,10 +134,10 @@ var mutations = []mutation{
 
 	// Key window: no blind re-execution of a maybe-sent money call.
 	{name: "key window: reconciler resends past it", file: "dispatcher/reconcile.go",
-		from: "if pastKeyWindow(ch.Kind, r.createdAt, time.Now()) {", to: "if false {",
+		from: "if pastKeyWindow(ch.Kind, r.CreatedAt, time.Now()) {", to: "if false {",
 		pkg: "./dispatcher/", run: "^TestKeyWindowReconciler$"},
 	{name: "key window: maybe-sent call retried past it", file: "dispatcher/claim.go",
-		from: "(!ch.keyed || pastKeyWindow(ch.Kind, c.createdAt, next))", to: "!ch.keyed",
+		from: "(!ch.keyed || pastKeyWindow(ch.Kind, c.CreatedAt, next))", to: "!ch.keyed",
 		pkg: "./dispatcher/", run: "^TestKeyWindowMaybeSentCall$"},
 	{name: "key window: operator retry past it", file: "dispatcher/operate.go",
 		from: "if to == statemachine.Pending && !op.Force {", to: "if false {",
@@ -228,7 +228,7 @@ var mutations = []mutation{
 
 	// Poison rows: a value the claim cannot carry is quarantined, never sent.
 	{name: "claim: poison rows sent instead of quarantined", file: "dispatcher/claim.go",
-		from: "if c.problem != \"\" {", to: "if false {",
+		from: "if c.Problem != \"\" {", to: "if false {",
 		pkg: "./cmd/effectd/", run: "^TestAbusePoisonRows$"},
 
 	// Outcome notifications: each outcome told once, under a stable event id.

@@ -5,16 +5,26 @@ import (
 	_ "embed"
 	"encoding/json"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/effectd/effectd/effectdtype"
 )
 
 //go:embed audit.sql
 var auditSQL string
 
-// ListAudit reads the newest $2 audit entries of intent $1, oldest first:
-// id, at, actor, action, reason, before, after.
-//
 //go:embed list_audit.sql
-var ListAudit string
+var listAuditSQL string
+
+// ListAudit reads the newest limit audit entries of intent id, oldest first.
+func ListAudit(ctx context.Context, db DB, id int64, limit int) ([]effectdtype.AuditEntry, error) {
+	rows, err := db.Query(ctx, listAuditSQL, id, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[effectdtype.AuditEntry])
+}
 
 // Audit is one entry of effectd.audit: who changed what, why, and the subject
 // before and after the change. Every change made through the admin API (an

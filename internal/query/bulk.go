@@ -4,62 +4,143 @@ import (
 	"context"
 	_ "embed"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/statemachine"
 )
 
-// BulkCreate creates a bulk snapshot of action $1 (resolve as $2) over filter
-// $3 with reason $4 by actor $5, applicable for $6; returns id and expiry.
-//
-//go:embed bulk_create.sql
-var BulkCreate string
+// effectd.bulk_snapshots and effectd.bulk_rows: an operator's bulk action,
+// frozen over the intents it selects, then applied once.
 
-// BulkDropExtra drops the last row of snapshot $1, frozen past the limit.
-//
-//go:embed bulk_drop_extra.sql
-var BulkDropExtra string
-
-// BulkSetMatched records that snapshot $1 froze $2 intents.
-//
-//go:embed bulk_set_matched.sql
-var BulkSetMatched string
-
-// BulkSample reads the first $2 intents of snapshot $1, whole.
-//
-//go:embed bulk_sample.sql
-var BulkSample string
-
-// BulkPrune deletes the snapshots that expired more than $1 ago.
-//
 //go:embed bulk_prune.sql
-var BulkPrune string
+var bulkPruneSQL string
 
-// BulkClaim marks snapshot $1 applied by $2, once and before it expires, and
-// returns its action, resolve_as and reason.
-//
+//go:embed bulk_create.sql
+var bulkCreateSQL string
+
+//go:embed bulk_drop_extra.sql
+var bulkDropExtraSQL string
+
+//go:embed bulk_set_matched.sql
+var bulkSetMatchedSQL string
+
+//go:embed bulk_sample.sql
+var bulkSampleSQL string
+
 //go:embed bulk_claim.sql
-var BulkClaim string
+var bulkClaimSQL string
 
-// BulkState reads snapshot $1's actor, filter, when it was applied and when it expires.
-//
 //go:embed bulk_state.sql
-var BulkState string
+var bulkStateSQL string
 
-// BulkRows lists the intents frozen in snapshot $1 with their frozen status
-// and attempts and their channel now.
-//
 //go:embed bulk_rows.sql
-var BulkRows string
+var bulkRowsSQL string
 
-// BulkFinish records that snapshot $1 applied $2 intents and skipped $3.
-//
 //go:embed bulk_finish.sql
-var BulkFinish string
+var bulkFinishSQL string
 
-// ChannelNames lists the registered channels' names.
-//
-//go:embed channel_names.sql
-var ChannelNames string
+// PruneBulk deletes the snapshots, with their rows, that expired more than
+// keep ago.
+func PruneBulk(ctx context.Context, db DB, keep time.Duration) error {
+	_, err := db.Exec(ctx, bulkPruneSQL, keep.String())
+	return err
+}
+
+// NewBulk is a bulk snapshot as CreateBulk records it, before its rows.
+type NewBulk struct {
+	Action   string // retry | cancel | resolve
+	As       string // with resolve: resend | skip; "" = none
+	Filter   []byte // JSON: what the operator asked for, with the channels it was frozen among
+	Reason   string
+	Actor    string
+	Lifetime time.Duration // how long it may be applied
+}
+
+// CreateBulk records snapshot b, with no rows yet, and returns its id and
+// when it expires.
+func CreateBulk(ctx context.Context, db DB, b NewBulk) (id string, expiresAt time.Time, err error) {
+	err = db.QueryRow(ctx, bulkCreateSQL, b.Action, b.As, b.Filter, b.Reason, b.Actor, b.Lifetime.String()).Scan(&id, &expiresAt)
+	return id, expiresAt, err
+}
+
+// DropBulkExtra drops the last row of snapshot, frozen past the limit only to
+// know that more intents matched.
+func DropBulkExtra(ctx context.Context, db DB, snapshot string) error {
+	_, err := db.Exec(ctx, bulkDropExtraSQL, snapshot)
+	return err
+}
+
+// SetBulkMatched records that snapshot froze matched intents.
+func SetBulkMatched(ctx context.Context, db DB, snapshot string, matched int) error {
+	_, err := db.Exec(ctx, bulkSetMatchedSQL, snapshot, matched)
+	return err
+}
+
+// SampleBulk reads the first limit intents of snapshot by id, whole, as they
+// are now.
+func SampleBulk(ctx context.Context, db DB, snapshot string, limit int) ([]effectdtype.IntentRow, error) {
+	rows, err := db.Query(ctx, bulkSampleSQL, snapshot, limit)
+	if err != nil {
+		return nil, err
+	}
+	return collectIntents(rows)
+}
+
+// BulkAction is what a snapshot does to each of its rows.
+type BulkAction struct {
+	Action string
+	As     string // "" = none
+	Reason string
+}
+
+// ClaimBulk marks snapshot id applied by actor, once and before it expires,
+// and returns its action; pgx.ErrNoRows when it was applied before or has
+// expired (or does not exist).
+func ClaimBulk(ctx context.Context, db DB, id, actor string) (a BulkAction, err error) {
+	err = db.QueryRow(ctx, bulkClaimSQL, id, actor).Scan(&a.Action, &a.As, &a.Reason)
+	return a, err
+}
+
+// BulkState is a stored snapshot as an apply checks it.
+type BulkState struct {
+	Actor     string
+	Filter    []byte     // JSON, as CreateBulk stored it
+	AppliedAt *time.Time // nil: never applied
+	ExpiresAt time.Time
+}
+
+// SelectBulk reads snapshot id; pgx.ErrNoRows when there is none.
+func SelectBulk(ctx context.Context, db DB, id string) (st BulkState, err error) {
+	err = db.QueryRow(ctx, bulkStateSQL, id).Scan(&st.Actor, &st.Filter, &st.AppliedAt, &st.ExpiresAt)
+	return st, err
+}
+
+// FrozenRow is an intent frozen in a snapshot: the state it was frozen in,
+// and its channel now ("" when the intent is gone).
+type FrozenRow struct {
+	ID       int64
+	Status   statemachine.State
+	Attempts int
+	Channel  string
+}
+
+// BulkRows lists the intents frozen in snapshot, by id.
+func BulkRows(ctx context.Context, db DB, snapshot string) ([]FrozenRow, error) {
+	rows, err := db.Query(ctx, bulkRowsSQL, snapshot)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[FrozenRow])
+}
+
+// FinishBulk records that snapshot id applied applied intents and skipped skipped.
+func FinishBulk(ctx context.Context, db DB, id string, applied, skipped int) error {
+	_, err := db.Exec(ctx, bulkFinishSQL, id, applied, skipped)
+	return err
+}
 
 //go:embed bulk_freeze.sql
 var bulkFreezeSQL string

@@ -1,18 +1,79 @@
 package query
 
-import _ "embed"
+import (
+	"context"
+	_ "embed"
 
-// FoldCounts folds the deltas of the settled counts (intent_count_deltas) into
-// intent_counts, so readers add only the few appended since.
-//
+	"github.com/jackc/pgx/v5"
+
+	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/statemachine"
+)
+
+// The operators' figures over effectd.intents that do not grow with history:
+// the settled counts kept as changes happen (intent_counts, with the deltas
+// in intent_count_deltas) and the gauges read from partial indexes.
+
 //go:embed fold_counts.sql
-var FoldCounts string
+var foldCountsSQL string
 
-// MarkIDs records the last id handed out now (id_marks) unless none was drawn
-// since the last mark, and forgets marks older than $1 (an interval).
+//go:embed channel_counts.sql
+var channelCountsSQL string
+
+//go:embed channel_gauges.sql
+var channelGaugesSQL string
+
+// FoldCounts is the statement FoldSettledCounts runs, for cmd/ until it calls
+// FoldSettledCounts.
 //
-//go:embed mark_ids.sql
-var MarkIDs string
+// Deprecated: call FoldSettledCounts.
+var FoldCounts = foldCountsSQL
 
-//go:embed id_before.sql
-var idBeforeSQL string
+// FoldSettledCounts folds the deltas of the settled counts into the counts,
+// so readers add only the few appended since. Instances folding at once each
+// take distinct delta rows.
+func FoldSettledCounts(ctx context.Context, db DB) error {
+	_, err := db.Exec(ctx, foldCountsSQL)
+	return err
+}
+
+// StatusCount is how many intents of a channel are in a status.
+type StatusCount struct {
+	Channel string
+	Status  statemachine.State
+	N       int64
+}
+
+// ChannelCounts counts the intents of channel (nil: every registered
+// channel) by status: the live states exactly from their partial indexes, the
+// settled states from the counts kept as changes happen. A status with no
+// intent is left out.
+func ChannelCounts(ctx context.Context, db DB, channel *string) ([]StatusCount, error) {
+	rows, err := db.Query(ctx, channelCountsSQL, channel)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[StatusCount])
+}
+
+// ChannelGauges are one channel's gauges.
+type ChannelGauges struct {
+	Channel string
+	effectdtype.Gauges
+}
+
+// Gauges reads every registered channel's gauges, by channel name: the wait
+// of its oldest due PENDING intent, its SENDING intents past their lease, its
+// IN_DOUBT intents and its settled intents by delivery.
+func Gauges(ctx context.Context, db DB) ([]ChannelGauges, error) {
+	rows, err := db.Query(ctx, channelGaugesSQL)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (ChannelGauges, error) {
+		var g ChannelGauges
+		err := row.Scan(&g.Channel, &g.OldestPendingAge, &g.SendingPastLease, &g.InDoubt,
+			&g.Deliveries.Accepted, &g.Deliveries.Delivered, &g.Deliveries.Undelivered)
+		return g, err
+	})
+}

@@ -1,14 +1,24 @@
-// Package query holds the SQL that effectd runs on its own tables: one
-// statement per embedded .sql file, each opening with a comment that says what
-// it does and what its parameters are. The dispatcher, the admin API and the
-// console all take their SQL from here.
+// Package query is effectd's data layer: the SQL it runs on its own tables,
+// and the only code that reads a row by column position. Each statement is an
+// embedded .sql file that opens with a comment saying what it does; no
+// statement is exported. Callers run one through an exported function with
+// typed parameters (a struct whose fields name them when they are many, e.g.
+// ClaimParams, Settlement, IntentFilter) and typed results: effectdtype's rows
+// where they exist (IntentRow, Attempt, AuditEntry, ProviderEvent), otherwise
+// a struct declared beside the function (Claimed, Unsettled, ChannelRow, ...).
+// A missing row is pgx.ErrNoRows, a fenced-out compare-and-set a false
+// "applied" or "moved". Each function takes the caller's DB: a pool, a
+// connection or a transaction, so a change and its audit entry share one.
 //
-// A statement with a few parameters is an exported string (Operate,
-// ChannelGet, ...), run with the caller's pgx pool, connection or transaction.
-// A statement whose positional parameters would be easy to misorder is run
-// through a typed function instead: Complete (a CompleteBatch of outcomes),
-// Settle, RecordEvent, RecordPoll, ListIntents, ListEvents and FreezeBulk take
-// a struct whose fields name each parameter.
+// The Go files are organised by table: intents.go (whole intents: select,
+// list, operate, enqueue), intents_send.go (claim, complete, the reconciler's
+// take and settle, prune), intents_delivery.go (provider events' and polls'
+// changes of delivery), intents_sweep.go, attempts.go, audit.go, bulk.go
+// (bulk_snapshots and bulk_rows), channels.go, counts.go (the settled counts
+// and gauges), id_marks.go, provider_events.go, rate_buckets.go,
+// sessions.go (console_sessions), partitions.go; locks.go and wakeup.go hold
+// the advisory locks and the LISTEN/NOTIFY wake-up. filter.go builds the
+// statements of the lists whose conditions depend on the filters given.
 //
 // WriteAudit is the one writer of effectd.audit, and AuditState its one shape:
 // before and after hold the subject's fields (an intent's status, attempts,

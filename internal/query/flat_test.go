@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/pgtest"
 )
 
@@ -63,7 +64,7 @@ func seedHistory(t *testing.T, pool *pgxpool.Pool, from, n int) {
 		 SELECT 'twilio', 'orphan-' || g || '-' || (SELECT count(*) FROM effectd.provider_events), 'sms', 'SMx', 'delivered', 'orphan', '{}'
 		 FROM generate_series(1, 2) g`,
 		`VACUUM ANALYZE effectd.provider_events`,
-		FoldCounts,
+		foldCountsSQL,
 		`VACUUM ANALYZE effectd.intent_count_deltas`,
 		`VACUUM ANALYZE effectd.intents`,
 		`VACUUM ANALYZE effectd.attempts`,
@@ -90,9 +91,9 @@ func flatReads() []flatRead {
 	empty := time.Now().Add(-100 * 24 * time.Hour)
 	emptyEnd := empty.Add(time.Hour)
 	reads := []flatRead{
-		{name: "counts, every channel", sql: ChannelCounts, args: []any{nil}},
-		{name: "counts, one channel", sql: ChannelCounts, args: []any{"sms"}},
-		{name: "gauges", sql: ChannelGauges},
+		{name: "counts, every channel", sql: channelCountsSQL, args: []any{nil}},
+		{name: "counts, one channel", sql: channelCountsSQL, args: []any{"sms"}},
+		{name: "gauges", sql: channelGaugesSQL},
 	}
 	for _, f := range []struct {
 		name string
@@ -245,17 +246,17 @@ func TestCountsFollowChanges(t *testing.T) {
 	ctx := context.Background()
 	check := func(when string) {
 		t.Helper()
-		rows, err := pool.Query(ctx, ChannelCounts, nil)
+		counts, err := ChannelCounts(ctx, pool, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := map[string]int64{}
+		for _, c := range counts {
+			got[c.Channel+"/"+string(c.Status)] = c.N
+		}
 		var ch, st string
 		var n int64
-		if _, err := pgx.ForEachRow(rows, []any{&ch, &st, &n}, func() error { got[ch+"/"+st] = n; return nil }); err != nil {
-			t.Fatal(err)
-		}
-		rows, err = pool.Query(ctx, `SELECT channel, status, count(*) FROM effectd.intents GROUP BY 1, 2`)
+		rows, err := pool.Query(ctx, `SELECT channel, status, count(*) FROM effectd.intents GROUP BY 1, 2`)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -280,7 +281,7 @@ func TestCountsFollowChanges(t *testing.T) {
 		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status)
 		 SELECT 'x' || g, 'b', '{}', 'x' || g, 'CANCELLED' FROM generate_series(1, 10) g`,
 		`DELETE FROM effectd.intents WHERE status = 'SENT' AND id % 8 = 0`,
-		FoldCounts,
+		foldCountsSQL,
 		`UPDATE effectd.intents SET status = 'SKIPPED' WHERE status = 'PENDING' AND id % 11 = 0`,
 		`DELETE FROM effectd.intents WHERE status = 'CANCELLED' AND event_id = 'x3'`,
 	} {
@@ -305,13 +306,13 @@ func TestListSinceMark(t *testing.T) {
 		`INSERT INTO effectd.channels (name, provider) VALUES ('a', 'webhook')`,
 		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, created_at)
 		 SELECT 'old' || g, 'a', '{}', 'a:old' || g, now() - interval '2 hours' FROM generate_series(1, 20) g`,
-		MarkIDs,
+		markIDsSQL,
 		`UPDATE effectd.id_marks SET at = now() - interval '90 minutes'`,
 		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, created_at)
 		 SELECT 'new' || g, 'a', '{}', 'a:new' || g, now() - interval '1 hour' FROM generate_series(1, 5) g`,
 	} {
 		var args []any
-		if s == MarkIDs {
+		if s == markIDsSQL {
 			args = []any{"1 day"}
 		}
 		if _, err := pool.Exec(ctx, s, args...); err != nil {
@@ -319,16 +320,9 @@ func TestListSinceMark(t *testing.T) {
 		}
 	}
 	since := time.Now().Add(-80 * time.Minute)
-	rows, err := ListIntents(ctx, pool, IntentFilter{Limit: 100, Since: &since})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var n int
-	for rows.Next() {
-		n++
-	}
-	if rows.Err() != nil {
-		t.Fatal(rows.Err())
+	if err := ListIntents(ctx, pool, IntentFilter{Limit: 100, Since: &since}, func(effectdtype.IntentRow) bool { n++; return true }); err != nil {
+		t.Fatal(err)
 	}
 	if n != 5 {
 		t.Fatalf("%d intents since %s, want the 5 created an hour ago", n, since.Format(time.TimeOnly))

@@ -1,4 +1,4 @@
--- The select list of a whole intent, in the order dispatcher.ScanIntent reads
+-- The select list of a whole intent, in the order scanIntent reads
 -- it. Every statement that returns whole intents spells it out exactly like
 -- this (TestIntentColumns holds them to it): select_intent.sql, operate.sql,
 -- list_intents.sql, bulk_sample.sql.

@@ -13,6 +13,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
+//go:embed add_partitions.sql
+var addPartitionsSQL string
+
+//go:embed partition_attached.sql
+var partitionAttachedSQL string
+
 //go:embed retention_horizon.sql
 var retentionHorizonSQL string
 
@@ -41,8 +47,7 @@ type Partition struct {
 // when the last intents partition ends: an intent created after that has no
 // partition to go to, and its enqueue fails.
 func AddPartitions(ctx context.Context, db DB, ahead int) (made int, until time.Time, err error) {
-	err = db.QueryRow(ctx, `SELECT effectd.add_partitions($1), (SELECT max(upper) FROM effectd.partitions WHERE parent = 'intents')`,
-		ahead).Scan(&made, &until)
+	err = db.QueryRow(ctx, addPartitionsSQL, ahead).Scan(&made, &until)
 	return made, until, err
 }
 
@@ -84,7 +89,7 @@ func PartitionHeld(ctx context.Context, db DB, name string, horizon time.Duratio
 func DropPartition(ctx context.Context, pool *pgxpool.Pool, p Partition) error {
 	table := pgx.Identifier{"effectd", p.Name}.Sanitize()
 	var attached bool
-	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = to_regclass($1))`, table).Scan(&attached); err != nil {
+	if err := pool.QueryRow(ctx, partitionAttachedSQL, table).Scan(&attached); err != nil {
 		return err
 	}
 	if attached {
@@ -121,9 +126,4 @@ func FinishDetaches(ctx context.Context, db DB) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-// interval is d as a PostgreSQL interval parameter.
-func interval(d time.Duration) pgtype.Interval {
-	return pgtype.Interval{Microseconds: d.Microseconds(), Valid: true}
 }

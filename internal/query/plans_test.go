@@ -76,7 +76,7 @@ func TestCompleteLooksUpByID(t *testing.T) {
 // predicate migration 008 narrowed to rows with a lease.
 func TestTakeExpiredUsesLeaseIndex(t *testing.T) {
 	plan := explain(t, []string{`SET LOCAL enable_seqscan = off`},
-		TakeExpired, 100, []string{"sms"}, pgtype.Interval{Microseconds: 60e6, Valid: true})
+		takeExpiredSQL, 100, []string{"sms"}, pgtype.Interval{Microseconds: 60e6, Valid: true})
 	if !strings.Contains(plan, "_lease") {
 		t.Fatalf("the reconciler's plan does not use intents_lease:\n%s", plan)
 	}
@@ -87,7 +87,7 @@ func TestTakeExpiredUsesLeaseIndex(t *testing.T) {
 // more than that channel's settled rows.
 func TestPruneUsesItsIndex(t *testing.T) {
 	plan := explain(t, []string{`SET LOCAL enable_seqscan = off`},
-		Prune, "sms", 100, pgtype.Interval{Microseconds: 3600e6, Valid: true})
+		pruneSQL, "sms", 100, pgtype.Interval{Microseconds: 3600e6, Valid: true})
 	if !strings.Contains(plan, "_prunable") {
 		t.Fatalf("the prune plan does not use intents_prunable:\n%s", plan)
 	}

@@ -45,7 +45,7 @@ func TestSQLFiles(t *testing.T) {
 }
 
 // TestIntentColumns: each statement that returns whole intents spells out
-// the select list of intent_columns.sql, which dispatcher.ScanIntent reads.
+// the select list of intent_columns.sql, which scanIntent reads.
 func TestIntentColumns(t *testing.T) {
 	cols := body(t, "intent_columns.sql")
 	for _, f := range []string{"select_intent.sql", "operate.sql", "list_intents.sql", "bulk_sample.sql"} {

@@ -1,22 +1,44 @@
 package query
 
-import _ "embed"
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"time"
 
-// The console's session store (scs) on effectd.console_sessions.
-var (
-	// SessionFind reads the data of unexpired session $1.
-	//
-	//go:embed session_find.sql
-	SessionFind string
-
-	// SessionCommit saves session $1 with data $2 until $3, and drops sessions
-	// that expired an hour ago.
-	//
-	//go:embed session_commit.sql
-	SessionCommit string
-
-	// SessionDelete deletes session $1.
-	//
-	//go:embed session_delete.sql
-	SessionDelete string
+	"github.com/jackc/pgx/v5"
 )
+
+// effectd.console_sessions: the console's sessions (an scs store).
+
+//go:embed session_find.sql
+var sessionFindSQL string
+
+//go:embed session_commit.sql
+var sessionCommitSQL string
+
+//go:embed session_delete.sql
+var sessionDeleteSQL string
+
+// FindSession reads the data of session token unless it has expired; found
+// is false when there is no such session.
+func FindSession(ctx context.Context, db DB, token string) (data []byte, found bool, err error) {
+	err = db.QueryRow(ctx, sessionFindSQL, token).Scan(&data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
+	}
+	return data, err == nil, err
+}
+
+// CommitSession saves session token with data until expiry, and drops the
+// sessions that expired an hour ago.
+func CommitSession(ctx context.Context, db DB, token string, data []byte, expiry time.Time) error {
+	_, err := db.Exec(ctx, sessionCommitSQL, token, data, expiry)
+	return err
+}
+
+// DeleteSession deletes session token.
+func DeleteSession(ctx context.Context, db DB, token string) error {
+	_, err := db.Exec(ctx, sessionDeleteSQL, token)
+	return err
+}

@@ -1,23 +1,37 @@
 package query
 
 import (
+	"context"
 	_ "embed"
 	"strings"
 )
 
-// SetWaiting sets effectd.wakeup.waiting to $1: whether effectd.enqueue
-// NOTIFYs effectd_wakeup on commit.
-//
+// effectd.wakeup and the effectd_wakeup channel: how a producer's commit wakes
+// an idle dispatcher.
+
 //go:embed set_waiting.sql
-var SetWaiting string
+var setWaitingSQL string
 
 //go:embed listen_wakeup.sql
 var listenWakeupSQL string
 
-// ListenWakeup LISTENs for effectd_wakeup. It is the statement without its
-// comment, so that pg_stat_activity shows a listening connection as exactly
+// listenWakeup is listen_wakeup.sql without its comment, so that
+// pg_stat_activity shows a listening connection as exactly
 // "LISTEN effectd_wakeup".
-var ListenWakeup = withoutComments(listenWakeupSQL)
+var listenWakeup = withoutComments(listenWakeupSQL)
+
+// SetWaiting says whether effectd.enqueue NOTIFYs effectd_wakeup on commit:
+// true while a dispatcher waits for work.
+func SetWaiting(ctx context.Context, db DB, waiting bool) error {
+	_, err := db.Exec(ctx, setWaitingSQL, waiting)
+	return err
+}
+
+// ListenWakeup LISTENs for effectd_wakeup on db, a connection of its own.
+func ListenWakeup(ctx context.Context, db DB) error {
+	_, err := db.Exec(ctx, listenWakeup)
+	return err
+}
 
 // withoutComments returns sql without its "--" comment lines, trimmed.
 func withoutComments(sql string) string {
