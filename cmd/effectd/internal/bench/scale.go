@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/internal/query"
@@ -79,11 +78,10 @@ func (e *env) scale(ctx context.Context) error {
 		return err
 	}
 	defer pool.Close()
-	if _, err := pool.Exec(ctx, `INSERT INTO effectd.channels (name, provider) VALUES ('pay', 'stripe'), ('sms', 'twilio')
-		ON CONFLICT DO NOTHING`); err != nil {
+	if err := query.AddChannels(ctx, pool, map[string]string{"pay": "stripe", "sms": "twilio"}); err != nil {
 		return err
 	}
-	if err := historyPartitions(ctx, pool, 15); err != nil {
+	if err := query.DayPartitions(ctx, pool, 15); err != nil {
 		return err
 	}
 	sizes := []int{max(e.opt.ScaleRows/10, 1000), e.opt.ScaleRows}
@@ -288,8 +286,8 @@ func dropExpired(ctx context.Context, pool *pgxpool.Pool, horizon time.Duration)
 				if held {
 					continue
 				}
-				var n int64
-				if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{"effectd", part.Name}.Sanitize()).Scan(&n); err != nil {
+				n, err := query.PartitionRows(ctx, pool, part.Name)
+				if err != nil {
 					return pruned{err: err}
 				}
 				p.rows += n
@@ -304,28 +302,13 @@ func dropExpired(ctx context.Context, pool *pgxpool.Pool, horizon time.Duration)
 	return p
 }
 
-// historyPartitions replaces the first partition a fresh database has (all
-// before tomorrow) with one partition per day for the days days before today,
-// as a deployment has once it has run that long.
-func historyPartitions(ctx context.Context, pool *pgxpool.Pool, days int) error {
-	if _, err := pool.Exec(ctx, `DROP TABLE effectd.intents_p0, effectd.attempts_p0, effectd.provider_events_p0;
-DELETE FROM effectd.partitions WHERE lower = '-infinity'`); err != nil {
-		return err
-	}
-	_, err := pool.Exec(ctx, `SELECT effectd.add_partition(t, (now() AT TIME ZONE 'UTC')::date - d)
-FROM unnest(ARRAY['intents', 'attempts', 'provider_events']) t, generate_series(0, $1::int) d`, days)
-	return err
-}
-
 // tableSizes says how large the tables that grow with history are, heap and
 // indexes apart.
 func tableSizes(ctx context.Context, pool *pgxpool.Pool) string {
 	var out []string
 	for _, t := range []string{"intents", "attempts", "provider_events"} {
-		var heap, idx int64
-		if err := pool.QueryRow(ctx, `SELECT coalesce(sum(pg_table_size(inhrelid)), 0)::bigint, coalesce(sum(pg_indexes_size(inhrelid)), 0)::bigint
-			FROM pg_inherits WHERE inhparent = $1::regclass`, "effectd."+t).
-			Scan(&heap, &idx); err != nil {
+		heap, idx, err := query.TableSize(ctx, pool, t)
+		if err != nil {
 			return err.Error()
 		}
 		out = append(out, fmt.Sprintf("%s %.2f GB + %.2f GB indexes", t, float64(heap)/(1<<30), float64(idx)/(1<<30)))
@@ -400,77 +383,15 @@ func timeReads(ctx context.Context, base string, runs int) (map[string]timing, e
 	return out, nil
 }
 
-// loadHistory adds n settled intents after the first `from`, the final-th of
-// them an hour ago and the first 14 days before, as an import would write
-// them (already settled; migration 012 counts them as they are inserted, and
-// the load folds the counts and marks the ids by time, as serve's folder
-// does): over the bench
-// webhook channel, a Stripe and a Twilio channel; one in 3,000 FAILED with its
-// error, one in 500 of the others undelivered, one attempt each, a provider
-// event for each Twilio message; then 3 rows IN_DOUBT and 2 orphan events,
-// once. It loads a million rows per statement and ends with VACUUM
-// ANALYZE, as autovacuum would have by then.
+// loadHistory adds n settled intents after the first `from` into a history of
+// final (query.LoadHistory), folds their counts as serve's folder does, and
+// ends with VACUUM ANALYZE, as autovacuum would have by then.
 func loadHistory(ctx context.Context, pool *pgxpool.Pool, from, n, final int) error {
-	const chunk = 1_000_000
-	total := from + n
-	for lo := from + 1; lo <= total; lo += chunk {
-		hi := min(lo+chunk-1, total)
-		_, err := pool.Exec(ctx, `
-WITH rows AS (
-    INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, attempts,
-        provider_ref, last_error, delivery, claimed_at, created_at, updated_at)
-    SELECT 's-' || g, ch, jsonb_build_object('to', '+1555' || lpad((g % 10000000)::text, 7, '0'), 'body', 'code ' || g),
-           ch || ':s-' || g,
-           CASE WHEN g % 3000 = 0 THEN 'FAILED' ELSE 'SENT' END, 1,
-           CASE WHEN g % 3000 = 0 THEN NULL ELSE 'ref-' || g END,
-           CASE WHEN g % 3000 = 0 THEN 'provider said 400: invalid number' END,
-           CASE WHEN g % 3000 = 0 THEN NULL
-                WHEN g % 500 = 0 AND ch <> 'bench' THEN 'undelivered'
-                ELSE 'delivered' END,
-           at, at, at
-    FROM generate_series($1::bigint, $2::bigint) g,
-         LATERAL (SELECT (ARRAY['bench', 'pay', 'sms'])[1 + g % 3] AS ch,
-                         now() - interval '1 hour' - ($3::bigint - g) * (interval '14 days' / $3::bigint) AS at) x
-    RETURNING id, channel, status, provider_ref, last_error, created_at
-),
-events AS (
-    INSERT INTO effectd.provider_events (provider, event_id, channel, intent_id, object_ref, type, status,
-        delivery, outcome, payload, received_at)
-    SELECT 'twilio', provider_ref || ':delivered', channel, id, provider_ref, 'delivered', 'delivered',
-           'delivered', 'applied', jsonb_build_object('MessageSid', provider_ref, 'MessageStatus', 'delivered'), created_at
-    FROM rows
-    WHERE channel = 'sms' AND provider_ref IS NOT NULL
-),
-mark AS (
-    INSERT INTO effectd.id_marks (at, max_id)
-    SELECT max(created_at) + interval '1 microsecond', max(id) FROM rows
-)
-INSERT INTO effectd.attempts (intent_id, attempt, started_at, finished_at, outcome, error, provider_ref)
-SELECT id, 1, created_at, created_at, CASE WHEN status = 'SENT' THEN 'sent' ELSE 'failed' END, last_error, provider_ref
-FROM rows`, lo, hi, int64(final))
-		if err != nil {
-			return err
-		}
+	if err := query.LoadHistory(ctx, pool, query.History{From: from, N: n, Final: final}); err != nil {
+		return err
 	}
-	if from == 0 {
-		if _, err := pool.Exec(ctx, `
-INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, attempts, lease_expires_at)
-SELECT 'doubt-' || g, 'sms', '{"to": "+15550000000", "body": "hi"}', 'sms:doubt-' || g, 'IN_DOUBT', 1, now()
-FROM generate_series(1, 3) g`); err != nil {
-			return err
-		}
-		if _, err := pool.Exec(ctx, `
-INSERT INTO effectd.provider_events (provider, event_id, channel, object_ref, type, status, outcome, payload)
-SELECT 'twilio', 'SMorphan' || g || ':delivered', 'sms', 'SMorphan' || g, 'delivered', 'delivered', 'orphan', '{}'
-FROM generate_series(1, 2) g`); err != nil {
-			return err
-		}
+	if _, err := pool.Exec(ctx, query.FoldCounts); err != nil {
+		return err
 	}
-	for _, s := range []string{query.FoldCounts, `VACUUM ANALYZE effectd.intents`, `VACUUM ANALYZE effectd.attempts`,
-		`VACUUM ANALYZE effectd.provider_events`, `VACUUM ANALYZE effectd.intent_count_deltas`} {
-		if _, err := pool.Exec(ctx, s); err != nil {
-			return err
-		}
-	}
-	return nil
+	return query.VacuumHistory(ctx, pool)
 }

@@ -13,18 +13,21 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/providers/sandbox"
 )
-
-const enqueueSQL = `SELECT effectd.enqueue(event_id => $1, channel => 'bench', payload => $2::jsonb)`
 
 // enqueueOne commits one producer transaction holding one enqueue.
 func enqueueOne(ctx context.Context, pool *pgxpool.Pool, id string) error {
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		var inserted bool
-		return tx.QueryRow(ctx, enqueueSQL, id, `{"order":"`+id+`","amount":1250,"currency":"eur"}`).Scan(&inserted)
+		_, err := dispatcher.Enqueue(ctx, tx, dispatcher.Intent{EventID: id, Channel: "bench", Payload: benchPayload(id)})
+		return err
 	})
 }
+
+// benchPayload is the payload of bench event id.
+func benchPayload(id string) string { return `{"order":"` + id + `","amount":1250,"currency":"eur"}` }
 
 // backlog enqueues n events through the producers, 5% of them delivered twice,
 // and returns the committed event ids.
@@ -276,15 +279,12 @@ func (e *env) producer(ctx context.Context) error {
 		return err
 	}
 	defer pool.Close()
-	if _, err := pool.Exec(ctx, `INSERT INTO effectd.channels (name, provider) VALUES ('bench', 'webhook')`); err != nil {
+	if err := query.AddChannels(ctx, pool, map[string]string{"bench": "webhook"}); err != nil {
 		return err
 	}
 	bare := func(ctx context.Context, id string) error {
 		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, `INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key)
-				VALUES ($1, 'bench', $2::jsonb, $3) ON CONFLICT DO NOTHING`,
-				id, `{"order":"`+id+`","amount":1250,"currency":"eur"}`, "bench:"+id)
-			return err
+			return query.InsertBareIntent(ctx, tx, query.BareIntent{EventID: id, Channel: "bench", Payload: benchPayload(id), IdempotencyKey: "bench:" + id})
 		})
 	}
 	viaFunc := func(ctx context.Context, id string) error { return enqueueOne(ctx, pool, id) }

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/providers/sandbox"
 )
 
@@ -31,11 +32,8 @@ type soakMinute struct {
 	Sent    int             // first calls that reached the sandbox
 	lat     []time.Duration // commit → provider of those calls, sorted
 
-	IntentsHeap, IntentsIndexes, IntentsTotal int64 // bytes
-	IntentsLive, IntentsDead, IntentsAutovac  int64
-	AttemptsTotal                             int64 // bytes, with indexes
-	AttemptsDead, AttemptsAutovac             int64
-	RSSKB                                     int64 // effectd serve's resident memory
+	query.TableStats
+	RSSKB int64 // effectd serve's resident memory
 }
 
 // size is what the bound is about: both tables with their indexes and TOAST.
@@ -212,7 +210,7 @@ func (e *env) startSoak(ctx context.Context) (*pgxpool.Pool, *instance, error) {
 		// terminal rows are dated back by the difference when they become
 		// terminal: the pruner, at its one-hour retention, deletes them
 		// `retention` after they finished.
-		if _, err := pool.Exec(ctx, fmt.Sprintf(ageSQL, (minRetention-retention).Milliseconds())); err != nil {
+		if err := query.AgeTerminal(ctx, pool, minRetention-retention); err != nil {
 			pool.Close()
 			return nil, nil, fmt.Errorf("installing the ageing trigger: %w", err)
 		}
@@ -359,9 +357,11 @@ func (r *soakRun) collect(ctx, pctx context.Context, pid int, interval time.Dura
 		}
 		m := soakMinute{Minute: k, Offered: int(r.offered.Swap(0)), Late: int(r.late.Swap(0))}
 		pending = r.latencies(&m, pending)
-		if err := tableStats(ctx, r.pool, &m); err != nil {
-			return nil, err
+		stats, err := query.ReadTableStats(ctx, r.pool)
+		if err != nil {
+			return nil, fmt.Errorf("table statistics: %w", err)
 		}
+		m.TableStats = stats
 		m.RSSKB = rssKB(pid)
 		lines = append(lines, m)
 		fmt.Fprintln(out, m.line())
@@ -441,42 +441,4 @@ func (m soakMinute) line() string {
 		m.Minute, m.Offered, m.Sent, m.Late, p50, p99,
 		mb(m.IntentsHeap), mb(m.IntentsIndexes), m.IntentsLive, m.IntentsDead, m.IntentsAutovac,
 		mb(m.AttemptsTotal), m.AttemptsDead, m.AttemptsAutovac, float64(m.RSSKB)/1024)
-}
-
-// ageSQL dates a row back by %d milliseconds when it becomes terminal.
-const ageSQL = `
-CREATE FUNCTION public.bench_age_terminal() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    NEW.updated_at := NEW.updated_at - interval '%d milliseconds';
-    RETURN NEW;
-END $$;
-CREATE TRIGGER bench_age_terminal BEFORE UPDATE OF status ON effectd.intents FOR EACH ROW
-    WHEN (NEW.status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED') AND OLD.status IS DISTINCT FROM NEW.status)
-    EXECUTE FUNCTION public.bench_age_terminal();`
-
-// tableStats reads the sizes and vacuum figures of effectd.intents and effectd.attempts into m.
-func tableStats(ctx context.Context, pool *pgxpool.Pool, m *soakMinute) error {
-	// the tables are partitioned by day: their partitions hold the rows
-	err := pool.QueryRow(ctx, `
-WITH p AS (
-    SELECT h.inhparent = 'effectd.intents'::regclass AS intents, s.relid, s.n_live_tup, s.n_dead_tup, s.autovacuum_count
-    FROM pg_inherits h JOIN pg_stat_user_tables s ON s.relid = h.inhrelid
-    WHERE h.inhparent IN ('effectd.intents'::regclass, 'effectd.attempts'::regclass)
-)
-SELECT coalesce(sum(pg_relation_size(relid)) FILTER (WHERE intents), 0)::bigint,
-       coalesce(sum(pg_indexes_size(relid)) FILTER (WHERE intents), 0)::bigint,
-       coalesce(sum(pg_total_relation_size(relid)) FILTER (WHERE intents), 0)::bigint,
-       coalesce(sum(n_live_tup) FILTER (WHERE intents), 0)::bigint,
-       coalesce(sum(n_dead_tup) FILTER (WHERE intents), 0)::bigint,
-       coalesce(sum(autovacuum_count) FILTER (WHERE intents), 0)::bigint,
-       coalesce(sum(pg_total_relation_size(relid)) FILTER (WHERE NOT intents), 0)::bigint,
-       coalesce(sum(n_dead_tup) FILTER (WHERE NOT intents), 0)::bigint,
-       coalesce(sum(autovacuum_count) FILTER (WHERE NOT intents), 0)::bigint
-FROM p`).Scan(
-		&m.IntentsHeap, &m.IntentsIndexes, &m.IntentsTotal, &m.IntentsLive, &m.IntentsDead, &m.IntentsAutovac,
-		&m.AttemptsTotal, &m.AttemptsDead, &m.AttemptsAutovac)
-	if err != nil {
-		return fmt.Errorf("table statistics: %w", err)
-	}
-	return nil
 }

@@ -8,7 +8,8 @@ import (
 
 // line returns a soak line with count calls of latency lat and a size in MB.
 func line(count int, lat time.Duration, sizeMB int64) soakMinute {
-	m := soakMinute{Sent: count, IntentsTotal: sizeMB << 20}
+	m := soakMinute{Sent: count}
+	m.IntentsTotal = sizeMB << 20
 	for range count {
 		m.lat = append(m.lat, lat)
 	}

@@ -83,14 +83,6 @@ func (r *Report) OK() bool { return len(r.Violations) == 0 }
 // target is what an effect is for: one event on one channel.
 type target struct{ channel, event string }
 
-// intentRow is an intent with what its attempt rows say.
-type intentRow struct {
-	id                                   int64
-	eventID, channel, status, ref, key   string
-	ambiguousResend, policyResend, fence int
-	ambiguous                            int
-}
-
 // Check judges the run. events is the producers' log; ledger the sandbox's.
 func Check(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, ledger sandbox.Snapshot, chans []Channel) (*Report, error) {
 	return check(ctx, pool, events, ledger, chans, nil)
@@ -116,13 +108,13 @@ func check(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, l
 			return nil, err
 		}
 	}
-	late, err := lateCompletions(ctx, pool)
+	late, err := query.LateCompletions(ctx, pool)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("chaos: reading attempts: %w", err)
 	}
 	for _, l := range late {
-		c.flag("completion of an attempt already settled by the reconciler took effect (not fenced out)", l.channel, l.event)
-		c.suspects = append(c.suspects, l.id)
+		c.flag("completion of an attempt already settled by the reconciler took effect (not fenced out)", l.Channel, l.EventID)
+		c.suspects = append(c.suspects, l.ID)
 	}
 	if c.rep.Orphans > 0 {
 		c.flag(fmt.Sprintf("%d effects not attributable to any event", c.rep.Orphans), "*", "-")
@@ -145,7 +137,7 @@ type checker struct {
 	applied   map[target]int // effects per target
 	refs      map[target][]string
 	byChannel map[string]*Row
-	byEvent   map[target]*intentRow
+	byEvent   map[target]*query.IntentTally
 	bad       map[[2]string][]string // (rule, channel) → keys
 	suspects  []int64                // intents whose attempts the report details
 	rep       *Report
@@ -156,7 +148,7 @@ func newChecker(events map[string]Outcome, delivered map[string]bool, ledger san
 	c := &checker{
 		events: events, delivered: delivered, loss: loss, excused: loss != nil && !loss.sync,
 		applied: map[target]int{}, refs: map[target][]string{}, byChannel: map[string]*Row{},
-		byEvent: map[target]*intentRow{}, bad: map[[2]string][]string{}, rep: &Report{},
+		byEvent: map[target]*query.IntentTally{}, bad: map[[2]string][]string{}, rep: &Report{},
 	}
 	if loss != nil {
 		c.calledBefore, c.calledAfter = callsAcross(ledger, loss.killed, loss.promoted)
@@ -190,17 +182,17 @@ func (c *checker) lostEnqueue(t target, o Outcome) bool {
 
 // matchIntents indexes the intents by target and flags those no producer
 // committed, and effects without an intent.
-func (c *checker) matchIntents(intents []intentRow) {
+func (c *checker) matchIntents(intents []query.IntentTally) {
 	for i := range intents {
 		in := &intents[i]
-		c.byEvent[target{in.channel, in.eventID}] = in
-		o, known := c.events[in.eventID]
-		if !known || o.Channel != in.channel {
-			c.flag("intent for an event no producer enqueued", in.channel, in.eventID)
+		c.byEvent[target{in.Channel, in.EventID}] = in
+		o, known := c.events[in.EventID]
+		if !known || o.Channel != in.Channel {
+			c.flag("intent for an event no producer enqueued", in.Channel, in.EventID)
 			continue
 		}
-		if !o.Committed && !o.Maybe && !c.delivered[in.eventID] {
-			c.flag("intent for a rolled-back event", in.channel, in.eventID)
+		if !o.Committed && !o.Maybe && !c.delivered[in.EventID] {
+			c.flag("intent for a rolled-back event", in.Channel, in.EventID)
 		}
 	}
 	for t := range c.applied {
@@ -260,36 +252,36 @@ func (c *checker) judgeEvent(ev string, o Outcome) error {
 
 // judgeIntent counts the intent in of t and its effects in row and flags the
 // rules they break: unsettled, lost, a wrong ref, unexplained duplicates.
-func (c *checker) judgeIntent(row *Row, t target, in *intentRow, lostEnqueue bool) {
+func (c *checker) judgeIntent(row *Row, t target, in *query.IntentTally, lostEnqueue bool) {
 	row.Intents++
-	row.States[in.status]++
-	row.Fenced += in.fence
-	row.Ambiguous += in.ambiguous
+	row.States[string(in.Status)]++
+	row.Fenced += in.FencedOut
+	row.Ambiguous += in.Ambiguous
 	n := c.applied[t]
 	if n > 0 {
 		row.Applied++
 	}
-	if in.status == "PENDING" || in.status == "SENDING" {
+	if in.Status == "PENDING" || in.Status == "SENDING" {
 		row.Unsettled++
-		c.flag("not settled after the drain ("+in.status+")", t.channel, t.event)
+		c.flag("not settled after the drain ("+string(in.Status)+")", t.channel, t.event)
 	}
 	if n == 0 {
-		switch in.status {
+		switch in.Status {
 		case "SKIPPED", "IN_DOUBT", "FAILED", "CANCELLED":
 			row.Gap++
-			if row.Channel.InDoubt == "skip" && in.status != "SKIPPED" {
-				c.flag("gap not recorded as SKIPPED ("+in.status+")", t.channel, t.event)
+			if row.Channel.InDoubt == "skip" && in.Status != "SKIPPED" {
+				c.flag("gap not recorded as SKIPPED ("+string(in.Status)+")", t.channel, t.event)
 			}
 		default:
 			row.Lost++
-			c.flag("lost: committed, "+in.status+", never applied", t.channel, t.event)
-			c.suspects = append(c.suspects, in.id)
+			c.flag("lost: committed, "+string(in.Status)+", never applied", t.channel, t.event)
+			c.suspects = append(c.suspects, in.ID)
 		}
 		return
 	}
-	if in.status == "SENT" && in.ref != "" && row.Channel.Provider != "webhook" && !slices.Contains(c.refs[t], in.ref) {
+	if in.Status == "SENT" && in.ProviderRef != "" && row.Channel.Provider != "webhook" && !slices.Contains(c.refs[t], in.ProviderRef) {
 		c.flag("SENT with a provider_ref that is not its effect", t.channel, t.event)
-		c.suspects = append(c.suspects, in.id)
+		c.suspects = append(c.suspects, in.ID)
 	}
 	if n >= 2 {
 		c.judgeDuplicates(row, t, in, n, lostEnqueue)
@@ -298,7 +290,7 @@ func (c *checker) judgeIntent(row *Row, t target, in *intentRow, lostEnqueue boo
 
 // judgeDuplicates counts the n-1 extra effects of in and flags those that
 // neither its channel's policy nor the failover explains.
-func (c *checker) judgeDuplicates(row *Row, t target, in *intentRow, n int, lostEnqueue bool) {
+func (c *checker) judgeDuplicates(row *Row, t target, in *query.IntentTally, n int, lostEnqueue bool) {
 	row.KeysTwice++
 	extra := n - 1
 	row.Duplicates += extra
@@ -306,9 +298,9 @@ func (c *checker) judgeDuplicates(row *Row, t target, in *intentRow, n int, lost
 	if row.Channel.Provider == "twilio" {
 		switch row.Channel.InDoubt {
 		case "lookup":
-			explained = in.ambiguousResend
+			explained = in.AmbiguousResend
 		case "resend":
-			explained = in.ambiguousResend + in.policyResend
+			explained = in.AmbiguousResend + in.PolicyResend
 		}
 	}
 	explained = min(explained, extra)
@@ -319,7 +311,7 @@ func (c *checker) judgeDuplicates(row *Row, t target, in *intentRow, n int, lost
 	}
 	if explained < extra {
 		c.flag(fmt.Sprintf("applied %d times, %d unexplained", n, extra-explained), t.channel, t.event)
-		c.suspects = append(c.suspects, in.id)
+		c.suspects = append(c.suspects, in.ID)
 	}
 }
 
@@ -353,65 +345,24 @@ func (c *checker) report(chans []Channel) *Report {
 
 // loadDelivered returns the events with a committed row in the producers' own table.
 func loadDelivered(ctx context.Context, pool *pgxpool.Pool) (map[string]bool, error) {
-	delivered := map[string]bool{}
-	rows, err := pool.Query(ctx, `SELECT DISTINCT event_id FROM public.chaos_deliveries`)
+	events, err := producerColumn(ctx, pool, deliveredEventsSQL)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: reading the producers' table: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var e string
-		if err := rows.Scan(&e); err != nil {
-			return nil, err
-		}
+	delivered := map[string]bool{}
+	for _, e := range events {
 		delivered[e] = true
 	}
-	return delivered, rows.Err()
+	return delivered, nil
 }
 
-func loadIntents(ctx context.Context, pool *pgxpool.Pool) ([]intentRow, error) {
-	rows, err := pool.Query(ctx, query.ChaosIntents)
+// loadIntents reads every intent with the counts of its attempts.
+func loadIntents(ctx context.Context, pool *pgxpool.Pool) ([]query.IntentTally, error) {
+	intents, err := query.TallyIntents(ctx, pool)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: reading intents: %w", err)
 	}
-	defer rows.Close()
-	var out []intentRow
-	for rows.Next() {
-		var r intentRow
-		if err := rows.Scan(&r.id, &r.eventID, &r.channel, &r.status, &r.ref, &r.key,
-			&r.ambiguousResend, &r.policyResend, &r.fence, &r.ambiguous); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
-}
-
-// lateCompletion is an intent whose attempt was settled by the reconciler and
-// then had its original worker's completion accepted anyway.
-type lateCompletion struct {
-	id             int64
-	channel, event string
-}
-
-// lateCompletions finds send attempt rows recorded after the reconciler's
-// settlement of the same attempt (kind lookup) that are not marked
-// "(fenced out)": once an attempt is settled, its late answer must change nothing.
-func lateCompletions(ctx context.Context, pool *pgxpool.Pool) ([]lateCompletion, error) {
-	rows, err := pool.Query(ctx, query.ChaosLateCompletions)
-	if err != nil {
-		return nil, fmt.Errorf("chaos: reading attempts: %w", err)
-	}
-	defer rows.Close()
-	var out []lateCompletion
-	for rows.Next() {
-		var l lateCompletion
-		if err := rows.Scan(&l.id, &l.channel, &l.event); err != nil {
-			return nil, err
-		}
-		out = append(out, l)
-	}
-	return out, rows.Err()
+	return intents, nil
 }
 
 // effectTarget attributes an effect to (channel, event) from what the
@@ -469,23 +420,16 @@ func attemptDetails(ctx context.Context, pool *pgxpool.Pool, ids []int64) ([]str
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, err := pool.Query(ctx, query.ChaosAttemptDetails, ids)
+	trails, err := query.AttemptTrails(ctx, pool, ids)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	var out []string
-	for rows.Next() {
-		var id int64
-		var ch, ev, st, ref, kind, start, end, outcome, errText, aref string
-		var attempt int
-		if err := rows.Scan(&id, &ch, &ev, &st, &ref, &attempt, &kind, &start, &end, &outcome, &errText, &aref); err != nil {
-			return nil, err
-		}
+	for _, a := range trails {
 		out = append(out, fmt.Sprintf("intent %d %s/%s %s ref=%s | #%d %s %s→%s %q ref=%s err=%q",
-			id, ch, ev, st, ref, attempt, kind, start, end, outcome, aref, errText))
+			a.IntentID, a.Channel, a.EventID, a.Status, a.ProviderRef, a.Attempt, a.Kind, a.Started, a.Finished, a.Outcome, a.AttemptRef, a.Error))
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Print writes the table, then every violation with its keys.

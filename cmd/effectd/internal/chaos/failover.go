@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/effectd/effectd/internal/localpg"
+	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/providers/sandbox"
 )
 
@@ -242,33 +243,18 @@ func readSide(ctx context.Context, dsn string, replica bool) (side, error) {
 		case <-time.After(10 * time.Millisecond): // polling replay, bounded by ctx
 		}
 	}
-	rows, err := conn.Query(ctx, `SELECT channel, event_id, status, attempts FROM effectd.intents`)
+	intents, err := query.IntentStatuses(ctx, conn)
 	if err != nil {
 		return s, err
 	}
-	for rows.Next() {
-		var t target
-		var st intentState
-		if err := rows.Scan(&t.channel, &t.event, &st.status, &st.attempts); err != nil {
-			return s, err
-		}
-		s.intents[t] = st
+	for _, in := range intents {
+		s.intents[target{in.Channel, in.EventID}] = intentState{string(in.Status), in.Attempts}
 	}
-	if err := rows.Err(); err != nil {
-		return s, err
-	}
-	rows, err = conn.Query(ctx, `SELECT delivery_id FROM public.chaos_deliveries`)
-	if err != nil {
-		return s, err
-	}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return s, err
-		}
+	ids, err := producerColumn(ctx, conn, deliveryIDsSQL)
+	for _, id := range ids {
 		s.producers[id] = true
 	}
-	return s, rows.Err()
+	return s, err
 }
 
 // failoverLoss is what the failover did, as the checker judges it: the writes

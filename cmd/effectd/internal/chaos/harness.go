@@ -360,8 +360,7 @@ func (h *harness) drain(ctx context.Context) error {
 				return err
 			}
 		}
-		var open int
-		err := h.pool.QueryRow(ctx, query.CountOpen).Scan(&open)
+		open, err := query.CountOpen(ctx, h.pool)
 		if err == nil && open == 0 {
 			return nil
 		}

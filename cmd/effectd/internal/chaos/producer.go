@@ -13,6 +13,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/internal/query"
 )
 
 // delivery is one broker delivery of an event to a producer.
@@ -168,10 +171,27 @@ func payloadFor(channel, eventID string, i int, deliveryID string) string {
 // smsNumber is a distinct E.164 number per event, clear of Twilio's magic test numbers.
 func smsNumber(i int) string { return fmt.Sprintf("+1555%07d", i) }
 
-// produceSchema is the producer's own table, written in the same transaction
-// as the enqueue: a committed delivery leaves its row.
-const produceSchema = `CREATE TABLE IF NOT EXISTS public.chaos_deliveries (
+// The producers' own table, chaos_deliveries: the application's side of each
+// enqueue, written in the same transaction, so a committed delivery leaves its
+// row. It is the producers' table, not one of effectd's, so its SQL stays here.
+const (
+	produceSchema = `CREATE TABLE IF NOT EXISTS public.chaos_deliveries (
 	delivery_id text PRIMARY KEY, event_id text NOT NULL, at timestamptz NOT NULL DEFAULT now())`
+	recordDeliverySQL = `INSERT INTO public.chaos_deliveries (delivery_id, event_id) VALUES ($1, $2)
+		ON CONFLICT (delivery_id) DO NOTHING`
+	deliveredEventsSQL = `SELECT DISTINCT event_id FROM public.chaos_deliveries`
+	deliveryIDsSQL     = `SELECT delivery_id FROM public.chaos_deliveries`
+)
+
+// producerColumn reads the one text column that sql selects from the
+// producers' table.
+func producerColumn(ctx context.Context, db query.DB, sql string) ([]string, error) {
+	rows, err := db.Query(ctx, sql)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
 
 // produce runs workers that take deliveries at their planned time, each in its
 // own transaction, retrying failed ones as a broker would (bounded).
@@ -255,12 +275,11 @@ func transact(ctx context.Context, pool *pgxpool.Pool, d delivery) (inserted boo
 		return false, err
 	}
 	defer tx.Rollback(context.WithoutCancel(tctx))
-	if _, err := tx.Exec(tctx, `INSERT INTO public.chaos_deliveries (delivery_id, event_id) VALUES ($1, $2)
-		ON CONFLICT (delivery_id) DO NOTHING`, d.id, d.eventID); err != nil {
+	if _, err := tx.Exec(tctx, recordDeliverySQL, d.id, d.eventID); err != nil {
 		return false, err
 	}
-	if err := tx.QueryRow(tctx, `SELECT effectd.enqueue(event_id => $1, channel => $2, payload => $3::jsonb)`,
-		d.eventID, d.channel, d.payload).Scan(&inserted); err != nil {
+	inserted, err = dispatcher.Enqueue(tctx, tx, dispatcher.Intent{EventID: d.eventID, Channel: d.channel, Payload: d.payload})
+	if err != nil {
 		return false, err
 	}
 	if d.rollback {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/effectd/effectd/api/client"
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/providers/sandbox"
 )
@@ -73,7 +74,7 @@ func (h *harness) sweep(ctx context.Context, since time.Time) (reps []effectdtyp
 // A finding the checker does not expect, or an expected one the sweep lacks,
 // is a violation naming the event and reference; after a synchronous
 // failover any finding is one too.
-func compareSweeps(reps []effectdtype.SweepReport, intents []intentRow, ledger sandbox.Snapshot, chans []Channel, sync bool) ([]SweepRow, []Violation) {
+func compareSweeps(reps []effectdtype.SweepReport, intents []query.IntentTally, ledger sandbox.Snapshot, chans []Channel, sync bool) ([]SweepRow, []Violation) {
 	a := expectFindings(intents, ledger)
 	var rows []SweepRow
 	bad := map[[2]string][]string{} // (rule, channel) → findings
@@ -104,10 +105,10 @@ type sweepAccount struct {
 // expectFindings accounts for the findings the ledger and the intents call
 // for: orphans, duplicates, unsettled intents with effects, and SENT intents
 // without one.
-func expectFindings(intents []intentRow, ledger sandbox.Snapshot) sweepAccount {
-	byEvent := map[target]*intentRow{}
+func expectFindings(intents []query.IntentTally, ledger sandbox.Snapshot) sweepAccount {
+	byEvent := map[target]*query.IntentTally{}
 	for i := range intents {
-		byEvent[target{intents[i].channel, intents[i].eventID}] = &intents[i]
+		byEvent[target{intents[i].Channel, intents[i].EventID}] = &intents[i]
 	}
 	a := sweepAccount{expected: map[finding]bool{}, byRef: map[string]target{}}
 	effects := map[target][]string{} // refs of the effects of each target's intent
@@ -122,7 +123,7 @@ func expectFindings(intents []intentRow, ledger sandbox.Snapshot) sweepAccount {
 		// intent is no intent's, even where the event was enqueued again (its
 		// new intent's call then reuses the key with other metadata, which
 		// Stripe refuses). An SMS names none: it is its event's.
-		if in == nil || (e.Kind == "stripe" && stripeIntentID(e) != strconv.FormatInt(in.id, 10)) {
+		if in == nil || (e.Kind == "stripe" && stripeIntentID(e) != strconv.FormatInt(in.ID, 10)) {
 			a.expected[finding{effectdtype.FindingOrphan, t.channel, e.Ref}] = true
 			continue
 		}
@@ -132,13 +133,13 @@ func expectFindings(intents []intentRow, ledger sandbox.Snapshot) sweepAccount {
 		if len(refs) > 1 {
 			a.expected[finding{effectdtype.FindingDuplicate, t.channel, t.event}] = true
 		}
-		if in := byEvent[t]; in.status == "SENDING" || in.status == "IN_DOUBT" || in.status == "FAILED" {
+		if in := byEvent[t]; in.Status == "SENDING" || in.Status == "IN_DOUBT" || in.Status == "FAILED" {
 			a.expected[finding{effectdtype.FindingUnsettled, t.channel, t.event}] = true
 		}
 	}
 	for _, in := range intents {
-		if in.status == "SENT" && len(effects[target{in.channel, in.eventID}]) == 0 {
-			a.expected[finding{effectdtype.FindingMissing, in.channel, in.eventID}] = true
+		if in.Status == "SENT" && len(effects[target{in.Channel, in.EventID}]) == 0 {
+			a.expected[finding{effectdtype.FindingMissing, in.Channel, in.EventID}] = true
 		}
 	}
 	return a

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/providers/sandbox"
 )
@@ -31,11 +32,11 @@ func TestCompareSweeps(t *testing.T) {
 		refund("evt-5", "5", "re_5"),
 		refund("evt-6", "60", "re_6"), // created for a lost intent 60, the event enqueued again as 6: an orphan
 	}}
-	intents := []intentRow{
-		{id: 1, eventID: "evt-1", channel: "sms-lookup", status: "SENT", ref: "SM1"},
-		{id: 2, eventID: "evt-2", channel: "sms-lookup", status: "SENT", ref: "SM2a"},
-		{id: 5, eventID: "evt-5", channel: "refund", status: "SENT", ref: "re_5"},
-		{id: 6, eventID: "evt-6", channel: "refund", status: "FAILED"}, // Stripe refused its key with other metadata
+	intents := []query.IntentTally{
+		{ID: 1, EventID: "evt-1", Channel: "sms-lookup", Status: "SENT", ProviderRef: "SM1"},
+		{ID: 2, EventID: "evt-2", Channel: "sms-lookup", Status: "SENT", ProviderRef: "SM2a"},
+		{ID: 5, EventID: "evt-5", Channel: "refund", Status: "SENT", ProviderRef: "re_5"},
+		{ID: 6, EventID: "evt-6", Channel: "refund", Status: "FAILED"}, // Stripe refused its key with other metadata
 	}
 	chans := []Channel{Channels[0], Channels[1], Channels[2]} // hook (not swept), refund, sms-lookup
 	finding := func(kind, ev, ref string) effectdtype.Finding {

@@ -1,4 +1,4 @@
--- The chaos checker's view of every intent: id, event id, channel, status,
+-- Every intent with what its attempts say: id, event id, channel, status,
 -- provider reference ('' = none), idempotency key, and counts of its attempts:
 -- ambiguous lookups that sent it again, policy resends, outcomes fenced out,
 -- ambiguous lookups.
