@@ -23,12 +23,6 @@ var channelCountsSQL string
 //go:embed channel_gauges.sql
 var channelGaugesSQL string
 
-// FoldCounts is the statement FoldSettledCounts runs, for cmd/ until it calls
-// FoldSettledCounts.
-//
-// Deprecated: call FoldSettledCounts.
-var FoldCounts = foldCountsSQL
-
 // FoldSettledCounts folds the deltas of the settled counts into the counts,
 // so readers add only the few appended since. Instances folding at once each
 // take distinct delta rows.

@@ -390,7 +390,7 @@ func loadHistory(ctx context.Context, pool *pgxpool.Pool, from, n, final int) er
 	if err := query.LoadHistory(ctx, pool, query.History{From: from, N: n, Final: final}); err != nil {
 		return err
 	}
-	if _, err := pool.Exec(ctx, query.FoldCounts); err != nil {
+	if err := query.FoldSettledCounts(ctx, pool); err != nil {
 		return err
 	}
 	return query.VacuumHistory(ctx, pool)
