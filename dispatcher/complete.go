@@ -101,7 +101,7 @@ func (d *Dispatcher) writeCompletions(batch []completion) {
 	// sees the change, and so can tell an event that settled it first.
 	var raced []completion
 	for _, c := range batch {
-		if fenced[c.id] == racedOut {
+		if fenced[c.attemptKey()] == racedOut {
 			raced = append(raced, c)
 		}
 	}
@@ -110,10 +110,10 @@ func (d *Dispatcher) writeCompletions(batch []completion) {
 		// lack their send attempt, and count nowhere.
 		if again, err := d.complete(raced, false); err == nil {
 			for _, c := range raced {
-				delete(fenced, c.id)
+				delete(fenced, c.attemptKey())
 			}
-			for id, f := range again {
-				fenced[id] = f
+			for k, f := range again {
+				fenced[k] = f
 			}
 		}
 	}
@@ -123,7 +123,7 @@ func (d *Dispatcher) writeCompletions(batch []completion) {
 // complete writes batch, retrying a few times, and says which of its
 // completions were not applied, and why; recheck asks for racedOut (see
 // query.Complete). An error is logged here.
-func (d *Dispatcher) complete(batch []completion, recheck bool) (map[int64]fence, error) {
+func (d *Dispatcher) complete(batch []completion, recheck bool) (map[attemptKey]fence, error) {
 	var b query.CompleteBatch
 	for _, c := range batch {
 		q := query.Completion{ID: c.id, Key: c.key, CreatedAt: c.created, Attempts: c.attempts, ProviderRef: c.ref, LastError: c.err, NextAttemptAt: c.finished,
@@ -164,6 +164,16 @@ func (d *Dispatcher) complete(batch []completion, recheck bool) (map[int64]fence
 	}
 }
 
+// attemptKey names one completion of a batch: one batch may hold two
+// outcomes of one intent (an attempt whose outcome waited in the queue while
+// the reconciler settled it, and the next attempt's).
+type attemptKey struct {
+	id       int64
+	attempts int32
+}
+
+func (c completion) attemptKey() attemptKey { return attemptKey{c.id, c.attempts} }
+
 // fence is why a completion was not applied.
 type fence int
 
@@ -175,33 +185,33 @@ const (
 )
 
 // runComplete writes b and says which of its completions were not applied, and why.
-func (d *Dispatcher) runComplete(ctx context.Context, b *query.CompleteBatch, recheck bool) (map[int64]fence, error) {
+func (d *Dispatcher) runComplete(ctx context.Context, b *query.CompleteBatch, recheck bool) (map[attemptKey]fence, error) {
 	rows, err := query.Complete(ctx, d.pool, b, recheck)
 	if err != nil {
 		return nil, err
 	}
-	var fenced map[int64]fence
+	var fenced map[attemptKey]fence
 	for _, f := range rows {
 		if fenced == nil {
-			fenced = map[int64]fence{}
+			fenced = map[attemptKey]fence{}
 		}
 		switch {
 		case f.SettledEarly:
-			fenced[f.ID] = settledEarly
+			fenced[attemptKey{f.ID, f.Attempts}] = settledEarly
 		case f.Raced:
-			fenced[f.ID] = racedOut
+			fenced[attemptKey{f.ID, f.Attempts}] = racedOut
 		case f.Lost:
-			fenced[f.ID] = lostIntent
+			fenced[attemptKey{f.ID, f.Attempts}] = lostIntent
 		default:
-			fenced[f.ID] = fencedOut
+			fenced[attemptKey{f.ID, f.Attempts}] = fencedOut
 		}
 	}
 	return fenced, nil
 }
 
-func (d *Dispatcher) countCompletions(batch []completion, fenced map[int64]fence) {
+func (d *Dispatcher) countCompletions(batch []completion, fenced map[attemptKey]fence) {
 	for _, c := range batch {
-		switch fenced[c.id] {
+		switch fenced[c.attemptKey()] {
 		case settledEarly:
 			// Not a conflict: the provider's callback told of the call first.
 			d.log.Info("provider call answered; the intent was already settled by its callback", "intent", c.id, "channel", c.channel, "attempt", c.attempts, "ref", c.ref)

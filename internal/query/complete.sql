@@ -4,7 +4,10 @@
 -- that has the id and still the key (an id names one intent only while its
 -- enqueue survives: a failover that loses it hands the id out again), records
 -- one attempt row per call,
--- and returns the rows not applied with why (see fenced below); $12 asks for
+-- and returns the rows not applied (id and attempt) with why (see fenced
+-- below). A batch may hold two outcomes of one intent, an attempt that waited
+-- in the queue and the next one, so every outcome is matched by id and
+-- attempt, never by id alone. $12 asks for
 -- the rows changed while it ran to be left out, to be written again. $14 and
 -- $15 bound the rows' created_at, so only the day partitions that hold the
 -- batch are read (at plan time, or at executor start for a generic plan). Run
@@ -37,7 +40,7 @@ updated AS (
       AND i.idempotency_key = input.key
       AND i.status = 'SENDING'
       AND i.attempts = input.attempts
-    RETURNING i.id
+    RETURNING i.id, i.attempts
 ),
 -- the rows not applied, and why: 'early' when a provider event settled the
 -- row SENT with the very reference this call returned (its callback attempt is
@@ -49,7 +52,7 @@ updated AS (
 -- key any more (not recorded: an attempt row names its intent by id only);
 -- 'fenced' otherwise
 fenced AS (
-    SELECT input.id,
+    SELECT input.id, input.attempts,
            CASE WHEN cur.id IS NULL OR cur.idempotency_key <> input.key
                 THEN 'lost'
                 WHEN input.status = 'SENT' AND EXISTS (
@@ -62,7 +65,7 @@ fenced AS (
                 ELSE 'fenced'
            END AS why
     FROM input
-    LEFT JOIN updated ON updated.id = input.id
+    LEFT JOIN updated ON updated.id = input.id AND updated.attempts = input.attempts
     LEFT JOIN effectd.intents cur ON cur.id = input.id AND cur.created_at BETWEEN $14::timestamptz AND $15::timestamptz
     WHERE updated.id IS NULL
 ),
@@ -75,7 +78,7 @@ recorded AS (
                ELSE input.outcome
            END,
            nullif(input.last_error, ''), nullif(input.provider_ref, '')
-    FROM input LEFT JOIN fenced ON fenced.id = input.id
+    FROM input LEFT JOIN fenced ON fenced.id = input.id AND fenced.attempts = input.attempts
     WHERE input.called AND fenced.why IS DISTINCT FROM 'raced' AND fenced.why IS DISTINCT FROM 'lost'
 )
-SELECT id, why FROM fenced
+SELECT id, attempts, why FROM fenced

@@ -2,6 +2,8 @@ package query
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -84,5 +86,55 @@ func TestSettleFencesOnTheIntent(t *testing.T) {
 	s.Key = "pay:evt-new"
 	if applied, err := Settle(ctx, pool, s); err != nil || !applied {
 		t.Fatalf("its own settlement: applied %v, %v", applied, err)
+	}
+}
+
+// TestCompleteTwoAttemptsOfOneIntent: one batch may hold two outcomes of one
+// intent, when an attempt's outcome waited in the queue (its writes failing)
+// until the reconciler had settled it and the next attempt had answered. The
+// next attempt's outcome applies; the stale one is recorded fenced out and
+// returned as such, not taken for applied because its intent's id was.
+func TestCompleteTwoAttemptsOfOneIntent(t *testing.T) {
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	var id int64
+	var created time.Time
+	for _, s := range []string{
+		`INSERT INTO effectd.channels (name, provider) VALUES ('hook', 'webhook')`,
+	} {
+		if _, err := pool.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pool.QueryRow(ctx, `INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, attempts, lease_expires_at)
+		VALUES ('evt', 'hook', '{}', 'hook:evt', 'SENDING', 2, now() + interval '1 minute') RETURNING id, created_at`).Scan(&id, &created); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	var b CompleteBatch
+	for _, attempt := range []int32{1, 2} {
+		b.Add(Completion{ID: id, Key: "hook:evt", CreatedAt: created, Attempts: attempt, Status: "SENT", ProviderRef: "msg_1",
+			NextAttemptAt: now, StartedAt: now, FinishedAt: now, Outcome: "sent", Called: true})
+	}
+	fenced, err := Complete(ctx, pool, &b, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fenced) != 1 || fenced[0].ID != id || fenced[0].Attempts != 1 || fenced[0].Raced || fenced[0].Lost || fenced[0].SettledEarly {
+		t.Fatalf("fenced %+v, want attempt 1 alone fenced out", fenced)
+	}
+	rows, err := pool.Query(ctx, `SELECT attempt, outcome FROM effectd.attempts WHERE intent_id = $1 ORDER BY attempt`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var a int
+		var o string
+		rows.Scan(&a, &o)
+		got = append(got, fmt.Sprintf("%d %s", a, o))
+	}
+	if want := []string{"1 sent (fenced out)", "2 sent"}; !slices.Equal(got, want) {
+		t.Fatalf("attempt rows %q, want %q", got, want)
 	}
 }

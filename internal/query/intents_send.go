@@ -210,7 +210,8 @@ func (b *CompleteBatch) Len() int { return len(b.ids) }
 // Fenced is a completion that Complete did not apply: someone else settled
 // its row.
 type Fenced struct {
-	ID int64
+	ID       int64
+	Attempts int32 // the attempt of the completion: one batch may hold two of one intent
 	// SettledEarly says a provider event had already settled the row SENT with
 	// the very reference the call returned, which is not a conflict.
 	SettledEarly bool
@@ -240,7 +241,7 @@ func Complete(ctx context.Context, db DB, b *CompleteBatch, recheck bool) ([]Fen
 	for rows.Next() {
 		var f Fenced
 		var why string
-		if err := rows.Scan(&f.ID, &why); err != nil {
+		if err := rows.Scan(&f.ID, &f.Attempts, &why); err != nil {
 			return nil, err
 		}
 		f.SettledEarly, f.Raced, f.Lost = why == "early", why == "raced", why == "lost"
