@@ -189,6 +189,19 @@ func TestKeyInUse(t *testing.T) {
 	cancel()
 	<-done
 	// The abandoned request never ran: the key is released and nothing applied.
+	// The server sees the client gone a moment after the client does (and the
+	// request may not have drawn its hang yet): the fault stays until then.
+	for deadline := time.Now().Add(5 * time.Second); ; runtime.Gosched() {
+		s.mu.Lock()
+		_, held := s.keys["sk_test_1\x00busy"]
+		s.mu.Unlock()
+		if !held {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the abandoned request never released its key")
+		}
+	}
 	s.Faults.Set("stripe", emu.Fault{})
 	deadline = time.Now().Add(5 * time.Second)
 	for {

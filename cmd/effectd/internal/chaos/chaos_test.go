@@ -60,11 +60,13 @@ func TestChaos(t *testing.T) {
 // TestChaosFailover is the failover's short run in `make test`: 600 events,
 // 2 instances, the primary killed mid-burst and its standby promoted, behind a
 // link holding WAL for 20ms. Asynchronous: every loss is accounted for by the
-// checker. Synchronous (remote_apply): nothing lost, nothing applied twice.
+// checker. Synchronous (remote_apply): nothing lost, and nothing applied twice
+// but by a channel's resend policy (a call answered while no primary could
+// record it, whose lease ended first).
 // Either way effectd serves the new primary within 10s, and the reconciliation
 // sweep of every Stripe and Twilio channel finds exactly what the checker
 // counts: each effect without an intent an orphan, each intent sent twice a
-// duplicate, and nothing after a synchronous failover. The long run is
+// duplicate, and after a synchronous failover nothing but those resends. The long run is
 // `effectd chaos --faults failover` (see the README's "Failover").
 func TestChaosFailover(t *testing.T) {
 	bin := build(t)
@@ -84,8 +86,9 @@ func TestChaosFailover(t *testing.T) {
 				t.Fatal("no failover in the report")
 			}
 			for _, r := range rep.Rows {
-				if sync && r.EnqueuesLost+r.Duplicates > 0 {
-					t.Errorf("%s, synchronous: %d enqueues lost, %d duplicate effects; want none", r.Channel.Name, r.EnqueuesLost, r.Duplicates)
+				if sync && (r.EnqueuesLost > 0 || r.Duplicates > r.Explained) {
+					t.Errorf("%s, synchronous: %d enqueues lost, %d duplicate effects of which %d by the channel's policy; want none lost and none unexplained",
+						r.Channel.Name, r.EnqueuesLost, r.Duplicates, r.Explained)
 				}
 			}
 			// the sweep an operator runs after the failover sees what the checker counts
@@ -94,7 +97,7 @@ func TestChaosFailover(t *testing.T) {
 			}
 			for _, s := range rep.Sweep {
 				for _, k := range effectdtype.FindingKinds {
-					if s.Found[k] != s.Expected[k] || (sync && s.Found[k] > 0) {
+					if s.Found[k] != s.Expected[k] || (sync && k != effectdtype.FindingDuplicate && s.Found[k] > 0) {
 						t.Errorf("%s: sweep found %d %s findings, the checker expects %d (synchronous: %t, want none)", s.Channel.Name, s.Found[k], k, s.Expected[k], sync)
 					}
 				}

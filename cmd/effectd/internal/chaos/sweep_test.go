@@ -13,8 +13,8 @@ import (
 
 // TestCompareSweeps: the sweep's findings must be exactly what the ledger and
 // the table account for; an orphan it misses, a duplicate it invents, and any
-// finding after a synchronous failover are violations naming the event and
-// reference.
+// finding but a duplicate after a synchronous failover are violations naming
+// the event and reference.
 func TestCompareSweeps(t *testing.T) {
 	sms := func(ev string, i int, ref string) sandbox.Effect {
 		b, _ := json.Marshal(map[string]string{"to": smsNumber(i), "body": "sms-lookup " + ev})
