@@ -106,30 +106,10 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, aft
 			err = opError(err, "Operate(%d, %s)", op.IntentID, op.Event)
 		}
 	}()
-	if !operatorEvents[op.Event] {
-		return before, after, fmt.Errorf("%w: %q is not an operator event", ErrInvalid, op.Event)
+	ref, err := op.check()
+	if err != nil {
+		return before, after, err
 	}
-	var ref *string
-	if op.Event == statemachine.ResolveSent {
-		if op.ProviderRef == "" {
-			return before, after, fmt.Errorf("%w: provider_ref is required to resolve as sent", ErrInvalid)
-		}
-		ref = &op.ProviderRef
-	}
-	if op.Actor == "" {
-		return before, after, fmt.Errorf("%w: actor is required", ErrInvalid)
-	}
-	// PostgreSQL's text and jsonb refuse these; refused here they are the
-	// caller's mistake, not a failed statement.
-	for _, f := range [...]struct{ name, value string }{{"actor", op.Actor}, {"provider_ref", op.ProviderRef}, {"reason", op.Reason}} {
-		if !isText(f.value) {
-			return before, after, fmt.Errorf("%w: %s: must be UTF-8 text without NUL bytes", ErrInvalid, f.name)
-		}
-	}
-	if op.Force && op.Reason == "" {
-		return before, after, fmt.Errorf("%w: reason: required with force", ErrInvalid)
-	}
-
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return before, after, err
@@ -154,15 +134,8 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, aft
 	after, err = query.Operate(ctx, tx, query.Transition{IntentID: op.IntentID, From: before.Status, Attempts: before.Attempts,
 		To: to, ProviderRef: ref})
 	if errors.Is(err, pgx.ErrNoRows) {
-		// Someone moved the row since we read it, or its lease is live: report what it is now.
-		now, err := readIntent(ctx, tx, op.IntentID)
-		if err != nil {
-			return before, after, err
-		}
-		if now.Status == statemachine.Sending && now.Status == before.Status && now.Attempts == before.Attempts && now.LeaseExpiresAt != nil {
-			return now, after, &LeaseError{IntentID: op.IntentID, Until: *now.LeaseExpiresAt}
-		}
-		return now, after, &statemachine.TransitionError{From: now.Status, Event: op.Event}
+		now, err := refused(ctx, tx, op, before)
+		return now, after, err
 	}
 	if err != nil {
 		return before, after, err
@@ -181,6 +154,48 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, aft
 		return before, after, err
 	}
 	return before, after, nil
+}
+
+// check refuses an operation the caller got wrong, naming the field, and
+// returns the provider reference a resolve as sent records.
+func (op Operation) check() (ref *string, err error) {
+	if !operatorEvents[op.Event] {
+		return nil, fmt.Errorf("%w: %q is not an operator event", ErrInvalid, op.Event)
+	}
+	if op.Event == statemachine.ResolveSent {
+		if op.ProviderRef == "" {
+			return nil, fmt.Errorf("%w: provider_ref is required to resolve as sent", ErrInvalid)
+		}
+		ref = &op.ProviderRef
+	}
+	if op.Actor == "" {
+		return nil, fmt.Errorf("%w: actor is required", ErrInvalid)
+	}
+	// PostgreSQL's text and jsonb refuse these; refused here they are the
+	// caller's mistake, not a failed statement.
+	for _, f := range [...]struct{ name, value string }{{"actor", op.Actor}, {"provider_ref", op.ProviderRef}, {"reason", op.Reason}} {
+		if !isText(f.value) {
+			return nil, fmt.Errorf("%w: %s: must be UTF-8 text without NUL bytes", ErrInvalid, f.name)
+		}
+	}
+	if op.Force && op.Reason == "" {
+		return nil, fmt.Errorf("%w: reason: required with force", ErrInvalid)
+	}
+	return ref, nil
+}
+
+// refused says why op's compare-and-set changed nothing: someone moved the
+// row since it was read as before, or its lease is live. It returns the row as
+// it is now.
+func refused(ctx context.Context, tx pgx.Tx, op Operation, before effectdtype.IntentRow) (effectdtype.IntentRow, error) {
+	now, err := readIntent(ctx, tx, op.IntentID)
+	if err != nil {
+		return before, err
+	}
+	if now.Status == statemachine.Sending && now.Status == before.Status && now.Attempts == before.Attempts && now.LeaseExpiresAt != nil {
+		return now, &LeaseError{IntentID: op.IntentID, Until: *now.LeaseExpiresAt}
+	}
+	return now, &statemachine.TransitionError{From: now.Status, Event: op.Event}
 }
 
 func readIntent(ctx context.Context, tx pgx.Tx, id int64) (effectdtype.IntentRow, error) {

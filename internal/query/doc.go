@@ -19,6 +19,9 @@
 // sessions.go (console_sessions), partitions.go; locks.go and wakeup.go hold
 // the advisory locks and the LISTEN/NOTIFY wake-up. filter.go builds the
 // statements of the lists whose conditions depend on the filters given.
+// Three files serve the harnesses rather than serve: whole-table reads that
+// check a run (inventory.go, for the chaos checker), history loads for the
+// benches and tests (load.go), and table sizes (sizes.go).
 //
 // WriteAudit is the one writer of effectd.audit, and AuditState its one shape:
 // before and after hold the subject's fields (an intent's status, attempts,
