@@ -190,7 +190,15 @@ func TestOutcomesE2E(t *testing.T) {
 	}
 	// The first event may settle the intent before the call's own answer is
 	// recorded (settled), or follow it (applied); the failure reverses it.
-	if h := strings.Join(history, " "); h != "delivered/applied undelivered/applied" && h != "delivered/settled undelivered/applied" {
+	// Events may arrive out of order (as Stripe's do): on a slow machine the
+	// failure can reach the ingress first and settle the intent undelivered,
+	// and the creation's event then changes nothing.
+	overtaken := false
+	switch h := strings.Join(history, " "); h {
+	case "delivered/applied undelivered/applied", "delivered/settled undelivered/applied":
+	case "delivered/unchanged undelivered/settled":
+		overtaken = true
+	default:
 		t.Errorf("pi_refund_fails events: %v, want delivered then undelivered", history)
 	}
 
@@ -243,6 +251,9 @@ func TestOutcomesE2E(t *testing.T) {
 		"refund-ok":    {"effect.delivered", "effect.sent"},
 		"refund-fails": {"effect.delivered", "effect.sent", "effect.undelivered"},
 		"sms-doubt":    {"effect.delivered", "effect.sent"},
+	}
+	if overtaken {
+		want["refund-fails"] = []string{"effect.sent", "effect.undelivered"}
 	}
 	got := map[string][]string{}
 	complete := func() bool {
