@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/effectd/effectd/internal/query"
 )
 
@@ -101,35 +103,54 @@ func (pr *pruner) dropExpired(ctx context.Context, horizon time.Duration) error 
 	if err := query.FinishDetaches(ctx, pr.d.pool); err != nil {
 		return err
 	}
-	// intents first: which attempts and provider events may go depends on
-	// which intents partitions are left
-	held := 0
+	dropped, held, err := DropExpiredPartitions(ctx, pr.d.pool, horizon, nil)
+	for _, p := range dropped {
+		pr.d.m.partitionsDropped.WithLabelValues(p.Parent).Inc()
+		pr.d.log.Info("dropped an expired day partition", "partition", p.Name, "until", p.Upper.Time)
+	}
+	if err != nil {
+		return err
+	}
+	pr.d.m.partitionsHeld.Set(float64(held))
+	return nil
+}
+
+// DropExpiredPartitions drops, as the pruner does, the day partitions that
+// ended more than horizon ago: intents first, each unless it holds a live row
+// or one changed within the horizon (then it is held); then the attempts and
+// provider events partitions no intents partition left may need. before, when
+// set, sees each partition just before it is dropped. It returns the
+// partitions dropped and how many intents partitions were held.
+func DropExpiredPartitions(ctx context.Context, pool *pgxpool.Pool, horizon time.Duration, before func(query.Partition) error) (dropped []query.Partition, held int, err error) {
 	for _, intents := range []bool{true, false} {
-		expired, err := query.ExpiredPartitions(ctx, pr.d.pool, horizon)
+		expired, err := query.ExpiredPartitions(ctx, pool, horizon)
 		if err != nil {
-			return err
+			return dropped, held, err
 		}
 		for _, p := range expired {
 			if (p.Parent == "intents") != intents {
 				continue
 			}
 			if intents {
-				keep, err := query.PartitionHeld(ctx, pr.d.pool, p.Name, horizon)
+				keep, err := query.PartitionHeld(ctx, pool, p.Name, horizon)
 				if err != nil {
-					return err
+					return dropped, held, err
 				}
 				if keep {
 					held++
 					continue
 				}
 			}
-			if err := query.DropPartition(ctx, pr.d.pool, p); err != nil {
-				return err
+			if before != nil {
+				if err := before(p); err != nil {
+					return dropped, held, err
+				}
 			}
-			pr.d.m.partitionsDropped.WithLabelValues(p.Parent).Inc()
-			pr.d.log.Info("dropped an expired day partition", "partition", p.Name, "until", p.Upper.Time)
+			if err := query.DropPartition(ctx, pool, p); err != nil {
+				return dropped, held, err
+			}
+			dropped = append(dropped, p)
 		}
 	}
-	pr.d.m.partitionsHeld.Set(float64(held))
-	return nil
+	return dropped, held, nil
 }

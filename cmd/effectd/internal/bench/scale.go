@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/query"
 )
 
@@ -264,41 +265,19 @@ func (e *env) liveWhilePruning(ctx context.Context, url string, pool *pgxpool.Po
 	return p, r, err
 }
 
-// dropExpired drops, as the pruner does, the partitions that ended more than
-// horizon ago and hold nothing live or recent; intents first, then the
-// attempts and provider events they free.
+// dropExpired drops the expired partitions through the pruner's own
+// dispatcher.DropExpiredPartitions, counting the intents it drops.
 func dropExpired(ctx context.Context, pool *pgxpool.Pool, horizon time.Duration) (p pruned) {
 	start := time.Now()
-	for _, intents := range []bool{true, false} {
-		expired, err := query.ExpiredPartitions(ctx, pool, horizon)
-		if err != nil {
-			return pruned{err: err}
+	dropped, _, err := dispatcher.DropExpiredPartitions(ctx, pool, horizon, func(part query.Partition) error {
+		if part.Parent != "intents" {
+			return nil
 		}
-		for _, part := range expired {
-			if (part.Parent == "intents") != intents {
-				continue
-			}
-			if intents {
-				held, err := query.PartitionHeld(ctx, pool, part.Name, horizon)
-				if err != nil {
-					return pruned{err: err}
-				}
-				if held {
-					continue
-				}
-				n, err := query.PartitionRows(ctx, pool, part.Name)
-				if err != nil {
-					return pruned{err: err}
-				}
-				p.rows += n
-			}
-			if err := query.DropPartition(ctx, pool, part); err != nil {
-				return pruned{err: err}
-			}
-			p.partitions++
-		}
-	}
-	p.took = time.Since(start)
+		n, err := query.PartitionRows(ctx, pool, part.Name)
+		p.rows += n
+		return err
+	})
+	p.partitions, p.took, p.err = len(dropped), time.Since(start), err
 	return p
 }
 
