@@ -220,6 +220,8 @@ DROP TRIGGER intents_notify ON effectd.intents;
 SELECT effectd.to_partitioned('intents', 'created_at', ((now() AT TIME ZONE 'UTC')::date + 1)::timestamp AT TIME ZONE 'UTC');
 SELECT effectd.to_partitioned('attempts', 'started_at', ((now() AT TIME ZONE 'UTC')::date + 1)::timestamp AT TIME ZONE 'UTC');
 SELECT effectd.to_partitioned('provider_events', 'received_at', ((now() AT TIME ZONE 'UTC')::date + 1)::timestamp AT TIME ZONE 'UTC');
+-- to_partitioned serves this migration only.
+DROP FUNCTION effectd.to_partitioned(text, text, timestamptz);
 
 CREATE TRIGGER intents_check_producer BEFORE INSERT ON effectd.intents
     FOR EACH ROW EXECUTE FUNCTION effectd.intents_check_producer();

@@ -25,15 +25,8 @@ func seedHistory(t *testing.T, pool *pgxpool.Pool, from, n int) {
 	ctx := context.Background()
 	if from == 1 {
 		// a partition per day, as a deployment that ran 15 days has them
-		for _, s := range []string{
-			`DROP TABLE effectd.intents_p0, effectd.attempts_p0, effectd.provider_events_p0`,
-			`DELETE FROM effectd.partitions WHERE lower = '-infinity'`,
-			`SELECT effectd.add_partition(t, (now() AT TIME ZONE 'UTC')::date - d)
-			 FROM unnest(ARRAY['intents', 'attempts', 'provider_events']) t, generate_series(0, 15) d`,
-		} {
-			if _, err := pool.Exec(ctx, s); err != nil {
-				t.Fatalf("%.60s: %v", s, err)
-			}
+		if err := DayPartitions(ctx, pool, 15); err != nil {
+			t.Fatal(err)
 		}
 	}
 	for _, s := range []string{
