@@ -93,6 +93,9 @@ func Register(ctx context.Context, pool *pgxpool.Pool, channels []Channel) error
 			return fmt.Errorf("dispatcher.Register(%q): %w", c.Name, err)
 		}
 	}
+	if err := query.AnalyzeSmallTables(ctx, pool); err != nil {
+		return fmt.Errorf("dispatcher.Register: %w", err)
+	}
 	return nil
 }
 

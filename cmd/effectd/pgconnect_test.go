@@ -215,3 +215,28 @@ func TestConnectPreferBadAnswer(t *testing.T) {
 		t.Fatal("the connection was not closed")
 	}
 }
+
+// TestConnectTurnsJITOff: effectd's connections plan without JIT, unless the
+// URL says otherwise.
+func TestConnectTurnsJITOff(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.URL(t)
+	for _, tc := range []struct{ dsn, want string }{
+		{dsn, "off"},
+		{dsn + map[bool]string{true: "&", false: "?"}[strings.Contains(dsn, "?")] + "jit=on", "on"},
+	} {
+		pool, err := connect(ctx, tc.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var jit string
+		err = pool.QueryRow(ctx, "SHOW jit").Scan(&jit)
+		pool.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if jit != tc.want {
+			t.Errorf("jit = %q on a connection to %s, want %q", jit, tc.dsn, tc.want)
+		}
+	}
+}

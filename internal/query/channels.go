@@ -62,6 +62,16 @@ func Register(ctx context.Context, db DB, r Registration) error {
 	return err
 }
 
+//go:embed analyze_small.sql
+var analyzeSmallSQL string
+
+// AnalyzeSmallTables gathers the planner's statistics for the channels and
+// their rate buckets once they are registered.
+func AnalyzeSmallTables(ctx context.Context, db DB) error {
+	_, err := db.Exec(ctx, analyzeSmallSQL)
+	return err
+}
+
 // SetRedact stores the payload fields channel masks for those who may not
 // read them.
 func SetRedact(ctx context.Context, db DB, channel string, fields []string) error {

@@ -147,8 +147,8 @@ func (e *env) live(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.out, "live: %d events offered at %d/s over %.1fs by %d producers (%d started more than 10 ms late)\n",
-		r.n, e.opt.Rate, r.offered.Seconds(), e.opt.Producers, r.late)
+	fmt.Fprintf(e.out, "live: %d events offered at %d/s over %.1fs by %d producers after %d warm-up events (%d started more than 10 ms late)\n",
+		r.n, e.opt.Rate, r.offered.Seconds(), e.opt.Producers, warmUpEvents, r.late)
 	fmt.Fprintf(e.out, "  dispatcher: 1 instance, webhook channel, concurrency %d\n", e.opt.Concurrency)
 	fmt.Fprintf(e.out, "  commit → provider latency: p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, max %.1f ms\n", r.q(.50), r.q(.95), r.q(.99), r.q(1))
 	fmt.Fprintf(e.out, "  lost %d, duplicates %d\n", r.lost, r.dups)
@@ -195,6 +195,9 @@ func (e *env) liveInto(ctx context.Context, url string, pool *pgxpool.Pool, cfg 
 	}
 	defer in.stop()
 	e.seq++
+	if err := e.warmUp(ctx, pool, fmt.Sprintf("w%d-", e.seq)); err != nil {
+		return r, err
+	}
 	prefix := fmt.Sprintf("l%d-", e.seq)
 	n := int(float64(e.opt.Rate) * e.opt.Duration.Seconds())
 	commits := make([]time.Time, n)
@@ -252,6 +255,26 @@ func (e *env) liveInto(ctx context.Context, url string, pool *pgxpool.Pool, cfg 
 	r = lived{n: n, offered: offered, late: late.Load(), lat: lat}
 	r.lost, r.dups = e.integrity(prefix, committed)
 	return r, nil
+}
+
+// warmUpEvents is how many events reach the provider before a live run's
+// clock starts, so its quantiles are the steady state and not the instance's
+// first connections and plans (startup is measured by the startup scenario).
+const warmUpEvents = 50
+
+// warmUp commits warmUpEvents events under prefix and waits until the provider
+// has received them all.
+func (e *env) warmUp(ctx context.Context, pool *pgxpool.Pool, prefix string) error {
+	before, _ := e.sandbox.Ledger.Count("webhook")
+	for i := range warmUpEvents {
+		if err := enqueueOne(ctx, pool, fmt.Sprintf("%s%03d", prefix, i)); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	if _, err := e.waitApplied(before+warmUpEvents, time.Minute); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	return nil
 }
 
 // slow: a provider that takes SlowLatency per call; sustained throughput at a
