@@ -1,6 +1,8 @@
 package api
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -54,6 +56,10 @@ func TestListIntents(t *testing.T) {
 	if _, err := e.pool.Exec(t.Context(), `UPDATE effectd.intents SET provider_ref = 're_abc', delivery = 'undelivered' WHERE id = $1`, ids[1]); err != nil {
 		t.Fatal(err)
 	}
+	long := strings.Repeat("x", 300) // past 255 bytes its key is hashed
+	ids = append(ids, e.insertIntent(t, "sms", long, statemachine.Skipped))
+	sum := sha256.Sum256([]byte(long))
+	hashedKey := "sms:sha256:" + hex.EncodeToString(sum[:])
 	future := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	list := func(query string) ([]int64, *int64) {
 		t.Helper()
@@ -83,6 +89,8 @@ func TestListIntents(t *testing.T) {
 		{"?q=sms:ev-0", []int64{ids[0]}},
 		{"?q=ev-4", []int64{ids[4]}},
 		{"?q=ev-4&channel=refund", nil},
+		{"?q=" + hashedKey, ids[5:]},
+		{"?q=" + long, ids[5:]},
 		{"?delivery=undelivered", []int64{ids[1]}},
 		{"?until=" + future, ids},
 		{"?since=" + future, nil},
