@@ -18,7 +18,7 @@ import (
 const (
 	FaultKill      = "kill"      // SIGKILL an instance, restart it a little later
 	FaultStop      = "stop"      // SIGSTOP an instance past its lease, then SIGCONT
-	FaultPGRestart = "pgrestart" // restart PostgreSQL
+	FaultPGRestart = "pgrestart" // restart PostgreSQL (on Citus, a worker)
 	FaultLatency   = "latency"   // provider latency spike (sometimes past the call deadline)
 	Fault5xx       = "5xx"       // provider 5xx burst
 	Fault429       = "429"       // provider 429 storm with Retry-After
