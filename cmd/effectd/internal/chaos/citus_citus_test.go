@@ -87,7 +87,7 @@ func citusDedupe(ctx context.Context, t *testing.T, in Inspection) {
 	var ev, ch, payload string
 	var bucket int
 	err := conn.QueryRow(ctx, `SELECT event_id, channel, payload::text, bucket FROM effectd.intents
-		WHERE state = 'SUCCEEDED' ORDER BY id LIMIT 1`).Scan(&ev, &ch, &payload, &bucket)
+		WHERE status = 'SENT' ORDER BY id LIMIT 1`).Scan(&ev, &ch, &payload, &bucket)
 	if err != nil {
 		t.Fatalf("a settled intent: %v", err)
 	}
@@ -196,7 +196,7 @@ func citusAPI(ctx context.Context, t *testing.T, in Inspection) {
 		t.Fatal(err)
 	}
 	for _, base := range in.Admin {
-		for _, path := range []string{"/v1/stats", "/v1/intents", "/v1/intents?state=SUCCEEDED&channel=hook",
+		for _, path := range []string{"/v1/stats", "/v1/intents", "/v1/intents?status=SENT&channel=hook",
 			fmt.Sprintf("/v1/intents/%d", id), "/v1/channels", "/v1/channels/hook",
 			"/ui/", "/ui/intents", fmt.Sprintf("/ui/intents/%d", id), "/ui/channels/hook"} {
 			body, status := get(ctx, t, base+path)
