@@ -30,11 +30,18 @@ var (
 // Call it from TestMain: func TestMain(m *testing.M) { citustest.Main(m) }.
 func Main(m *testing.M) {
 	code := m.Run()
+	Stop()
+	os.Exit(code)
+}
+
+// Stop stops the cluster, if one was started, and removes its directory: for
+// a package whose TestMain is another's (pgtest.AtExit(citustest.Stop)).
+func Stop() {
 	if cluster != nil {
 		cluster.Stop()
 		os.RemoveAll(tmpDir)
+		cluster = nil
 	}
-	os.Exit(code)
 }
 
 // Require skips the test when Citus is not installed, or fails it when the
