@@ -185,7 +185,7 @@ func citusHostile(ctx context.Context, t *testing.T, in Inspection) {
 func ptr(n int) *int { return &n }
 
 // citusAPI: the admin API's reads and the console's pages answer 200 on every
-// instance, and the stats say what kind of counts they give.
+// instance, and the stats say what kind of counts they give (counts_kind).
 func citusAPI(ctx context.Context, t *testing.T, in Inspection) {
 	if len(in.Admin) == 0 {
 		t.Fatal("no instance's admin API")
@@ -204,11 +204,16 @@ func citusAPI(ctx context.Context, t *testing.T, in Inspection) {
 				t.Errorf("GET %s%s: %d %.300s", base, path, status, body)
 			}
 			if path == "/v1/stats" && base == in.Admin[0] {
-				var stats map[string]any
-				if err := json.Unmarshal(body, &stats); err != nil {
-					t.Errorf("/v1/stats: %v: %.300s", err, body)
+				var stats struct {
+					Totals struct {
+						Counts     map[string]int64 `json:"counts"`
+						CountsKind string           `json:"counts_kind"`
+					} `json:"totals"`
 				}
-				t.Logf("/v1/stats on Citus: counts_kind %v", stats["counts_kind"])
+				if err := json.Unmarshal(body, &stats); err != nil || stats.Totals.CountsKind == "" {
+					t.Errorf("/v1/stats: %v, counts_kind %q: want it to say what its counts are: %.300s", err, stats.Totals.CountsKind, body)
+				}
+				t.Logf("/v1/stats on Citus: totals %v, counts_kind %q", stats.Totals.Counts, stats.Totals.CountsKind)
 			}
 		}
 	}
