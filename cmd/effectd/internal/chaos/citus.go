@@ -64,6 +64,14 @@ func (h *harness) restartWorker() error {
 	return h.citus.StartWorker(ctx, i)
 }
 
+// pgName is what a pgrestart restarts, for the log.
+func (h *harness) pgName() string {
+	if h.citus != nil {
+		return "a Citus worker"
+	}
+	return "PostgreSQL"
+}
+
 // inspect calls cfg.AfterDrain, if any, while every instance serves.
 func (h *harness) inspect(ctx context.Context) {
 	if h.cfg.AfterDrain == nil {

@@ -369,7 +369,7 @@ func (h *harness) produceUnderFaults(ctx context.Context) (*Log, map[string]int)
 	faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration)
 	defer stopFaults()
 	inj := &injector{rng: rand.New(rand.NewPCG(cfg.Seed, 2)), faults: cfg.Faults, lease: cfg.Lease,
-		instances: h.instances, restartPG: h.restartPG, sb: h.sb, note: h.note, window: cfg.Duration * 3 / 4}
+		instances: h.instances, restartPG: h.restartPG, pgName: h.pgName(), sb: h.sb, note: h.note, window: cfg.Duration * 3 / 4}
 	if h.fo != nil {
 		inj.failover = h.failover
 	}
