@@ -22,10 +22,11 @@ test: vet
 ## packages that have them, each binary starting a coordinator and two workers
 ## on loopback. Needs Citus in the system PostgreSQL (.ci/citus-install builds
 ## it from ../shared/citus); without it they skip, or fail when CI is set.
-## Not part of make test.
+## Not part of make test. One package at a time (-p 1): each starts three
+## PostgreSQL servers, and several such clusters at once starve two cores.
 CITUS_PKGS = $(sort $(dir $(shell grep -rl --include='*_citus_test.go' '^//go:build citus' .)))
 test-citus:
-	$(GO) test -race -tags citus -count=1 -timeout 30m -run '^TestCitus' $(CITUS_PKGS)
+	$(GO) test -race -tags citus -count=1 -p 1 -timeout 30m -run '^TestCitus' $(CITUS_PKGS)
 
 build:
 	$(GO) build -o effectd ./cmd/effectd

@@ -70,7 +70,8 @@ func Cluster(t testing.TB) *localpg.Citus {
 }
 
 func start() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// three initdb and three starts: minutes on a loaded 2-core machine
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var err error
 	if tmpDir, err = os.MkdirTemp("", "effectd-citus-"); err != nil {

@@ -40,7 +40,9 @@ func TestCitusEndToEnd(t *testing.T) {
 	rep, err := Run(ctx, Config{
 		Binary: bin, Events: 1200, Instances: 3, Duration: 30 * time.Second, Seed: seed,
 		Faults: []string{FaultKill, FaultStop, FaultPGRestart}, Citus: true, Buckets: 32,
-		Out: &testWriter{t: t},
+		// every statement is a hop further than on one PostgreSQL: a lease of
+		// 4s (not 2s) keeps calls on a loaded machine within their deadline
+		Lease: 4 * time.Second, DrainTimeout: 5 * time.Minute, Out: &testWriter{t: t},
 		AfterDrain: func(ctx context.Context, in Inspection) {
 			inspected = true
 			t.Run("Dedupe", func(t *testing.T) { citusDedupe(ctx, t, in) })
@@ -64,7 +66,7 @@ func TestCitusEndToEnd(t *testing.T) {
 		}
 	}
 	if !rep.OK() {
-		t.Errorf("checker failed; replay with: go run ./cmd/effectd chaos --citus --events 1200 --instances 3 --duration 30s --faults kill,stop,pgrestart --seed %d", seed)
+		t.Errorf("checker failed; replay with: go run ./cmd/effectd chaos --citus --events 1200 --instances 3 --duration 30s --faults kill,stop,pgrestart --lease 4s --seed %d", seed)
 	}
 }
 
