@@ -3,7 +3,7 @@ GO        ?= go
 GOFLAGS   ?=
 PKGS      := ./...
 
-.PHONY: run test build vet lint staticcheck fuzz fuzz-pure fuzz-db mutate stripe-mock clean
+.PHONY: run test test-citus build vet lint staticcheck fuzz fuzz-pure fuzz-db mutate stripe-mock clean
 
 ## run: build ./effectd, then start it on a throwaway local PostgreSQL under
 ## .data/ (unless DATABASE_URL is set), with the sandbox providers and the
@@ -17,6 +17,18 @@ run: build
 ## test: vet, then every test with the race detector against a real PostgreSQL.
 test: vet
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+## test-citus: the Citus tests (build tag citus, named TestCitus...) of the
+## packages that have them, each binary starting a coordinator and two workers
+## on loopback. Needs Citus in the system PostgreSQL (.ci/citus-install builds
+## it from ../shared/citus); without it they skip, or fail when CI is set.
+## Not part of make test. One package at a time (-p 1): each starts three
+## PostgreSQL servers, and several such clusters at once starve two cores.
+## make vet does not see the citus files; test-citus vets them first.
+CITUS_PKGS = $(sort $(dir $(shell grep -rl --include='*_citus_test.go' '^//go:build citus' .)))
+test-citus:
+	$(GO) vet -tags citus $(CITUS_PKGS)
+	$(GO) test -race -tags citus -count=1 -p 1 -timeout 30m -run '^TestCitus' $(CITUS_PKGS)
 
 build:
 	$(GO) build -o effectd ./cmd/effectd

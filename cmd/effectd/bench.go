@@ -16,7 +16,7 @@ import (
 func runBench(ctx context.Context, args []string, getenv env, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var o bench.Options
-	scenarios := fs.String("scenarios", "producer,drain,live,slow,memory,startup", "comma-separated: drain, live, slow, producer, memory, startup, soak, scale")
+	scenarios := fs.String("scenarios", "producer,drain,live,slow,memory,startup", "comma-separated: drain, live, slow, producer, memory, startup, soak, scale, citus (a Citus coordinator and two workers on loopback: producer cost against one PostgreSQL, drain with 1 and 3 instances; Citus must be installed, see .ci/citus-install)")
 	fs.IntVar(&o.Events, "events", 20000, "drain: backlog size")
 	fs.IntVar(&o.Producers, "producers", 32, "concurrent producer connections")
 	fs.IntVar(&o.Rate, "rate", 1000, "live: events offered per second")

@@ -4,5 +4,8 @@
 // cluster can be copied into a streaming standby (pg_basebackup -R), optionally
 // synchronous, which can be promoted once its primary is killed: the failover
 // of `effectd chaos --faults failover`. Running as root, it runs the server as
-// the postgres user, since PostgreSQL refuses root.
+// the postgres user, since PostgreSQL refuses root. StartCitus starts a Citus
+// cluster the same way: a coordinator and workers on loopback, each its own
+// directory, with databases made on every node (Citus.CreateDatabase), and a
+// worker that can be stopped and started again.
 package localpg

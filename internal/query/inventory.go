@@ -28,6 +28,32 @@ var intentStatusesSQL string
 //go:embed count_open.sql
 var countOpenSQL string
 
+// The same reads where intents and attempts have a column bucket (the
+// distributed mode): Citus runs a join of its distributed tables only on their
+// distribution column.
+var (
+	//go:embed intent_tallies_bucket.sql
+	intentTalliesBucketSQL string
+	//go:embed late_completions_bucket.sql
+	lateCompletionsBucketSQL string
+	//go:embed attempt_trail_bucket.sql
+	attemptTrailBucketSQL string
+	//go:embed has_bucket.sql
+	hasBucketSQL string
+)
+
+// bucketed picks the read for the layout: b when intents have a column bucket.
+func bucketed(ctx context.Context, db DB, a, b string) (string, error) {
+	var has bool
+	if err := db.QueryRow(ctx, hasBucketSQL).Scan(&has); err != nil {
+		return "", err
+	}
+	if has {
+		return b, nil
+	}
+	return a, nil
+}
+
 // IntentTally is an intent with counts of the attempts that explain a second
 // effect or a refused outcome.
 type IntentTally struct {
@@ -45,7 +71,11 @@ type IntentTally struct {
 
 // TallyIntents reads every intent with the counts of its attempts.
 func TallyIntents(ctx context.Context, db DB) ([]IntentTally, error) {
-	rows, err := db.Query(ctx, intentTalliesSQL)
+	q, err := bucketed(ctx, db, intentTalliesSQL, intentTalliesBucketSQL)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.Query(ctx, q)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +96,11 @@ type LateCompletion struct {
 // attempt is settled, its late answer must change nothing, so each one is a
 // broken guarantee.
 func LateCompletions(ctx context.Context, db DB) ([]LateCompletion, error) {
-	rows, err := db.Query(ctx, lateCompletionsSQL)
+	q, err := bucketed(ctx, db, lateCompletionsSQL, lateCompletionsBucketSQL)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.Query(ctx, q)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +128,11 @@ type AttemptTrail struct {
 // AttemptTrails lists the attempts of the intents ids, by intent and then in
 // the order they were recorded.
 func AttemptTrails(ctx context.Context, db DB, ids []int64) ([]AttemptTrail, error) {
-	rows, err := db.Query(ctx, attemptTrailSQL, ids)
+	q, err := bucketed(ctx, db, attemptTrailSQL, attemptTrailBucketSQL)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.Query(ctx, q, ids)
 	if err != nil {
 		return nil, err
 	}

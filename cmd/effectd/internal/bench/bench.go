@@ -30,7 +30,7 @@ import (
 // Options select the scenarios and their sizes.
 type Options struct {
 	Binary      string        // the effectd binary run as `serve`
-	Scenarios   []string      // drain, live, slow, producer, memory, startup, soak
+	Scenarios   []string      // drain, live, slow, producer, memory, startup, soak, scale, citus
 	Events      int           // drain: backlog size
 	Producers   int           // concurrent producer connections
 	Rate        int           // live: events offered per second
@@ -67,6 +67,7 @@ type env struct {
 	sandbox *sandbox.Server
 	hookURL string
 	seq     int
+	dbYAML  string // the YAML's database section, when config writes one (citus)
 	// onCall, when set, sees every call reaching the sandbox: its webhook-id
 	// and when it arrived, before the receiver handles it.
 	onCall atomic.Pointer[func(key string, at time.Time)]
@@ -124,8 +125,10 @@ func Run(ctx context.Context, opt Options, out io.Writer) error {
 			err = e.soak(ctx)
 		case "scale":
 			err = e.scale(ctx)
+		case "citus":
+			err = e.citus(ctx)
 		default:
-			err = fmt.Errorf("unknown scenario %q (want drain, live, slow, producer, memory, startup, soak, scale)", s)
+			err = fmt.Errorf("unknown scenario %q (want drain, live, slow, producer, memory, startup, soak, scale, citus)", s)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", s, err)
@@ -210,7 +213,7 @@ func (e *env) config(ctx context.Context, dbURL string, concurrency int, policy 
     provider: webhook
     webhook: { url: %q, secret_env: BENCH_WEBHOOK_SECRET, timeout: 30s }
     policy: { concurrency: %d, lease: 60s, in_doubt: resend%s }
-`, e.hookURL, concurrency, policy)
+`, e.hookURL, concurrency, policy) + e.dbYAML
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		return "", err
 	}

@@ -75,6 +75,7 @@ type Report struct {
 	Orphans    int             // effects that match no intent
 	Failover   *FailoverReport // the run's failover; nil without one
 	Sweep      []SweepRow      // the reconciliation sweep after the failover; nil without one
+	Faults     map[string]int  // how many faults of each kind were injected
 }
 
 // OK reports whether every rule held.

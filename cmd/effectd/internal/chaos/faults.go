@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -18,7 +19,7 @@ import (
 const (
 	FaultKill      = "kill"      // SIGKILL an instance, restart it a little later
 	FaultStop      = "stop"      // SIGSTOP an instance past its lease, then SIGCONT
-	FaultPGRestart = "pgrestart" // restart PostgreSQL
+	FaultPGRestart = "pgrestart" // restart PostgreSQL (on Citus, a worker)
 	FaultLatency   = "latency"   // provider latency spike (sometimes past the call deadline)
 	Fault5xx       = "5xx"       // provider 5xx burst
 	Fault429       = "429"       // provider 429 storm with Retry-After
@@ -66,6 +67,7 @@ type injector struct {
 	lease     time.Duration
 	instances []*instance
 	restartPG func() error  // stops PostgreSQL and starts it again
+	pgName    string        // what restartPG restarts, for the log ["PostgreSQL"]
 	failover  func()        // kills the primary and promotes the standby; nil: no failover
 	window    time.Duration // the producers' window: the failover lands inside it
 	sb        *sandbox.Server
@@ -227,13 +229,14 @@ func (j *injector) pgRestart() {
 	}
 	defer j.pgMu.Unlock()
 	j.count(FaultPGRestart)
-	j.note("restarting PostgreSQL")
+	name := cmp.Or(j.pgName, "PostgreSQL")
+	j.note("restarting %s", name)
 	start := time.Now()
 	if err := j.restartPG(); err != nil {
-		j.note("PostgreSQL restart failed: %v", err)
+		j.note("%s restart failed: %v", name, err)
 		return
 	}
-	j.note("PostgreSQL back after %s", time.Since(start).Round(time.Millisecond))
+	j.note("%s back after %s", name, time.Since(start).Round(time.Millisecond))
 }
 
 // providerFault draws the sandbox fault for name on kind.

@@ -45,6 +45,15 @@ type Config struct {
 	// ReplicationLag holds the primary's WAL this long on its way to the
 	// standby (see link); the failover cuts the link as it kills the primary.
 	ReplicationLag time.Duration
+	// Citus runs on a Citus cluster on loopback (a coordinator and
+	// CitusWorkers workers) in effectd's distributed mode: the producers
+	// write producer.orders, distributed by bucket, and enqueue with the
+	// event's bucket; pgrestart restarts a worker. Not with failover.
+	Citus   bool
+	Buckets int // the producer's buckets on Citus [32]
+	// AfterDrain, if set, runs once every intent is settled, while the
+	// instances still serve: a test's own checks of the running system.
+	AfterDrain func(context.Context, Inspection)
 }
 
 // Channels are the channels of a run, one per provider and in-doubt policy.
@@ -70,6 +79,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.Duration = cmp.Or(cfg.Duration, 40*time.Second)
 	cfg.DrainTimeout = cmp.Or(cfg.DrainTimeout, 3*time.Minute)
 	cfg.Lease = cmp.Or(cfg.Lease, 2*time.Second)
+	cfg.Buckets = cmp.Or(cfg.Buckets, 32)
 	if len(cfg.Channels) == 0 {
 		cfg.Channels = Channels
 	}
@@ -78,6 +88,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if cfg.Binary == "" {
 		return nil, errors.New("chaos: no effectd binary")
+	}
+	if cfg.Citus && slices.Contains(cfg.Faults, FaultFailover) {
+		return nil, errors.New("chaos: a Citus run has no failover (its nodes have no standbys)")
 	}
 	h := &harness{cfg: cfg, start: time.Now()}
 	defer h.close()
@@ -95,7 +108,9 @@ type harness struct {
 
 	dir       string
 	removeDir bool
-	pg        *localpg.Server // the primary: after a failover, the promoted standby
+	pg        *localpg.Server // the primary: after a failover, the promoted standby; on Citus, the coordinator
+	citus     *localpg.Citus  // the cluster of a Citus run; nil otherwise
+	restarts  int             // workers restarted (Citus)
 	dsn       string
 	fo        *failover // nil unless the run fails over
 	pool      *pgxpool.Pool
@@ -139,6 +154,11 @@ func (h *harness) setup(ctx context.Context) error {
 			h.pg.Port, h.fo.mode(), h.fo.standby.Port, sandboxURL, len(h.instances), h.dir)
 		return nil
 	}
+	if h.citus != nil {
+		h.note("setup: Citus coordinator on %d, workers on %d and %d, %d buckets, sandbox %s, %d instances, logs in %s",
+			h.pg.Port, h.citus.Workers[0].Port, h.citus.Workers[1].Port, h.cfg.Buckets, sandboxURL, len(h.instances), h.dir)
+		return nil
+	}
 	h.note("setup: PostgreSQL on %d, sandbox %s, %d instances, logs in %s", h.pg.Port, sandboxURL, len(h.instances), h.dir)
 	return nil
 }
@@ -160,6 +180,9 @@ func (h *harness) workDir() error {
 // startPostgres starts one cluster, or a primary and a standby when the run
 // fails over, and creates the effectd database.
 func (h *harness) startPostgres(ctx context.Context) error {
+	if h.cfg.Citus {
+		return h.startCitus(ctx)
+	}
 	if slices.Contains(h.cfg.Faults, FaultFailover) {
 		if err := h.setupPair(ctx); err != nil {
 			return err
@@ -191,7 +214,7 @@ func (h *harness) startSandbox() (string, error) {
 // process's environment but for effectd's own variables.
 func (h *harness) serveEnv(sandboxURL string) ([]string, error) {
 	cfgPath := filepath.Join(h.dir, "effectd.yaml")
-	if err := os.WriteFile(cfgPath, []byte(configYAML(sandboxURL, h.cfg.Lease, h.cfg.Channels)), 0o644); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(configYAML(sandboxURL, h.cfg.Lease, h.cfg.Channels)+h.citusYAML()), 0o644); err != nil {
 		return nil, err
 	}
 	env := []string{
@@ -207,16 +230,10 @@ func (h *harness) serveEnv(sandboxURL string) ([]string, error) {
 	return env, nil
 }
 
-// migrate runs effectd migrate, then opens the pool and creates the
-// producers' table.
+// migrate opens the pool, runs effectd migrate and creates the producers'
+// table; on Citus the producers' table comes first, since migrate
+// co-locates effectd's tables with it.
 func (h *harness) migrate(ctx context.Context, env []string) error {
-	mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	migrate := exec.CommandContext(mctx, h.cfg.Binary, "migrate")
-	migrate.Env = env
-	if out, err := migrate.CombinedOutput(); err != nil {
-		return fmt.Errorf("chaos: effectd migrate: %v: %s", err, out)
-	}
 	pcfg, err := pgxpool.ParseConfig(h.dsn)
 	if err != nil {
 		return err
@@ -224,6 +241,21 @@ func (h *harness) migrate(ctx context.Context, env []string) error {
 	pcfg.MaxConns = 12
 	if h.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return err
+	}
+	if h.citus != nil {
+		if _, err := h.pool.Exec(ctx, citusProduceSchema); err != nil {
+			return fmt.Errorf("chaos: the producers' table on Citus: %w", err)
+		}
+	}
+	mctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	migrate := exec.CommandContext(mctx, h.cfg.Binary, "migrate")
+	migrate.Env = env
+	if out, err := migrate.CombinedOutput(); err != nil {
+		return fmt.Errorf("chaos: effectd migrate: %v: %s", err, out)
+	}
+	if h.citus != nil {
+		return nil
 	}
 	_, err = h.pool.Exec(ctx, produceSchema)
 	return err
@@ -287,6 +319,7 @@ func (h *harness) run(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	h.note("drained")
+	h.inspect(ctx)
 	// the sweep an operator runs after a failover, while the instances serve
 	var sweeps []effectdtype.SweepReport
 	var sweepFailed []Violation
@@ -317,6 +350,10 @@ func (h *harness) run(ctx context.Context) (*Report, error) {
 	if h.fo != nil {
 		fmt.Fprintf(cfg.Out, "replication %s\n", h.fo.mode())
 	}
+	if h.citus != nil {
+		fmt.Fprintf(cfg.Out, "Citus: a coordinator and %d workers, %d buckets (pgrestart restarts a worker)\n", len(h.citus.Workers), cfg.Buckets)
+	}
+	rep.Faults = counts
 	rep.Print(cfg.Out)
 	h.outMu.Unlock()
 	return rep, nil
@@ -332,13 +369,13 @@ func (h *harness) produceUnderFaults(ctx context.Context) (*Log, map[string]int)
 	faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration)
 	defer stopFaults()
 	inj := &injector{rng: rand.New(rand.NewPCG(cfg.Seed, 2)), faults: cfg.Faults, lease: cfg.Lease,
-		instances: h.instances, restartPG: h.restartPG, sb: h.sb, note: h.note, window: cfg.Duration * 3 / 4}
+		instances: h.instances, restartPG: h.restartPG, pgName: h.pgName(), sb: h.sb, note: h.note, window: cfg.Duration * 3 / 4}
 	if h.fo != nil {
 		inj.failover = h.failover
 	}
 	injected := make(chan struct{})
 	go func() { inj.run(faultCtx, ctx); close(injected) }()
-	produce(ctx, h.pool, deliveries, 8, log)
+	produce(ctx, h.pool, deliveries, 8, h.buckets(), log)
 	h.note("producers done: %d deliveries, %d failed transactions retried", len(deliveries), log.errors)
 	<-injected
 	counts := inj.Counts()
@@ -417,6 +454,9 @@ func sortedCounts(m map[string]int) string {
 // restart, which without -l leaves the server holding the output pipe, so
 // that the command never returns.
 func (h *harness) restartPG() error {
+	if h.citus != nil {
+		return h.restartWorker()
+	}
 	if err := h.pg.Stop(); err != nil {
 		return err
 	}
@@ -445,7 +485,9 @@ func (h *harness) close() {
 	if h.sbSrv != nil {
 		h.sbSrv.Close()
 	}
-	if h.pg != nil {
+	if h.citus != nil {
+		h.citus.Stop()
+	} else if h.pg != nil {
 		h.pg.Stop()
 	}
 	if h.fo != nil {

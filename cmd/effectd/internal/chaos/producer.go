@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -183,6 +184,33 @@ const (
 	deliveryIDsSQL     = `SELECT delivery_id FROM public.chaos_deliveries`
 )
 
+// On Citus the producers' table is producer.orders, distributed by bucket,
+// which effectd's tables are co-located with (database.citus in the
+// configuration); each event has its bucket (bucketOf), and the enqueue names
+// it. public.chaos_deliveries is a view of it, so that the checker reads the
+// producers' side the same way in both modes. It is made before effectd
+// migrate, which checks it.
+const (
+	citusProduceSchema = `CREATE SCHEMA IF NOT EXISTS producer;
+CREATE TABLE IF NOT EXISTS producer.orders (
+	bucket int NOT NULL, id bigserial NOT NULL, delivery_id text NOT NULL, event_id text NOT NULL,
+	at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (bucket, delivery_id));
+SELECT create_distributed_table('producer.orders', 'bucket', shard_count => 8)
+	WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'producer.orders'::regclass);
+CREATE OR REPLACE VIEW public.chaos_deliveries AS SELECT delivery_id, event_id, at FROM producer.orders;`
+	citusRecordSQL = `INSERT INTO producer.orders (bucket, delivery_id, event_id) VALUES ($1, $2, $3)
+		ON CONFLICT (bucket, delivery_id) DO NOTHING`
+	citusEnqueueSQL = `SELECT effectd.enqueue(event_id => $1, channel => $2, payload => $3::jsonb, bucket => $4)`
+)
+
+// bucketOf is the producer's bucket of an event, 0..buckets-1: every delivery
+// of an event lands in the same bucket.
+func bucketOf(eventID string, buckets int) int {
+	h := fnv.New32a()
+	h.Write([]byte(eventID))
+	return int(h.Sum32() % uint32(buckets))
+}
+
 // producerColumn reads the one text column that sql selects from the
 // producers' table.
 func producerColumn(ctx context.Context, db query.DB, sql string) ([]string, error) {
@@ -194,8 +222,9 @@ func producerColumn(ctx context.Context, db query.DB, sql string) ([]string, err
 }
 
 // produce runs workers that take deliveries at their planned time, each in its
-// own transaction, retrying failed ones as a broker would (bounded).
-func produce(ctx context.Context, pool *pgxpool.Pool, deliveries []delivery, workers int, log *Log) {
+// own transaction, retrying failed ones as a broker would (bounded). buckets
+// is the producer's bucket count on Citus, 0 on one PostgreSQL.
+func produce(ctx context.Context, pool *pgxpool.Pool, deliveries []delivery, workers, buckets int, log *Log) {
 	start := time.Now()
 	ch := make(chan delivery)
 	var wg sync.WaitGroup
@@ -204,7 +233,7 @@ func produce(ctx context.Context, pool *pgxpool.Pool, deliveries []delivery, wor
 		go func() {
 			defer wg.Done()
 			for d := range ch {
-				deliver(ctx, pool, d, log)
+				deliver(ctx, pool, d, buckets, log)
 			}
 		}()
 	}
@@ -229,11 +258,11 @@ var errUnknownCommit = errors.New("commit outcome unknown")
 
 // deliver handles one delivery, retrying a failed transaction up to 30 times
 // over about a minute, like a broker redelivering an unacknowledged message.
-func deliver(ctx context.Context, pool *pgxpool.Pool, d delivery, log *Log) {
+func deliver(ctx context.Context, pool *pgxpool.Pool, d delivery, buckets int, log *Log) {
 	log.update(d.eventID, d.channel, func(o *Outcome) { o.Deliveries++ })
 	for try := 0; try < 30 && ctx.Err() == nil; try++ {
 		began := time.Now()
-		inserted, err := transact(ctx, pool, d)
+		inserted, err := transact(ctx, pool, d, buckets)
 		switch {
 		case err == nil && d.rollback:
 			log.update(d.eventID, d.channel, func(o *Outcome) { o.RolledBack++ })
@@ -266,8 +295,9 @@ func deliver(ctx context.Context, pool *pgxpool.Pool, d delivery, log *Log) {
 }
 
 // transact is the producer's transaction: its own write, then the enqueue,
-// then COMMIT (or ROLLBACK for a delivery planned to fail).
-func transact(ctx context.Context, pool *pgxpool.Pool, d delivery) (inserted bool, err error) {
+// then COMMIT (or ROLLBACK for a delivery planned to fail). On Citus
+// (buckets > 0) its write and the intent are on the event's bucket's shard.
+func transact(ctx context.Context, pool *pgxpool.Pool, d delivery, buckets int) (inserted bool, err error) {
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	tx, err := pool.Begin(tctx)
@@ -275,10 +305,18 @@ func transact(ctx context.Context, pool *pgxpool.Pool, d delivery) (inserted boo
 		return false, err
 	}
 	defer tx.Rollback(context.WithoutCancel(tctx))
-	if _, err := tx.Exec(tctx, recordDeliverySQL, d.id, d.eventID); err != nil {
-		return false, err
+	if buckets > 0 {
+		b := bucketOf(d.eventID, buckets)
+		if _, err := tx.Exec(tctx, citusRecordSQL, b, d.id, d.eventID); err != nil {
+			return false, err
+		}
+		err = tx.QueryRow(tctx, citusEnqueueSQL, d.eventID, d.channel, d.payload, b).Scan(&inserted)
+	} else {
+		if _, err := tx.Exec(tctx, recordDeliverySQL, d.id, d.eventID); err != nil {
+			return false, err
+		}
+		inserted, err = dispatcher.Enqueue(tctx, tx, dispatcher.Intent{EventID: d.eventID, Channel: d.channel, Payload: d.payload})
 	}
-	inserted, err = dispatcher.Enqueue(tctx, tx, dispatcher.Intent{EventID: d.eventID, Channel: d.channel, Payload: d.payload})
 	if err != nil {
 		return false, err
 	}
