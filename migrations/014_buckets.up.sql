@@ -31,6 +31,54 @@ CREATE TABLE effectd.bucket_leases (
     expires_at timestamptz NOT NULL DEFAULT '-infinity'
 );
 
+-- add_partition as in 013, with bucket in front of the unique keys of
+-- intents' and attempts' partitions in the distributed mode. Attaching the
+-- new table to a distributed parent distributes it on every worker.
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION effectd.add_partition(parent text, day date) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    part  text := parent || '_p' || to_char(day, 'YYYYMMDD');
+    lo    timestamptz := day::timestamp AT TIME ZONE 'UTC';
+    hi    timestamptz := (day + 1)::timestamp AT TIME ZONE 'UTC';
+    r     record;
+    -- in the distributed mode every unique key of intents and attempts
+    -- starts with bucket (migrations/citus/distribute.sql)
+    k     text := CASE WHEN parent <> 'provider_events' AND EXISTS (SELECT 1 FROM effectd.citus) THEN 'bucket, ' ELSE '' END;
+BEGIN
+    IF EXISTS (SELECT 1 FROM effectd.partitions p
+               WHERE p.parent = add_partition.parent AND p.lower < hi AND p.upper > lo) THEN
+        RETURN false;
+    END IF;
+    EXECUTE format('CREATE TABLE effectd.%I (LIKE effectd.%I INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING STORAGE)',
+                   part, parent);
+    CASE parent
+    WHEN 'intents' THEN
+        EXECUTE format('ALTER TABLE effectd.%I ADD CONSTRAINT %I PRIMARY KEY (%sid), ADD CONSTRAINT %I UNIQUE (%sevent_id, channel)',
+                       part, part || '_pkey', k, part || '_event_channel', k);
+    WHEN 'attempts' THEN
+        EXECUTE format('ALTER TABLE effectd.%I ADD CONSTRAINT %I PRIMARY KEY (%sid)', part, part || '_pkey', k);
+    WHEN 'provider_events' THEN
+        EXECUTE format('ALTER TABLE effectd.%I ADD CONSTRAINT %I PRIMARY KEY (id), ADD CONSTRAINT %I UNIQUE (provider, channel, event_id)',
+                       part, part || '_pkey', part || '_unique');
+    END CASE;
+    EXECUTE format('ALTER TABLE effectd.%I ATTACH PARTITION effectd.%I FOR VALUES FROM (%L) TO (%L)', parent, part, lo, hi);
+    FOR r IN
+        SELECT child.relname AS child, pidx.relname AS parent_index
+        FROM pg_index x
+        JOIN pg_class child ON child.oid = x.indexrelid
+        JOIN pg_inherits ih ON ih.inhrelid = child.oid
+        JOIN pg_class pidx ON pidx.oid = ih.inhparent
+        WHERE x.indrelid = format('effectd.%I', part)::regclass
+    LOOP
+        EXECUTE format('ALTER INDEX effectd.%I RENAME TO %I', r.child, part || substr(r.parent_index, length(parent) + 1));
+    END LOOP;
+    INSERT INTO effectd.partitions (name, parent, lower, upper) VALUES (part, parent, lo, hi);
+    RETURN true;
+END
+$$;
+-- +goose StatementEnd
+
 -- enqueue as in 013, with bucket: the value of the producer's distribution
 -- column for the row this intent belongs with. In Citus mode it is required,
 -- 0 <= bucket < buckets, and the intent is stored on that bucket's shard
