@@ -72,3 +72,11 @@ func (b *bucketLeases) Gauge() float64 {
 	b.gauge.Write(&m)
 	return m.GetGauge().GetValue()
 }
+
+// OwnedBuckets returns the buckets d serves (distributed mode), nil otherwise.
+func OwnedBuckets(d *Dispatcher) []int {
+	if d.buckets == nil {
+		return nil
+	}
+	return d.buckets.Owned()
+}
