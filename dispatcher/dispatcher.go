@@ -108,6 +108,9 @@ func (c Config) withDefaults() (Config, error) {
 		}
 		*f.value = cmp.Or(*f.value, f.fallback)
 	}
+	if c.Buckets > 0 && c.BucketLease < time.Second {
+		return c, bad("BucketLease", c.BucketLease, "at least 1s, or 0 for "+DefaultBucketLease.String())
+	}
 	c.ClaimBatch = cmp.Or(c.ClaimBatch, DefaultClaimBatch)
 	c.Completers = cmp.Or(c.Completers, DefaultCompleters)
 	if c.SettleLease == 0 {
