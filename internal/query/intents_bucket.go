@@ -122,3 +122,27 @@ func SettleBucket(ctx context.Context, db DB, s Settlement, bucket int64) (appli
 		nullString(s.Error), s.StartedAt, s.Outcome, s.Key, bucket).Scan(&n)
 	return n == 1, err
 }
+
+//go:embed operate_bucket.sql
+var operateBucketSQL string
+
+//go:embed operator_attempt_bucket.sql
+var operatorAttemptBucketSQL string
+
+//go:embed intent_bucket.sql
+var intentBucketSQL string
+
+// bucketOf reports whether effectd runs in the distributed mode and, if so,
+// intent id's bucket (-1 when there is no such intent: a statement of that
+// bucket finds nothing). Operator actions name an intent by id; in the
+// distributed mode they read its bucket first and write on its shard.
+func bucketOf(ctx context.Context, db DB, id int64) (bucket int64, distributed bool, err error) {
+	if distributed, err = Distributed(ctx, db); err != nil || !distributed {
+		return 0, false, err
+	}
+	err = db.QueryRow(ctx, intentBucketSQL, id).Scan(&bucket)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return -1, true, nil
+	}
+	return bucket, true, err
+}
