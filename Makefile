@@ -67,6 +67,7 @@ fuzz-pure:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeBody$$' -fuzztime $(FUZZTIME) ./api/
 	$(GO) test -run '^$$' -fuzz '^FuzzIngress$$' -fuzztime $(FUZZTIME) ./api/ingress/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./cmd/effectd/internal/config/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseCitus$$' -fuzztime $(FUZZTIME) ./cmd/effectd/internal/config/
 
 ## mutate: break each guarantee in turn (the list in cmd/mutate) and require
 ## its tests to fail; a release check (see README, Testing). MUTATE=regexp picks some.

@@ -38,6 +38,7 @@ type claimer struct {
 	loop
 	d        *Dispatcher
 	batch    int           // most rows one claim takes
+	turn     int           // distributed mode: which owned bucket claims first
 	idleWait time.Duration // longest sleep when nothing is due and no NOTIFY arrives
 }
 
@@ -157,8 +158,16 @@ func (cl *claimer) claim(ctx context.Context, ch *channel, n int) ([]claimed, ti
 	// The lease starts at the database's now(), no earlier than this moment on
 	// our clock: a deadline counted from here ends inside it.
 	deadline := time.Now().Add(p.Lease.D() * leaseUsableTenths / 10)
-	rows, avail, err := query.Claim(ctx, cl.d.pool, query.ClaimParams{Channel: ch.Name, Lease: p.Lease.D(), Limit: n,
-		RatePerSecond: p.RatePerSecond, Burst: burst(p.RatePerSecond)})
+	params := query.ClaimParams{Channel: ch.Name, Lease: p.Lease.D(), Limit: n,
+		RatePerSecond: p.RatePerSecond, Burst: burst(p.RatePerSecond)}
+	var rows []query.Claimed
+	var avail float64
+	var err error
+	if cl.d.buckets != nil {
+		rows, avail, err = cl.claimBuckets(ctx, params)
+	} else {
+		rows, avail, err = query.Claim(ctx, cl.d.pool, params)
+	}
 	if err != nil {
 		return nil, 0, err
 	}
@@ -174,6 +183,31 @@ func (cl *claimer) claim(ctx context.Context, ch *channel, n int) ([]claimed, ti
 		wait = time.Duration((1 - left) / p.RatePerSecond * float64(time.Second))
 	}
 	return out, wait, nil
+}
+
+// claimBuckets claims up to p.Limit intents of the buckets this instance
+// holds, one single-shard claim per bucket, starting at a bucket that moves
+// on every round so that none is always served last; avail is the channel's
+// tokens as the last claim saw them.
+func (cl *claimer) claimBuckets(ctx context.Context, p query.ClaimParams) (rows []query.Claimed, avail float64, err error) {
+	owned := cl.d.buckets.Owned()
+	cl.turn++
+	for i := range owned {
+		if p.Limit <= 0 {
+			break
+		}
+		b := owned[(i+cl.turn)%len(owned)]
+		got, left, err := query.ClaimBucket(ctx, cl.d.pool, p, int64(b))
+		if err != nil {
+			return rows, avail, err
+		}
+		rows, avail = append(rows, got...), left
+		p.Limit -= len(got)
+		if p.RatePerSecond > 0 && left-float64(len(got)) < 1 {
+			break // the channel's tokens are spent
+		}
+	}
+	return rows, avail, nil
 }
 
 // minCallTime is the least time left on a lease for a call to start.
@@ -278,7 +312,7 @@ func (w *workers) work(j job) {
 // call runs one attempt outside any transaction and decides its outcome.
 func (w *workers) call(ch *channel, c *claimed) completion {
 	p := ch.policy.Load()
-	out := completion{id: c.ID, key: c.Key, created: c.CreatedAt, attempts: c.Attempts, channel: ch.Name, started: time.Now(), called: true}
+	out := completion{id: c.ID, bucket: c.Bucket, key: c.Key, created: c.CreatedAt, attempts: c.Attempts, channel: ch.Name, started: time.Now(), called: true}
 	if c.Problem != "" {
 		out.called = false
 		out.finished = out.started

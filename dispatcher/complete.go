@@ -14,6 +14,7 @@ import (
 // completion is the outcome of one claimed intent, written in batches.
 type completion struct {
 	id          int64
+	bucket      int64     // distributed mode: the intent's bucket
 	key         string    // the intent's idempotency key: with id, which intent this is
 	created     time.Time // the intent's created_at: the partition its row is in
 	attempts    int32
@@ -89,8 +90,26 @@ const (
 )
 
 // writeCompletions applies a batch as fenced compare-and-sets. Outcomes are
-// written even while shutting down, with a bounded, uncancelled context.
+// written even while shutting down, with a bounded, uncancelled context. In
+// the distributed mode each bucket's outcomes are written by a statement of
+// their own, on the bucket's shard.
 func (d *Dispatcher) writeCompletions(batch []completion) {
+	if d.buckets == nil {
+		d.writeBucket(batch)
+		return
+	}
+	byBucket := map[int64][]completion{}
+	for _, c := range batch {
+		byBucket[c.bucket] = append(byBucket[c.bucket], c)
+	}
+	for _, group := range byBucket {
+		d.writeBucket(group)
+	}
+}
+
+// writeBucket is writeCompletions for a batch of one bucket (all of them, in
+// single-node mode).
+func (d *Dispatcher) writeBucket(batch []completion) {
 	fenced, err := d.complete(batch, true)
 	if err != nil {
 		return
@@ -148,7 +167,7 @@ func (d *Dispatcher) complete(batch []completion, recheck bool) (map[attemptKey]
 	}
 	for try := 0; ; try++ {
 		ctx, cancel := context.WithTimeout(context.Background(), d.cfg.WriteTimeout)
-		fenced, err := d.runComplete(ctx, &b, recheck)
+		fenced, err := d.runComplete(ctx, &b, recheck, batch[0].bucket)
 		cancel()
 		if err == nil {
 			return fenced, nil
@@ -185,8 +204,14 @@ const (
 )
 
 // runComplete writes b and says which of its completions were not applied, and why.
-func (d *Dispatcher) runComplete(ctx context.Context, b *query.CompleteBatch, recheck bool) (map[attemptKey]fence, error) {
-	rows, err := query.Complete(ctx, d.pool, b, recheck)
+func (d *Dispatcher) runComplete(ctx context.Context, b *query.CompleteBatch, recheck bool, bucket int64) (map[attemptKey]fence, error) {
+	var rows []query.Fenced
+	var err error
+	if d.buckets != nil {
+		rows, err = query.CompleteBucket(ctx, d.pool, b, recheck, bucket)
+	} else {
+		rows, err = query.Complete(ctx, d.pool, b, recheck)
+	}
 	if err != nil {
 		return nil, err
 	}

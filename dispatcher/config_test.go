@@ -31,6 +31,9 @@ func TestNewRefusesInvalidConfig(t *testing.T) {
 		{"DeliveryPollInterval", dispatcher.Config{DeliveryPollInterval: -time.Second}},
 		{"SettleLease", dispatcher.Config{SettleLease: -time.Second}},
 		{"WriteTimeout", dispatcher.Config{WriteTimeout: -time.Second}},
+		{"Buckets", dispatcher.Config{Buckets: -1}},
+		{"BucketLease", dispatcher.Config{BucketLease: -time.Second}},
+		{"BucketLease", dispatcher.Config{Buckets: 4, BucketLease: time.Millisecond}},
 	} {
 		tc.cfg.Channels = chans
 		var d *dispatcher.Dispatcher
@@ -72,6 +75,7 @@ func TestNewDefaults(t *testing.T) {
 		DeliveryPollInterval: dispatcher.DefaultDeliveryPollInterval,
 		SettleLease:          90*time.Second + dispatcher.DefaultWriteTimeout,
 		WriteTimeout:         dispatcher.DefaultWriteTimeout,
+		BucketLease:          dispatcher.DefaultBucketLease,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("config after New:\n got %+v\nwant %+v", got, want)

@@ -33,6 +33,16 @@ type Config struct {
 	// longest channel lease (at least 1s), plus WriteTimeout].
 	SettleLease  time.Duration
 	WriteTimeout time.Duration // bound on writing a final outcome during shutdown [DefaultWriteTimeout]
+
+	// Buckets is the distributed mode's bucket count (database.citus, as
+	// migrations.Mode reads it from the database); 0 is single-node mode.
+	// With it, the instances divide the buckets by leases, and claims,
+	// completions and the reconciler's takes are single-shard statements of
+	// the buckets this instance holds (docs/scale.md, "Buckets").
+	Buckets int
+	// BucketLease is how long a bucket's lease lasts unrenewed: how soon a
+	// dead instance's buckets are served again [DefaultBucketLease].
+	BucketLease time.Duration
 }
 
 // The values Config's zero fields take.
@@ -69,6 +79,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ClaimBatch < 0 || c.ClaimBatch > MaxClaimBatch {
 		return c, bad("ClaimBatch", c.ClaimBatch, fmt.Sprintf("1 to %d, or 0 for %d", MaxClaimBatch, DefaultClaimBatch))
 	}
+	if c.Buckets < 0 {
+		return c, bad("Buckets", c.Buckets, "at least 1, or 0 for single-node mode")
+	}
 	if c.Completers < 0 {
 		return c, bad("Completers", c.Completers, fmt.Sprintf("at least 1, or 0 for %d", DefaultCompleters))
 	}
@@ -84,6 +97,7 @@ func (c Config) withDefaults() (Config, error) {
 		{"DeliveryPollInterval", &c.DeliveryPollInterval, DefaultDeliveryPollInterval},
 		{"WriteTimeout", &c.WriteTimeout, DefaultWriteTimeout},
 		{"SettleLease", &c.SettleLease, 0},
+		{"BucketLease", &c.BucketLease, DefaultBucketLease},
 	} {
 		if *f.value < 0 {
 			want := "a positive duration, or 0 for the default"
@@ -93,6 +107,9 @@ func (c Config) withDefaults() (Config, error) {
 			return c, bad(f.name, *f.value, want)
 		}
 		*f.value = cmp.Or(*f.value, f.fallback)
+	}
+	if c.Buckets > 0 && c.BucketLease < time.Second {
+		return c, bad("BucketLease", c.BucketLease, "at least 1s, or 0 for "+DefaultBucketLease.String())
 	}
 	c.ClaimBatch = cmp.Or(c.ClaimBatch, DefaultClaimBatch)
 	c.Completers = cmp.Or(c.Completers, DefaultCompleters)
@@ -129,16 +146,17 @@ type Dispatcher struct {
 	slot   chan struct{} // a call finished: a channel may have room
 	settle chan struct{} // a maybe-sent call wants settling now
 
-	workers    *workers    // claim.go
-	completers *completers // complete.go
-	claimer    *claimer    // claim.go
-	listener   *listener   // listen.go
-	reconciler *reconciler // reconcile.go
-	refresher  *refresher  // refresh.go
-	pruner     *pruner     // prune.go
-	poller     *poller     // poll.go
-	folder     *folder     // counts.go
-	sweeper    *sweeper    // sweep_schedule.go
+	workers    *workers      // claim.go
+	completers *completers   // complete.go
+	claimer    *claimer      // claim.go
+	listener   *listener     // listen.go
+	reconciler *reconciler   // reconcile.go
+	refresher  *refresher    // refresh.go
+	pruner     *pruner       // prune.go
+	poller     *poller       // poll.go
+	folder     *folder       // counts.go
+	sweeper    *sweeper      // sweep_schedule.go
+	buckets    *bucketLeases // buckets.go; nil in single-node mode
 
 	started  bool
 	stopOnce sync.Once
@@ -192,13 +210,22 @@ func New(pool *pgxpool.Pool, cfg Config) (*Dispatcher, error) {
 	d.poller = &poller{d: d, interval: cfg.DeliveryPollInterval}
 	d.folder = &folder{d: d}
 	d.sweeper = newSweeper(d)
+	if cfg.Buckets > 0 {
+		d.buckets = newBucketLeases(pool, cfg.Buckets, cfg.BucketLease, nil, cfg.Registerer)
+		d.buckets.log = d.logDB
+	}
 	return d, nil
 }
 
 // loops are the services that run on their own, in the order Stop ends them:
 // the claimer first, so that no call starts once Stop has begun.
 func (d *Dispatcher) loops() []service {
-	return []service{d.claimer, d.listener, d.reconciler, d.refresher, d.pruner, d.poller, d.folder, d.sweeper}
+	s := []service{d.claimer, d.listener, d.reconciler, d.refresher, d.pruner, d.poller, d.folder, d.sweeper}
+	if d.buckets != nil {
+		// last: its leases are given up once nothing claims any more
+		s = append(s, d.buckets)
+	}
+	return s
 }
 
 // Start reads the channels' effective policies and starts dispatching. It

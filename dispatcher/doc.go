@@ -26,6 +26,9 @@
 //     stats, channel pages and /metrics read.
 //   - sweeper (sweep_schedule.go): runs each channel's scheduled Sweep (policy
 //     sweep), one instance per channel at a time.
+//   - bucket leases (buckets.go), in the distributed mode (Config.Buckets):
+//     divide the buckets among the live instances; the claimer, completers
+//     and reconciler then work one owned bucket per statement.
 //
 // Start reads the channels once, then starts the workers, the completers and
 // the loops. Stop ends them in this order: the claimer first (no call starts

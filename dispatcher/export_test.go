@@ -2,8 +2,12 @@ package dispatcher
 
 import (
 	"context"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/effectd/effectd/internal/query"
 )
 
 // SetBeforeCall makes every worker run f between taking a claimed intent and
@@ -44,4 +48,35 @@ func Lookups(d *Dispatcher, channel, outcome string) float64 {
 	var m dto.Metric
 	d.m.lookups.WithLabelValues(channel, outcome).Write(&m)
 	return m.GetCounter().GetValue()
+}
+
+// BucketLeases exposes the lease manager of the distributed mode to tests,
+// which run its rounds themselves under a clock they move.
+type BucketLeases = bucketLeases
+
+func NewBucketLeases(pool *pgxpool.Pool, buckets int, ttl time.Duration, clock func() time.Time) *BucketLeases {
+	return newBucketLeases(pool, buckets, ttl, clock, nil)
+}
+
+func (b *bucketLeases) Rebalance(ctx context.Context) error { return b.rebalance(ctx) }
+func (b *bucketLeases) Release(ctx context.Context) error {
+	return query.ReleaseBuckets(ctx, b.pool, b.id, nil, true)
+}
+func (b *bucketLeases) Takeovers() float64 {
+	var m dto.Metric
+	b.takeovers.Write(&m)
+	return m.GetCounter().GetValue()
+}
+func (b *bucketLeases) Gauge() float64 {
+	var m dto.Metric
+	b.gauge.Write(&m)
+	return m.GetGauge().GetValue()
+}
+
+// OwnedBuckets returns the buckets d serves (distributed mode), nil otherwise.
+func OwnedBuckets(d *Dispatcher) []int {
+	if d.buckets == nil {
+		return nil
+	}
+	return d.buckets.Owned()
 }

@@ -77,6 +77,12 @@ func (pr *pruner) prune(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	var total int64
+	if pr.d.buckets != nil {
+		// The distributed mode drops whole partitions only: the row-by-row
+		// prune locks rows across every shard, which Citus refuses. A channel
+		// whose retention is shorter keeps its rows until their partition goes.
+		return 0, nil
+	}
 	for _, ch := range pr.d.chans {
 		keep := ch.policy.Load().Retention.D()
 		if keep >= horizon && keep >= partitionSpan {

@@ -60,7 +60,13 @@ func (rc *reconciler) run(ctx context.Context) {
 // in_doubt policy. Taking a row extends its lease, so other instances skip it.
 func (rc *reconciler) settleBatch(ctx context.Context, n int) (int, error) {
 	d := rc.d
-	taken, err := query.TakeExpired(ctx, d.pool, n, d.names, d.cfg.SettleLease)
+	var taken []query.Unsettled
+	var err error
+	if d.buckets != nil {
+		taken, err = rc.takeBuckets(ctx, n)
+	} else {
+		taken, err = query.TakeExpired(ctx, d.pool, n, d.names, d.cfg.SettleLease)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -83,6 +89,23 @@ func (rc *reconciler) settleBatch(ctx context.Context, n int) (int, error) {
 	}
 	wg.Wait()
 	return len(taken), nil
+}
+
+// takeBuckets takes up to n expired leases of the buckets this instance
+// holds, one single-shard statement per bucket.
+func (rc *reconciler) takeBuckets(ctx context.Context, n int) (taken []query.Unsettled, err error) {
+	d := rc.d
+	for _, b := range d.buckets.Owned() {
+		if len(taken) >= n {
+			break
+		}
+		got, err := query.TakeExpiredBucket(ctx, d.pool, n-len(taken), d.names, d.cfg.SettleLease, int64(b))
+		if err != nil {
+			return taken, err
+		}
+		taken = append(taken, got...)
+	}
+	return taken, nil
 }
 
 // release gives back a row that settleBatch took, its lease ended now, when
@@ -187,9 +210,12 @@ func (d *Dispatcher) apply(ctx context.Context, r query.Unsettled, s *effectdtyp
 	q := query.Settlement{IntentID: r.ID, Key: r.Key, Attempts: r.Attempts, From: string(s.From), To: string(s.To),
 		ProviderRef: s.ProviderRef, Error: s.Error, StartedAt: time.Now(), Outcome: s.Outcome + " → " + string(s.To)}
 	var err error
-	if actor == "" {
+	switch {
+	case actor == "" && d.buckets != nil:
+		s.Applied, err = query.SettleBucket(wctx, d.pool, q, r.Bucket)
+	case actor == "":
 		s.Applied, err = query.Settle(wctx, d.pool, q)
-	} else {
+	default:
 		s.Applied, err = settleAudited(wctx, d.pool, q, actor)
 	}
 	if err != nil {

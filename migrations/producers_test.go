@@ -113,7 +113,7 @@ GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA effectd TO `+payments); err
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(strings.Join(grants, "\n"), "GRANT EXECUTE ON FUNCTION effectd.enqueue(text,text,jsonb,timestamp with time zone,timestamp with time zone,text) TO \""+payments+`"`) {
+	if !strings.Contains(strings.Join(grants, "\n"), "GRANT EXECUTE ON FUNCTION effectd.enqueue(text,text,jsonb,timestamp with time zone,timestamp with time zone,text,bigint) TO \""+payments+`"`) {
 		t.Errorf("grants do not give %s EXECUTE on enqueue:\n%s", payments, strings.Join(grants, "\n"))
 	}
 

@@ -140,11 +140,11 @@ func TestProducerRolesThroughBinary(t *testing.T) {
 	s := newAccessStack(t)
 	ctx := context.Background()
 	for _, g := range []string{
-		`ALTER FUNCTION effectd.enqueue(text,text,jsonb,timestamp with time zone,timestamp with time zone,text) SECURITY DEFINER SET search_path = effectd, pg_temp`,
+		`ALTER FUNCTION effectd.enqueue(text,text,jsonb,timestamp with time zone,timestamp with time zone,text,bigint) SECURITY DEFINER SET search_path = effectd, pg_temp`,
 		`REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA effectd FROM PUBLIC`,
 		`REVOKE ALL ON ALL TABLES IN SCHEMA effectd FROM "` + s.payments + `"`,
 		`GRANT USAGE ON SCHEMA effectd TO "` + s.payments + `"`,
-		`GRANT EXECUTE ON FUNCTION effectd.enqueue(text,text,jsonb,timestamp with time zone,timestamp with time zone,text) TO "` + s.payments + `"`,
+		`GRANT EXECUTE ON FUNCTION effectd.enqueue(text,text,jsonb,timestamp with time zone,timestamp with time zone,text,bigint) TO "` + s.payments + `"`,
 	} {
 		if !strings.Contains(s.migrateOut, g) {
 			t.Errorf("migrate did not print %q:\n%s", g, s.migrateOut)

@@ -26,12 +26,16 @@ func runMigrate(ctx context.Context, args []string, getenv env, stdout, stderr i
 	}
 	var chans []dispatcher.Channel
 	var access config.Access
+	var citus *migrations.Citus
 	if *cfgPath != "" {
 		var err error
 		if chans, err = config.Load(*cfgPath, getenv); err != nil {
 			return err
 		}
 		if access, err = config.LoadAccess(*cfgPath); err != nil {
+			return err
+		}
+		if citus, err = config.LoadCitus(*cfgPath); err != nil {
 			return err
 		}
 	}
@@ -42,6 +46,16 @@ func runMigrate(ctx context.Context, args []string, getenv env, stdout, stderr i
 	defer pool.Close()
 	if err := migrations.Up(ctx, pool); err != nil {
 		return err
+	}
+	if citus != nil {
+		done, err := migrations.Distribute(ctx, pool, *citus)
+		if err != nil {
+			return err
+		}
+		for _, d := range done {
+			fmt.Fprintf(stdout, "effectd: %s\n", d)
+		}
+		fmt.Fprintf(stdout, "effectd: distributed mode: %d buckets of %s.%s\n", citus.Buckets, citus.Qualified(), citus.Column)
 	}
 	if err := dispatcher.Register(ctx, pool, chans); err != nil {
 		return err

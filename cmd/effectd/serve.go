@@ -102,7 +102,7 @@ func runServe(ctx context.Context, args []string, getenv env, stdout, stderr io.
 	}
 	return serve(ctx, serveOptions{dsn: dsn, chans: cfg.Channels, addr: *addr, tokens: tokens, insecure: *insecure,
 		tls: tlsConfig, migrate: *migrate, producers: cfg.Access.Producers, drain: *drain, log: log, stdout: stdout, limits: limits,
-		ingressAddr: *ingressAddr, ingress: ingressChans})
+		ingressAddr: *ingressAddr, ingress: ingressChans, citus: cfg.Citus})
 }
 
 type serveOptions struct {
@@ -122,6 +122,8 @@ type serveOptions struct {
 
 	ingressAddr string            // "": no ingress listener
 	ingress     []ingress.Channel // the channels whose events it receives
+
+	citus *migrations.Citus // database.citus; nil: single-node mode
 }
 
 // serve runs the dispatcher and the admin API until ctx ends, then drains.
@@ -134,12 +136,13 @@ func serve(ctx context.Context, o serveOptions) error {
 		return err
 	}
 	defer pool.Close()
-	if err := prepareDatabase(ctx, pool, o); err != nil {
+	buckets, err := prepareDatabase(ctx, pool, o)
+	if err != nil {
 		return err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	d, err := dispatcher.New(pool, dispatcher.Config{Channels: o.chans, Logger: o.log, Registerer: reg})
+	d, err := dispatcher.New(pool, dispatcher.Config{Channels: o.chans, Logger: o.log, Registerer: reg, Buckets: buckets})
 	if err != nil {
 		return err
 	}
@@ -181,27 +184,57 @@ func serve(ctx context.Context, o serveOptions) error {
 	return nil
 }
 
-// prepareDatabase migrates and grants the producer roles when asked, checks
-// that the schema is current, and registers the channels.
-func prepareDatabase(ctx context.Context, pool *pgxpool.Pool, o serveOptions) error {
+// prepareDatabase migrates (and distributes, with database.citus) and grants
+// the producer roles when asked, checks that the schema is current and in the
+// mode the YAML says, and registers the channels. It returns the distributed
+// mode's bucket count, 0 in single-node mode.
+func prepareDatabase(ctx context.Context, pool *pgxpool.Pool, o serveOptions) (buckets int, err error) {
 	if o.migrate {
 		if err := migrations.Up(ctx, pool); err != nil {
-			return err
+			return 0, err
+		}
+		if o.citus != nil {
+			if _, err := migrations.Distribute(ctx, pool, *o.citus); err != nil {
+				return 0, err
+			}
 		}
 		grants, err := migrations.SetProducers(ctx, pool, o.producers)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		for _, g := range grants {
 			o.log.Info("producer roles", "statement", g)
 		}
 	}
 	if current, err := migrations.Current(ctx, pool); err != nil {
-		return err
+		return 0, err
 	} else if !current {
-		return errors.New("serve: the database schema is behind: run effectd migrate (or serve --migrate)")
+		return 0, errors.New("serve: the database schema is behind: run effectd migrate (or serve --migrate)")
 	}
-	return dispatcher.Register(ctx, pool, o.chans)
+	if buckets, err = checkMode(ctx, pool, o.citus); err != nil {
+		return 0, err
+	}
+	return buckets, dispatcher.Register(ctx, pool, o.chans)
+}
+
+// checkMode compares the mode the database is in (migrations.Mode) with the
+// YAML's database.citus, and returns the bucket count, 0 in single-node mode.
+func checkMode(ctx context.Context, pool *pgxpool.Pool, want *migrations.Citus) (int, error) {
+	have, err := migrations.Mode(ctx, pool)
+	switch {
+	case err != nil:
+		return 0, err
+	case have == nil && want == nil:
+		return 0, nil
+	case have == nil:
+		return 0, errors.New("serve: database.citus is set, but the database is not distributed: run effectd migrate --config (or serve --migrate) against the Citus coordinator")
+	case want == nil:
+		return 0, fmt.Errorf("serve: the database is distributed (co-located with %s): set database.citus in the configuration", have.Qualified())
+	case *have != *want:
+		return 0, fmt.Errorf("serve: database.citus says %d buckets of %s.%s, the database %d of %s.%s: run effectd migrate --config",
+			want.Buckets, want.Qualified(), want.Column, have.Buckets, have.Qualified(), have.Column)
+	}
+	return have.Buckets, nil
 }
 
 // adminHandler serves the console under /ui/ and the admin API elsewhere.

@@ -29,10 +29,21 @@ var (
 	prefix   = fmt.Sprintf("effectd_test_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
 )
 
+// atExit are what AtExit registered.
+var atExit []func()
+
+// AtExit has Main call f after the tests ran, before it stops the cluster: a
+// test file with a build tag stops there what its tests started (the Citus
+// tests' cluster), in a package whose TestMain is Main.
+func AtExit(f func()) { atExit = append(atExit, f) }
+
 // Main runs the tests of a package and stops the cluster that New started, if any.
 // Call it from TestMain: func TestMain(m *testing.M) { pgtest.Main(m) }.
 func Main(m *testing.M) {
 	code := m.Run()
+	for _, f := range atExit {
+		f()
+	}
 	if server != nil {
 		server.Stop()
 		os.RemoveAll(tmpDir)

@@ -39,7 +39,15 @@ type OperatorAttempt struct {
 
 // RecordOperatorAttempt records a as an attempt of kind operator.
 func RecordOperatorAttempt(ctx context.Context, db DB, a OperatorAttempt) error {
-	_, err := db.Exec(ctx, operatorAttemptSQL, a.IntentID, a.Attempt, a.Event, a.ProviderRef)
+	bucket, distributed, err := bucketOf(ctx, db, a.IntentID)
+	if err != nil {
+		return err
+	}
+	if distributed {
+		_, err = db.Exec(ctx, operatorAttemptBucketSQL, a.IntentID, a.Attempt, a.Event, a.ProviderRef, bucket)
+		return err
+	}
+	_, err = db.Exec(ctx, operatorAttemptSQL, a.IntentID, a.Attempt, a.Event, a.ProviderRef)
 	return err
 }
 

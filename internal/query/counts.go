@@ -41,13 +41,21 @@ type StatusCount struct {
 // ChannelCounts counts the intents of channel (nil: every registered
 // channel) by status: the live states exactly from their partial indexes, the
 // settled states from the counts kept as changes happen. A status with no
-// intent is left out.
-func ChannelCounts(ctx context.Context, db DB, channel *string) ([]StatusCount, error) {
-	rows, err := db.Query(ctx, channelCountsSQL, channel)
-	if err != nil {
-		return nil, err
+// intent is left out. In the distributed mode (scanned) every row is read
+// instead: see channel_counts_scanned.sql.
+func ChannelCounts(ctx context.Context, db DB, channel *string) (counts []StatusCount, scanned bool, err error) {
+	sql := channelCountsSQL
+	if scanned, err = Distributed(ctx, db); err != nil {
+		return nil, false, err
+	} else if scanned {
+		sql = channelCountsScannedSQL
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[StatusCount])
+	rows, err := db.Query(ctx, sql, channel)
+	if err != nil {
+		return nil, scanned, err
+	}
+	counts, err = pgx.CollectRows(rows, pgx.RowToStructByPos[StatusCount])
+	return counts, scanned, err
 }
 
 // ChannelGauges are one channel's gauges.
@@ -60,7 +68,13 @@ type ChannelGauges struct {
 // of its oldest due PENDING intent, its SENDING intents past their lease, its
 // IN_DOUBT intents and its settled intents by delivery.
 func Gauges(ctx context.Context, db DB) ([]ChannelGauges, error) {
-	rows, err := db.Query(ctx, channelGaugesSQL)
+	sql := channelGaugesSQL
+	if scanned, err := Distributed(ctx, db); err != nil {
+		return nil, err
+	} else if scanned {
+		sql = channelGaugesScannedSQL
+	}
+	rows, err := db.Query(ctx, sql)
 	if err != nil {
 		return nil, err
 	}
@@ -70,4 +84,22 @@ func Gauges(ctx context.Context, db DB) ([]ChannelGauges, error) {
 			&g.Deliveries.Accepted, &g.Deliveries.Delivered, &g.Deliveries.Undelivered)
 		return g, err
 	})
+}
+
+//go:embed channel_counts_scanned.sql
+var channelCountsScannedSQL string
+
+//go:embed channel_gauges_scanned.sql
+var channelGaugesScannedSQL string
+
+//go:embed distributed.sql
+var distributedSQL string
+
+// Distributed reports whether effectd runs in the distributed mode, where
+// ChannelCounts and Gauges count by reading every shard's rows (counts_kind
+// "scanned"): Citus refuses the triggers that keep the settled counts.
+func Distributed(ctx context.Context, db DB) (bool, error) {
+	var d bool
+	err := db.QueryRow(ctx, distributedSQL).Scan(&d)
+	return d, err
 }

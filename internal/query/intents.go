@@ -82,6 +82,13 @@ type Transition struct {
 // same statement. It returns the intent after, whole, or pgx.ErrNoRows when
 // the fence held it back.
 func Operate(ctx context.Context, db DB, t Transition) (effectdtype.IntentRow, error) {
+	bucket, distributed, err := bucketOf(ctx, db, t.IntentID)
+	if err != nil {
+		return effectdtype.IntentRow{}, err
+	}
+	if distributed {
+		return scanIntent(db.QueryRow(ctx, operateBucketSQL, t.IntentID, t.From, t.Attempts, t.To, t.ProviderRef, bucket))
+	}
 	return scanIntent(db.QueryRow(ctx, operateSQL, t.IntentID, t.From, t.Attempts, t.To, t.ProviderRef))
 }
 

@@ -59,6 +59,7 @@ type Claimed struct {
 	// past 9999), clamped in CreatedAt or OccurredAt; "" = none. Such a row
 	// is not called.
 	Problem string
+	Bucket  int64 // distributed mode: the intent's bucket (ClaimBucket); 0 otherwise
 }
 
 // Claim moves up to p.Limit due PENDING intents of a channel that is not
@@ -103,6 +104,7 @@ type Unsettled struct {
 	CreatedAt time.Time
 	ClaimedAt time.Time // CreatedAt when never claimed
 	Status    statemachine.State
+	Bucket    int64 // distributed mode: the intent's bucket (TakeExpiredBucket); 0 otherwise
 }
 
 // scanUnsettled reads the row of an Unsettled, then more, in the order of
@@ -236,6 +238,11 @@ func Complete(ctx context.Context, db DB, b *CompleteBatch, recheck bool) ([]Fen
 	if err != nil {
 		return nil, err
 	}
+	return scanFenced(rows)
+}
+
+// scanFenced reads the rows of complete.sql and complete_bucket.sql.
+func scanFenced(rows pgx.Rows) ([]Fenced, error) {
 	defer rows.Close()
 	var fenced []Fenced
 	for rows.Next() {

@@ -82,19 +82,26 @@ func PartitionHeld(ctx context.Context, db DB, name string, horizon time.Duratio
 
 // DropPartition detaches p from its parent without stopping the parent's
 // readers and writers (DETACH PARTITION … CONCURRENTLY, which waits for the
-// transactions that may use it), then drops it and forgets it in one
+// transactions that may use it; a plain DETACH for intents and attempts in
+// the distributed mode, see partition_attached.sql), then drops it and forgets it in one
 // transaction: its registry row and, for intents, the settled counts of its
 // days. A detach that stopped half way (a crash, a cancelled context) is
 // finished by the next call (FinishDetaches).
 func DropPartition(ctx context.Context, pool *pgxpool.Pool, p Partition) error {
 	table := pgx.Identifier{"effectd", p.Name}.Sanitize()
-	var attached bool
-	if err := pool.QueryRow(ctx, partitionAttachedSQL, table).Scan(&attached); err != nil {
+	var attached, concurrently bool
+	if err := pool.QueryRow(ctx, partitionAttachedSQL, table, p.Parent).Scan(&attached, &concurrently); err != nil {
 		return err
 	}
 	if attached {
-		if _, err := pool.Exec(ctx, fmt.Sprintf(`ALTER TABLE %s DETACH PARTITION %s CONCURRENTLY`,
-			pgx.Identifier{"effectd", p.Parent}.Sanitize(), table)); err != nil {
+		// Citus refuses DETACH … CONCURRENTLY on a distributed table: there a
+		// plain detach takes its lock on every shard of the parent for a moment.
+		how := ""
+		if concurrently {
+			how = " CONCURRENTLY"
+		}
+		if _, err := pool.Exec(ctx, fmt.Sprintf(`ALTER TABLE %s DETACH PARTITION %s%s`,
+			pgx.Identifier{"effectd", p.Parent}.Sanitize(), table, how)); err != nil {
 			return fmt.Errorf("detach %s: %w", p.Name, err)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/effectd/effectd/api/ingress"
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/migrations"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/providers/stripe"
 	"github.com/effectd/effectd/providers/twilio"
@@ -25,7 +26,8 @@ import (
 // File is the YAML document.
 type File struct {
 	Channels map[string]ChannelSpec `yaml:"channels"`
-	Access   AccessSpec             `yaml:"access"` // see LoadAccess
+	Access   AccessSpec             `yaml:"access"`   // see LoadAccess
+	Database DatabaseSpec           `yaml:"database"` // see ParseCitus
 }
 
 // ChannelSpec is one channel as written in the YAML.
@@ -84,10 +86,11 @@ type Loaded struct {
 	Channels []dispatcher.Channel // as Parse builds them
 	Ingress  []ingress.Channel    // as ParseIngress returns them
 	Access   Access               // as ParseAccess reads it
+	Citus    *migrations.Citus    // as ParseCitus reads it; nil in single-node mode
 }
 
 // LoadAll reads the YAML at path once and parses all of it: the channels, the
-// ingress's channels and the access section, in that order.
+// ingress's channels, the access section and database.citus, in that order.
 func LoadAll(path string, getenv func(string) string) (Loaded, error) {
 	return load(path, func(b []byte) (l Loaded, err error) {
 		if l.Channels, err = Parse(b, getenv); err != nil {
@@ -96,7 +99,10 @@ func LoadAll(path string, getenv func(string) string) (Loaded, error) {
 		if l.Ingress, err = ParseIngress(b, getenv); err != nil {
 			return l, err
 		}
-		l.Access, err = ParseAccess(b)
+		if l.Access, err = ParseAccess(b); err != nil {
+			return l, err
+		}
+		l.Citus, err = ParseCitus(b)
 		return l, err
 	})
 }

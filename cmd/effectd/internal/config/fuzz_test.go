@@ -61,3 +61,36 @@ func FuzzParse(f *testing.F) {
 		t.Fatalf("Parse(%q): error %q names neither a field nor a line", b, msg)
 	})
 }
+
+// FuzzParseCitus: ParseCitus never panics, what it accepts is in range, and
+// every error says where the problem is.
+func FuzzParseCitus(f *testing.F) {
+	hook := "channels:\n  x:\n    provider: webhook\n    webhook: {url: 'http://127.0.0.1:1/x', secret_env: HOOK_SECRET}\n"
+	for _, s := range []string{
+		hook + "database:\n  citus: {colocate_with: producer.orders, bucket_column: bucket, buckets: 32}\n",
+		hook + "database:\n  citus: {colocate_with: orders, bucket_column: bucket, buckets: 32}\n",
+		hook + "database:\n  citus:\n    colocate_with: p.o\n    bucket_column: B\n    buckets: -1\n",
+		hook + "database: [1]\n",
+		"database:\n  citus: {buckets: 99999999999999999999}\n",
+	} {
+		f.Add([]byte(s))
+	}
+	where := regexp.MustCompile(`^(channels|database)\b|\bline \d+\b`)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := ParseCitus(b)
+		if err == nil {
+			if c != nil && (c.Buckets < 1 || c.Buckets > MaxBuckets || c.Schema == "" || c.Table == "" || c.Column == "") {
+				t.Fatalf("ParseCitus(%q) accepted %+v", b, c)
+			}
+			return
+		}
+		msg := err.Error()
+		if where.MatchString(msg) || documentErrors.MatchString(msg) {
+			return
+		}
+		if _, err := ParseCitus(append([]byte("\n"), b...)); err != nil && where.MatchString(err.Error()) {
+			return
+		}
+		t.Fatalf("ParseCitus(%q): error %q names neither a field nor a line", b, msg)
+	})
+}

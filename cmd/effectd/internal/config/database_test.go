@@ -1,0 +1,52 @@
+package config
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/effectd/effectd/migrations"
+)
+
+// TestParseCitus: database.citus is read into the distributed mode; absent, it
+// is single-node mode; each malformed field is refused naming it and its line.
+func TestParseCitus(t *testing.T) {
+	hook := "channels:\n  x:\n    provider: webhook\n    webhook: {url: 'http://127.0.0.1:1/x', secret_env: HOOK_SECRET}\n"
+	c, err := ParseCitus([]byte(hook))
+	if err != nil || c != nil {
+		t.Fatalf("without database.citus: %+v, %v; want nil, nil", c, err)
+	}
+	c, err = ParseCitus([]byte(hook + "database:\n  citus:\n    colocate_with: producer.orders\n    bucket_column: bucket\n    buckets: 32\n"))
+	want := migrations.Citus{Schema: "producer", Table: "orders", Column: "bucket", Buckets: 32}
+	if err != nil || c == nil || *c != want {
+		t.Fatalf("ParseCitus = %+v, %v; want %+v", c, err, want)
+	}
+	for _, tc := range []struct{ name, citus, want string }{
+		{"no table", "bucket_column: b, buckets: 4", "database.citus.colocate_with: line 6: is required"},
+		{"unqualified", "colocate_with: orders, bucket_column: b, buckets: 4", "database.citus.colocate_with: line 6: want schema.table"},
+		{"upper case", "colocate_with: P.Orders, bucket_column: b, buckets: 4", "database.citus.colocate_with: line 6: want schema.table"},
+		{"quote in name", "colocate_with: \"p.o'x\", bucket_column: b, buckets: 4", "database.citus.colocate_with: line 6: want schema.table"},
+		{"effectd's own", "colocate_with: effectd.intents, bucket_column: b, buckets: 4", "database.citus.colocate_with: line 6: names one of effectd's own tables"},
+		{"no column", "colocate_with: p.o, buckets: 4", "database.citus.bucket_column: line 6: is required"},
+		{"bad column", "colocate_with: p.o, bucket_column: 'b; drop', buckets: 4", "database.citus.bucket_column: line 6: want a column name"},
+		{"no buckets", "colocate_with: p.o, bucket_column: b", "database.citus.buckets: line 6: want 1 to 4096"},
+		{"too many", "colocate_with: p.o, bucket_column: b, buckets: 5000", "database.citus.buckets: line 6: want 1 to 4096"},
+		{"not a number", "colocate_with: p.o, bucket_column: b, buckets: many", "database.citus.buckets: line 6: cannot unmarshal"},
+		{"unknown key", "colocate_with: p.o, bucket_column: b, buckets: 4, shards: 2", "database.citus: line 6: field shards not found"},
+	} {
+		_, err := ParseCitus([]byte(hook + "database:\n  citus: {" + tc.citus + "}\n"))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v; want it to contain %q", tc.name, err, tc.want)
+		}
+	}
+	// notifications are sent by a trigger, which Citus refuses
+	notify := "channels:\n  n:\n    provider: webhook\n    webhook: {url: 'http://127.0.0.1:1/n', secret_env: HOOK_SECRET}\n" +
+		"  x:\n    provider: webhook\n    webhook: {url: 'http://127.0.0.1:1/x', secret_env: HOOK_SECRET}\n    notify: {channel: n, on: [sent]}\n"
+	if _, err := ParseCitus([]byte(notify + "database:\n  citus: {colocate_with: p.o, bucket_column: b, buckets: 4}\n")); err == nil ||
+		!strings.Contains(err.Error(), "channels.x.notify: line 8: is not available with database.citus") {
+		t.Errorf("notify with database.citus: err = %v", err)
+	}
+	// LoadAll reads the section too, and Parse (the channels) ignores it.
+	if _, err := Parse([]byte(hook+"database:\n  citus: {colocate_with: p.o, bucket_column: b, buckets: 4}\n"), getenv); err != nil {
+		t.Errorf("Parse with database.citus: %v", err)
+	}
+}

@@ -1,0 +1,78 @@
+-- complete.sql in the distributed mode: the batch's intents are all of
+-- bucket $16, and every table it reads or writes is restricted to that
+-- bucket, so that Citus runs it on the bucket's shard alone (the attempt rows
+-- are co-located with their intents). query.CompleteBucket runs it; the
+-- dispatcher writes a batch one bucket at a time.
+WITH input AS (
+    -- now() as a column: Citus refuses a function that is not IMMUTABLE in
+    -- a CASE of an UPDATE of a distributed table
+    SELECT *, now() AS now
+    FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[],
+                $6::timestamptz[], $7::timestamptz[], $8::timestamptz[], $9::text[], $10::boolean[], $11::text[],
+                $13::text[])
+         AS t(id, attempts, status, provider_ref, last_error, next_attempt_at, started_at, finished_at, outcome, called, delivery,
+              key)
+),
+updated AS (
+    UPDATE effectd.intents i
+    SET status           = input.status,
+        provider_ref     = coalesce(nullif(input.provider_ref, ''), i.provider_ref),
+        last_error       = nullif(input.last_error, ''),
+        next_attempt_at  = coalesce(input.next_attempt_at, i.next_attempt_at),
+        -- a maybe-sent call to a provider without keys stays SENDING with its
+        -- lease ended now, so the reconciler settles it at once
+        lease_expires_at = CASE WHEN input.status = 'SENDING' THEN input.now END,
+        -- what SENT says about delivery (a webhook answered 2xx: delivered),
+        -- unless an earlier provider event said more
+        delivery         = coalesce(i.delivery, nullif(input.delivery, '')),
+        delivery_at      = CASE WHEN i.delivery IS NULL AND input.delivery <> '' THEN input.now ELSE i.delivery_at END,
+        updated_at       = now()
+    FROM input
+    WHERE i.bucket = $16
+      AND i.id = input.id
+      AND i.created_at BETWEEN $14::timestamptz AND $15::timestamptz
+      AND i.idempotency_key = input.key
+      AND i.status = 'SENDING'
+      AND i.attempts = input.attempts
+    RETURNING i.id, i.attempts
+),
+-- the rows not applied, and why: 'early' when a provider event settled the
+-- row SENT with the very reference this call returned (its callback attempt is
+-- there: not a conflict); 'raced' when the row changed while this statement
+-- waited for it (this statement's snapshot still shows it SENDING under this
+-- attempt, and cannot show the event's callback attempt), asked for by $12:
+-- such a completion is neither recorded nor counted here, but written again in
+-- a statement that sees the change; 'lost' when no row has the id and the
+-- key any more (not recorded: an attempt row names its intent by id only);
+-- 'fenced' otherwise
+fenced AS (
+    SELECT input.id, input.attempts,
+           CASE WHEN cur.id IS NULL OR cur.idempotency_key <> input.key
+                THEN 'lost'
+                WHEN input.status = 'SENT' AND EXISTS (
+                    SELECT 1 FROM effectd.attempts a
+                    WHERE a.bucket = $16 AND a.intent_id = input.id AND a.attempt = input.attempts AND a.kind = 'callback'
+                      AND a.provider_ref = nullif(input.provider_ref, ''))
+                THEN 'early'
+                WHEN $12::boolean AND input.status = 'SENT' AND cur.status = 'SENDING' AND cur.attempts = input.attempts
+                THEN 'raced'
+                ELSE 'fenced'
+           END AS why
+    FROM input
+    LEFT JOIN updated ON updated.id = input.id AND updated.attempts = input.attempts
+    LEFT JOIN effectd.intents cur ON cur.bucket = $16 AND cur.id = input.id AND cur.created_at BETWEEN $14::timestamptz AND $15::timestamptz
+    WHERE updated.id IS NULL
+),
+recorded AS (
+    INSERT INTO effectd.attempts (bucket, intent_id, attempt, kind, started_at, finished_at, outcome, error, provider_ref)
+    SELECT $16, input.id, input.attempts, 'send', input.started_at, input.finished_at,
+           CASE fenced.why
+               WHEN 'early' THEN input.outcome || ' (already settled by callback)'
+               WHEN 'fenced' THEN input.outcome || ' (fenced out)'
+               ELSE input.outcome
+           END,
+           nullif(input.last_error, ''), nullif(input.provider_ref, '')
+    FROM input LEFT JOIN fenced ON fenced.id = input.id AND fenced.attempts = input.attempts
+    WHERE input.called AND fenced.why IS DISTINCT FROM 'raced' AND fenced.why IS DISTINCT FROM 'lost'
+)
+SELECT id, attempts, why FROM fenced

@@ -1,0 +1,148 @@
+package query
+
+import (
+	"cmp"
+	"context"
+	_ "embed"
+	"errors"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// The hot path of the distributed mode (docs/scale.md, "Buckets"): the same
+// operations as Claim, Complete and TakeExpired, each restricted to one
+// bucket, so that Citus runs it on that bucket's shard alone.
+
+//go:embed claim_bucket.sql
+var claimBucketSQL string
+
+//go:embed rate_bucket_take.sql
+var rateBucketTakeSQL string
+
+//go:embed rate_bucket_spend.sql
+var rateBucketSpendSQL string
+
+// ClaimBucket is Claim for the intents of one bucket. A rate-limited
+// channel's tokens are read under the lock of its row on the coordinator,
+// rows are claimed on the bucket's shard, and the tokens spent, in one
+// transaction: the row lock serialises the channel's claims across instances
+// as in Claim, over two more round trips.
+func ClaimBucket(ctx context.Context, pool *pgxpool.Pool, p ClaimParams, bucket int64) (claimed []Claimed, avail float64, err error) {
+	if p.RatePerSecond <= 0 {
+		claimed, err = claimBucket(ctx, pool, p, bucket)
+		return claimed, 0, err
+	}
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, rateBucketTakeSQL, p.Channel, p.RatePerSecond, p.Burst).Scan(&avail)
+		if errors.Is(err, pgx.ErrNoRows) {
+			avail, claimed = 0, nil // no bucket row: nothing may be claimed, as in claim.sql
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		limit := min(p.Limit, int(max(0, math.Floor(avail))))
+		if limit == 0 {
+			return nil
+		}
+		q := p
+		q.Limit = limit
+		if claimed, err = claimBucket(ctx, tx, q, bucket); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, rateBucketSpendSQL, p.Channel, avail-float64(len(claimed)))
+		return err
+	})
+	return claimed, avail, err
+}
+
+func claimBucket(ctx context.Context, db DB, p ClaimParams, bucket int64) ([]Claimed, error) {
+	rows, err := db.Query(ctx, claimBucketSQL, p.Channel, interval(p.Lease), p.Limit, bucket)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	claimed := make([]Claimed, 0, p.Limit)
+	for rows.Next() {
+		c := Claimed{Bucket: bucket}
+		created, occurred := looseTime{Field: "created_at"}, looseTime{Field: "occurred_at"}
+		if err := rows.Scan(&c.ID, &c.EventID, &c.Payload, &c.Attempts, &c.Key, &created, &occurred); err != nil {
+			return claimed, err
+		}
+		c.CreatedAt, c.OccurredAt = created.Time, occurred.Time
+		c.Problem = cmp.Or(occurred.Problem, created.Problem)
+		claimed = append(claimed, c)
+	}
+	return claimed, rows.Err()
+}
+
+//go:embed complete_bucket.sql
+var completeBucketSQL string
+
+// CompleteBucket is Complete for a batch whose intents are all in bucket.
+// Citus runs its parts as several statements on the bucket's shard within
+// the statement's transaction, each seeing the ones before: a completion
+// whose row changed while it waited comes back as settled by the event, or
+// fenced, at once, rather than Raced.
+func CompleteBucket(ctx context.Context, db DB, b *CompleteBatch, recheck bool, bucket int64) ([]Fenced, error) {
+	rows, err := db.Query(ctx, completeBucketSQL, b.ids, b.attempts, b.statuses, b.refs, b.errs,
+		b.next, b.started, b.finished, b.outcomes, b.called, b.delivery, recheck, b.keys, b.oldest, b.newest, bucket)
+	if err != nil {
+		return nil, err
+	}
+	return scanFenced(rows)
+}
+
+//go:embed take_expired_bucket.sql
+var takeExpiredBucketSQL string
+
+// TakeExpiredBucket is TakeExpired for the intents of one bucket.
+func TakeExpiredBucket(ctx context.Context, db DB, limit int, channels []string, lease time.Duration, bucket int64) ([]Unsettled, error) {
+	rows, err := db.Query(ctx, takeExpiredBucketSQL, limit, channels, interval(lease), bucket)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Unsettled, error) {
+		u, err := scanUnsettled(row)
+		u.Bucket = bucket
+		return u, err
+	})
+}
+
+//go:embed settle_bucket.sql
+var settleBucketSQL string
+
+// SettleBucket is Settle for an intent of bucket.
+func SettleBucket(ctx context.Context, db DB, s Settlement, bucket int64) (applied bool, err error) {
+	var n int
+	err = db.QueryRow(ctx, settleBucketSQL, s.IntentID, s.Attempts, s.From, s.To, nullString(s.ProviderRef),
+		nullString(s.Error), s.StartedAt, s.Outcome, s.Key, bucket).Scan(&n)
+	return n == 1, err
+}
+
+//go:embed operate_bucket.sql
+var operateBucketSQL string
+
+//go:embed operator_attempt_bucket.sql
+var operatorAttemptBucketSQL string
+
+//go:embed intent_bucket.sql
+var intentBucketSQL string
+
+// bucketOf reports whether effectd runs in the distributed mode and, if so,
+// intent id's bucket (-1 when there is no such intent: a statement of that
+// bucket finds nothing). Operator actions name an intent by id; in the
+// distributed mode they read its bucket first and write on its shard.
+func bucketOf(ctx context.Context, db DB, id int64) (bucket int64, distributed bool, err error) {
+	if distributed, err = Distributed(ctx, db); err != nil || !distributed {
+		return 0, false, err
+	}
+	err = db.QueryRow(ctx, intentBucketSQL, id).Scan(&bucket)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return -1, true, nil
+	}
+	return bucket, true, err
+}

@@ -1,0 +1,8 @@
+-- The tokens channel $1's bucket holds now ($2 tokens a second, at most $3
+-- saved up), locking its row until the transaction ends: the claims of the
+-- distributed mode (query.ClaimBucket) read them here, claim, and spend them
+-- with rate_bucket_spend.sql. No row: the channel has no bucket yet.
+SELECT least($3::float8, tokens + extract(epoch FROM clock_timestamp() - at) * $2::float8)
+FROM effectd.rate_buckets
+WHERE channel = $1
+FOR UPDATE

@@ -1,0 +1,265 @@
+//go:build citus
+
+package migrations_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectd/effectd/internal/citustest"
+	"github.com/effectd/effectd/internal/localpg"
+	"github.com/effectd/effectd/internal/pgtest"
+	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/migrations"
+)
+
+// citusCluster is the Citus cluster the tests of this binary started, if any;
+// pgtest.Main stops it.
+var citusCluster *localpg.Citus
+
+func init() {
+	pgtest.AtExit(func() {
+		if citusCluster != nil {
+			citusCluster.Stop()
+		}
+	})
+}
+
+// citusDB returns a pool on a fresh database of the Citus cluster with the
+// producer's table producer.orders distributed by bucket (int), migrated
+// and distributed with 8 buckets, one channel "c" registered.
+func citusDB(t *testing.T) (*pgxpool.Pool, migrations.Citus) {
+	t.Helper()
+	citusCluster = citustest.Cluster(t)
+	pool := citustest.New(t)
+	ctx := context.Background()
+	for _, q := range []string{
+		`CREATE SCHEMA producer`,
+		`CREATE TABLE producer.orders (bucket int NOT NULL, id bigint NOT NULL, PRIMARY KEY (bucket, id))`,
+		`SELECT create_distributed_table('producer.orders', 'bucket')`,
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := migrations.Up(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	c := migrations.Citus{Schema: "producer", Table: "orders", Column: "bucket", Buckets: 8}
+	done, err := migrations.Distribute(ctx, pool, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(done) == 0 {
+		t.Fatal("Distribute did nothing on a fresh database")
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO effectd.channels (name, provider) VALUES ('c', 'webhook')`); err != nil {
+		t.Fatal(err)
+	}
+	return pool, c
+}
+
+// TestCitusDistribute: the distribution step makes intents and attempts
+// distributed tables co-located with the producer's, channels a reference
+// table, every unique key of a partition starts with bucket, no trigger is
+// left on intents, and the mode is recorded; a second run changes nothing.
+func TestCitusDistribute(t *testing.T) {
+	pool, c := citusDB(t)
+	ctx := context.Background()
+	var colocated bool
+	if err := pool.QueryRow(ctx, `
+SELECT count(DISTINCT colocationid) = 1 AND count(*) = 3
+FROM pg_dist_partition
+WHERE logicalrelid IN ('producer.orders'::regclass, 'effectd.intents'::regclass, 'effectd.attempts'::regclass)
+  AND partmethod = 'h'`).Scan(&colocated); err != nil || !colocated {
+		t.Fatalf("intents and attempts co-located with producer.orders: %v, %v", colocated, err)
+	}
+	var ref string
+	if err := pool.QueryRow(ctx, `SELECT partmethod::text FROM pg_dist_partition WHERE logicalrelid = 'effectd.channels'::regclass`).Scan(&ref); err != nil || ref != "n" {
+		t.Fatalf("channels: partmethod %q, %v; want a reference table", ref, err)
+	}
+	var keysWithout []string
+	rows, _ := pool.Query(ctx, `
+SELECT c.conrelid::regclass || ' ' || pg_get_constraintdef(c.oid)
+FROM pg_constraint c JOIN pg_inherits i ON i.inhrelid = c.conrelid
+WHERE i.inhparent IN ('effectd.intents'::regclass, 'effectd.attempts'::regclass) AND c.contype IN ('p', 'u')
+  AND pg_get_constraintdef(c.oid) NOT LIKE '%(bucket, %'`)
+	keysWithout, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(keysWithout) > 0 {
+		t.Fatalf("unique keys without bucket: %v, %v", keysWithout, err)
+	}
+	var triggers int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE tgrelid = 'effectd.intents'::regclass AND NOT tgisinternal`).Scan(&triggers); err != nil || triggers != 0 {
+		t.Fatalf("triggers left on intents: %d, %v", triggers, err)
+	}
+	mode, err := migrations.Mode(ctx, pool)
+	if err != nil || mode == nil || *mode != c {
+		t.Fatalf("Mode = %+v, %v; want %+v", mode, err, c)
+	}
+	if err := migrations.Up(ctx, pool); err != nil {
+		t.Fatalf("Up after Distribute: %v", err)
+	}
+	done, err := migrations.Distribute(ctx, pool, c)
+	if err != nil || len(done) != 0 {
+		t.Fatalf("second Distribute: %v, %v; want nothing done", done, err)
+	}
+}
+
+// TestCitusDistributeRefuses: a producer table that is not distributed, or
+// distributed by another column, and a non-integer column, are refused with
+// a message naming the field of database.citus.
+func TestCitusDistributeRefuses(t *testing.T) {
+	citusCluster = citustest.Cluster(t)
+	pool := citustest.New(t)
+	ctx := context.Background()
+	for _, q := range []string{
+		`CREATE SCHEMA producer`,
+		`CREATE TABLE producer.local (bucket int NOT NULL)`,
+		`CREATE TABLE producer.by_id (bucket int NOT NULL, id bigint NOT NULL)`,
+		`SELECT create_distributed_table('producer.by_id', 'id')`,
+		`CREATE TABLE producer.by_text (bucket text NOT NULL)`,
+		`SELECT create_distributed_table('producer.by_text', 'bucket')`,
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := migrations.Up(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		table, column, want string
+	}{
+		{"nothere", "bucket", "database.citus.colocate_with: no table producer.nothere"},
+		{"local", "bucket", "database.citus.colocate_with: producer.local is not a hash-distributed table"},
+		{"by_id", "bucket", "database.citus.bucket_column: producer.by_id is distributed by id, not by bucket"},
+		{"by_text", "bucket", "database.citus.bucket_column: producer.by_text.bucket is text, want smallint, integer or bigint"},
+	} {
+		_, err := migrations.Distribute(ctx, pool, migrations.Citus{Schema: "producer", Table: tc.table, Column: tc.column, Buckets: 4})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v; want %q", tc.table, err, tc.want)
+		}
+	}
+	if mode, err := migrations.Mode(ctx, pool); err != nil || mode != nil {
+		t.Errorf("after refusals Mode = %+v, %v; want single-node", mode, err)
+	}
+}
+
+// sqlstate returns err's SQLSTATE and message, or "" when err is nil.
+func sqlstate(err error) (code, msg string) {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code, pgErr.Message
+	}
+	if err != nil {
+		return "?", err.Error()
+	}
+	return "", ""
+}
+
+// TestCitusEnqueue: an intent enqueued with a bucket commits and rolls back
+// with the producer's row of that bucket; the same event again in its bucket
+// inserts nothing; a missing or out-of-range bucket is refused naming
+// bucket (22023); the other refusals keep their SQLSTATEs.
+func TestCitusEnqueue(t *testing.T) {
+	pool, _ := citusDB(t)
+	ctx := context.Background()
+	enqueue := func(q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}, event, channel string, bucket any) (bool, error) {
+		var fresh bool
+		err := q.QueryRow(ctx, `SELECT effectd.enqueue(event_id => $1, channel => $2, payload => '{"a": 1}', bucket => $3)`, event, channel, bucket).Scan(&fresh)
+		return fresh, err
+	}
+	for _, commit := range []bool{true, false} {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := map[bool]int{true: 1, false: 2}[commit]
+		if _, err := tx.Exec(ctx, `INSERT INTO producer.orders (bucket, id) VALUES (5, $1)`, id); err != nil {
+			t.Fatal(err)
+		}
+		if fresh, err := enqueue(tx, "order-"+map[bool]string{true: "1", false: "2"}[commit], "c", 5); err != nil || !fresh {
+			t.Fatalf("enqueue in the producer's transaction: %v, %v", fresh, err)
+		}
+		if commit {
+			err = tx.Commit(ctx)
+		} else {
+			err = tx.Rollback(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var orders, intents int
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM producer.orders), (SELECT count(*) FROM effectd.intents WHERE bucket = 5)`).Scan(&orders, &intents); err != nil || orders != 1 || intents != 1 {
+		t.Fatalf("after a commit and a rollback: %d orders, %d intents (%v); want 1 and 1", orders, intents, err)
+	}
+	if fresh, err := enqueue(pool, "order-1", "c", 5); err != nil || fresh {
+		t.Fatalf("redelivery in the same bucket = %v, %v; want false", fresh, err)
+	}
+	for _, tc := range []struct {
+		event, channel string
+		bucket         any
+		code, field    string
+	}{
+		{"x", "c", nil, "22023", "bucket: is required"},
+		{"x", "c", 8, "22023", "bucket: must be 0 to 7, got 8"},
+		{"x", "c", -1, "22023", "bucket: must be 0 to 7, got -1"},
+		{"x", "nope", 1, "22023", "channel: unknown channel"},
+		{"", "c", 1, "22023", "event_id: must not be empty"},
+	} {
+		_, err := enqueue(pool, tc.event, tc.channel, tc.bucket)
+		code, msg := sqlstate(err)
+		if code != tc.code || !strings.Contains(msg, tc.field) {
+			t.Errorf("enqueue(%q, %q, bucket %v): %s %s; want %s naming %q", tc.event, tc.channel, tc.bucket, code, msg, tc.code, tc.field)
+		}
+	}
+}
+
+// TestCitusPartitions: a day partition made after distribution is
+// distributed with its parent and keyed by bucket first, and the pruner's
+// drop (a plain DETACH: Citus refuses CONCURRENTLY) removes it from every
+// shard.
+func TestCitusPartitions(t *testing.T) {
+	pool, _ := citusDB(t)
+	ctx := context.Background()
+	var made bool
+	if err := pool.QueryRow(ctx, `SELECT effectd.add_partition('intents', (now() AT TIME ZONE 'UTC')::date + 20)`).Scan(&made); err != nil || !made {
+		t.Fatalf("add_partition: %v, %v", made, err)
+	}
+	var name string
+	var distributed bool
+	if err := pool.QueryRow(ctx, `
+SELECT p.name, EXISTS (SELECT 1 FROM pg_dist_partition d WHERE d.logicalrelid = ('effectd.' || p.name)::regclass)
+FROM effectd.partitions p WHERE p.parent = 'intents' ORDER BY p.lower DESC LIMIT 1`).Scan(&name, &distributed); err != nil || !distributed {
+		t.Fatalf("partition %s distributed: %v, %v", name, distributed, err)
+	}
+	var keys string
+	if err := pool.QueryRow(ctx, `SELECT string_agg(pg_get_constraintdef(oid), '; ' ORDER BY conname) FROM pg_constraint WHERE conrelid = ('effectd.' || $1)::regclass AND contype IN ('p', 'u')`, name).Scan(&keys); err != nil ||
+		keys != "UNIQUE (bucket, event_id, channel); PRIMARY KEY (bucket, id)" {
+		t.Fatalf("keys of %s: %q, %v", name, keys, err)
+	}
+	if _, err := pool.Exec(ctx, `ALTER TABLE effectd.intents DETACH PARTITION effectd.`+name+` CONCURRENTLY`); err == nil {
+		t.Log("Citus now detaches CONCURRENTLY: DropPartition could again")
+	}
+	var part query.Partition
+	if err := pool.QueryRow(ctx, `SELECT name, parent, lower, upper FROM effectd.partitions WHERE name = $1`, name).
+		Scan(&part.Name, &part.Parent, &part.Lower, &part.Upper); err != nil {
+		t.Fatal(err)
+	}
+	if err := query.DropPartition(ctx, pool, part); err != nil {
+		t.Fatalf("DropPartition %s: %v", name, err)
+	}
+	var left int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_dist_shard WHERE logicalrelid::text = 'effectd.' || $1`, name).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("shards of %s left: %d, %v", name, left, err)
+	}
+}
