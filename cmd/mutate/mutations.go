@@ -91,13 +91,13 @@ var mutations = []mutation{
 	// The boundary is written twice (enqueue's fast path, then the function);
 	// moving either down is masked by the other, so each is moved up.
 	{name: "key: enqueue keeps a 256-byte key unhashed", file: "migrations/*.up.sql",
-		from: "WHEN octet_length(channel) + 1 + octet_length(event_id) <= 255", to: "WHEN octet_length(channel) + 1 + octet_length(event_id) <= 256",
+		from: "payload) END,\n           CASE WHEN octet_length(channel) + 1 + octet_length(event_id) <= 255", to: "payload) END,\n           CASE WHEN octet_length(channel) + 1 + octet_length(event_id) <= 256",
 		pkg: "./dispatcher/", run: "^TestEnqueueKeyBoundary$"},
 	{name: "key: idempotency_key keeps a 256-byte key unhashed", file: "migrations/*.up.sql",
 		from: "WHEN octet_length(channel || ':' || event_id) <= 255", to: "WHEN octet_length(channel || ':' || event_id) <= 256",
 		pkg: "./dispatcher/", run: "^TestEnqueueKeyBoundary$"},
 	{name: "key: long keys not hashed", file: "migrations/*.up.sql",
-		from: "ELSE effectd.idempotency_key(channel, event_id) END", to: "ELSE channel || ':' || event_id END",
+		from: "ELSE effectd.idempotency_key(channel, event_id) END,\n           CASE WHEN not_before", to: "ELSE channel || ':' || event_id END,\n           CASE WHEN not_before",
 		pkg: "./dispatcher/", run: "^(TestEnqueueLongEventIDKeyIsHashed|TestEnqueueKeyBoundary)$"},
 	{name: "key: hash of the channel instead of the event", file: "migrations/001_schema.up.sql",
 		from: "encode(sha256(convert_to(event_id, 'UTF8')), 'hex')", to: "encode(sha256(convert_to(channel, 'UTF8')), 'hex')",
