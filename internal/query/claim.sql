@@ -9,6 +9,15 @@
 -- lock, so it waits for a pause being committed and then sees it (READ COMMITTED
 -- rereads a locked row's newest version), and a pause waits for a claim that
 -- read the flag first. Once a pause has committed, no claim takes a row.
+-- The limit is a scalar subquery so that no plan knows it: a plan made for
+-- the statement's values (a custom plan) then costs what the generic plan
+-- does, and PostgreSQL keeps the generic one after five executions instead of
+-- planning every claim again over every partition and index (a claim takes no
+-- partition key to prune by). Both read intents_due in next_attempt_at order.
+-- Such a plan cannot tell how many rows are due (it guesses a tenth of the
+-- PENDING rows), so the update finds the claimed rows by an array of ids, which
+-- the planner looks up through each partition's primary key whatever it
+-- guesses, rather than by a join it might make with a scan of the partition.
 WITH bucket AS (
     SELECT least($5::float8, tokens + extract(epoch FROM clock_timestamp() - at) * $4::float8) AS avail
     FROM effectd.rate_buckets
@@ -34,7 +43,7 @@ due AS (
               WHERE o.channel = i.channel AND o.ordering_key = i.ordering_key
                 AND o.id < i.id AND o.status IN ('PENDING', 'SENDING')))
     ORDER BY next_attempt_at
-    LIMIT CASE WHEN $4::float8 > 0 THEN least($3, greatest(0, (SELECT floor(avail)::int FROM bucket))) ELSE $3 END
+    LIMIT (SELECT CASE WHEN $4::float8 > 0 THEN least($3, greatest(0, (SELECT floor(avail)::int FROM bucket))) ELSE $3 END)
     FOR UPDATE SKIP LOCKED
 ),
 claimed AS (
@@ -44,8 +53,7 @@ claimed AS (
         claimed_at       = now(),
         lease_expires_at = now() + $2::interval,
         updated_at       = now()
-    FROM due
-    WHERE u.id = due.id
+    WHERE u.id = ANY (ARRAY(SELECT id FROM due))
     RETURNING u.id, u.event_id, u.payload, u.attempts, u.idempotency_key,
               u.created_at, coalesce(u.occurred_at, u.created_at) AS occurred_at
 ),
