@@ -9,15 +9,9 @@
 -- lock, so it waits for a pause being committed and then sees it (READ COMMITTED
 -- rereads a locked row's newest version), and a pause waits for a claim that
 -- read the flag first. Once a pause has committed, no claim takes a row.
--- The limit is a scalar subquery so that no plan knows it: a plan made for
--- the statement's values (a custom plan) then costs what the generic plan
--- does, and PostgreSQL keeps the generic one after five executions instead of
--- planning every claim again over every partition and index (a claim takes no
--- partition key to prune by). Both read intents_due in next_attempt_at order.
--- Such a plan cannot tell how many rows are due (it guesses a tenth of the
--- PENDING rows), so the update finds the claimed rows by an array of ids, which
--- the planner looks up through each partition's primary key whatever it
--- guesses, rather than by a join it might make with a scan of the partition.
+-- The limit is a scalar subquery, which no plan can read: PostgreSQL then
+-- keeps the generic plan instead of planning each claim again, and the update
+-- finds the claimed rows by an array of ids (TestClaimKeepsGenericPlan).
 WITH bucket AS (
     SELECT least($5::float8, tokens + extract(epoch FROM clock_timestamp() - at) * $4::float8) AS avail
     FROM effectd.rate_buckets
