@@ -88,6 +88,8 @@ func TestPauseRacingAClaim(t *testing.T) {
 	if _, err := refill.Exec(ctx, `UPDATE effectd.rate_buckets SET tokens = 100, at = clock_timestamp() WHERE channel = 'c'`); err != nil {
 		t.Fatal(err)
 	}
+	// (the claim is told by the start of its text: pg_stat_activity keeps
+	// only the first track_activity_query_size bytes of a statement)
 	waiting := func(like string) bool {
 		var n int
 		if err := r.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
@@ -96,7 +98,7 @@ func TestPauseRacingAClaim(t *testing.T) {
 		}
 		return n > 0
 	}
-	eventually(t, 10*time.Second, "a claim of c waits for the bucket", func() bool { return waiting("%FROM effectd.rate_buckets%") })
+	eventually(t, 10*time.Second, "a claim of c waits for the bucket", func() bool { return waiting("-- Claim up to%") })
 
 	// Pause. The pause may have to wait for the claim (when the claim holds
 	// the channel row already); then it returns only after the claim ends.
@@ -122,7 +124,7 @@ func TestPauseRacingAClaim(t *testing.T) {
 	if atPause == nil {
 		atPause = <-paused
 	}
-	eventually(t, 10*time.Second, "no claim of c waits any more", func() bool { return !waiting("%FROM effectd.rate_buckets%") })
+	eventually(t, 10*time.Second, "no claim of c waits any more", func() bool { return !waiting("-- Claim up to%") })
 	// Every later claim reads the pause: give the dispatcher rounds to prove it
 	// by sending on the other channel.
 	for _, probe := range []string{"probe-1", "probe-2"} {

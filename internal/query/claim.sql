@@ -9,6 +9,9 @@
 -- lock, so it waits for a pause being committed and then sees it (READ COMMITTED
 -- rereads a locked row's newest version), and a pause waits for a claim that
 -- read the flag first. Once a pause has committed, no claim takes a row.
+-- The limit is a scalar subquery, which no plan can read: PostgreSQL then
+-- keeps the generic plan instead of planning each claim again, and the update
+-- finds the claimed rows by an array of ids (TestClaimKeepsGenericPlan).
 WITH bucket AS (
     SELECT least($5::float8, tokens + extract(epoch FROM clock_timestamp() - at) * $4::float8) AS avail
     FROM effectd.rate_buckets
@@ -34,7 +37,7 @@ due AS (
               WHERE o.channel = i.channel AND o.ordering_key = i.ordering_key
                 AND o.id < i.id AND o.status IN ('PENDING', 'SENDING')))
     ORDER BY next_attempt_at
-    LIMIT CASE WHEN $4::float8 > 0 THEN least($3, greatest(0, (SELECT floor(avail)::int FROM bucket))) ELSE $3 END
+    LIMIT (SELECT CASE WHEN $4::float8 > 0 THEN least($3, greatest(0, (SELECT floor(avail)::int FROM bucket))) ELSE $3 END)
     FOR UPDATE SKIP LOCKED
 ),
 claimed AS (
@@ -44,8 +47,7 @@ claimed AS (
         claimed_at       = now(),
         lease_expires_at = now() + $2::interval,
         updated_at       = now()
-    FROM due
-    WHERE u.id = due.id
+    WHERE u.id = ANY (ARRAY(SELECT id FROM due))
     RETURNING u.id, u.event_id, u.payload, u.attempts, u.idempotency_key,
               u.created_at, coalesce(u.occurred_at, u.created_at) AS occurred_at
 ),

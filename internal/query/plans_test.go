@@ -92,3 +92,61 @@ func TestPruneUsesItsIndex(t *testing.T) {
 		t.Fatalf("the prune plan does not use intents_prunable:\n%s", plan)
 	}
 }
+
+// TestClaimKeepsGenericPlan: after five claims a connection runs the claim's
+// generic plan, which reads intents_due in order, instead of planning each
+// claim again over every partition and its indexes (a claim has no partition
+// key to prune by): with a literal limit, a plan made for the values always
+// looked cheaper than the generic one while rows were due, and every claim
+// of a backlog was planned anew.
+func TestClaimKeepsGenericPlan(t *testing.T) {
+	ctx := context.Background()
+	tx, err := pgtest.New(t).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for _, s := range []string{
+		`INSERT INTO effectd.channels (name, provider) VALUES ('plan', 'webhook')`,
+		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key)
+		 SELECT 'evt-' || n, 'plan', '{}', 'plan:evt-' || n FROM generate_series(1, 20000) n`,
+		`ANALYZE effectd.intents`,
+		`PREPARE claim_plan AS ` + claimSQL,
+	} {
+		if _, err := tx.Exec(ctx, s); err != nil {
+			t.Fatalf("%.60s: %v", s, err)
+		}
+	}
+	defer tx.Exec(ctx, `DEALLOCATE claim_plan`)
+	for range 7 {
+		if _, err := tx.Exec(ctx, `EXECUTE claim_plan('plan', '30 seconds', 10, 0, 0)`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var generic int64
+	if err := tx.QueryRow(ctx, `SELECT generic_plans FROM pg_prepared_statements WHERE name = 'claim_plan'`).Scan(&generic); err != nil {
+		t.Fatal(err)
+	}
+	if generic == 0 {
+		t.Fatal("every claim was planned for its values: no generic plan after 7 claims")
+	}
+	rows, err := tx.Query(ctx, `EXPLAIN EXECUTE claim_plan('plan', '30 seconds', 10, 0, 0)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Join(lines, "\n")
+	// the partition that holds the rows (the others are empty: their scans cost nothing)
+	var part string
+	if err := tx.QueryRow(ctx, `SELECT relname::text FROM pg_class WHERE oid = (SELECT tableoid FROM effectd.intents LIMIT 1)`).Scan(&part); err != nil {
+		t.Fatal(err)
+	}
+	due, claimed := between(plan, "CTE due", "CTE claimed"), between(plan, "CTE claimed", "CTE spent")
+	if !strings.Contains(due, part+"_due") || strings.Contains(due, "Seq Scan on "+part+" ") ||
+		!strings.Contains(claimed, part+"_pkey") || strings.Contains(claimed, "Seq Scan on "+part+" ") {
+		t.Fatalf("the claim's generic plan does not read intents_due, or finds the claimed rows otherwise than by id:\n%s", plan)
+	}
+}
