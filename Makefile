@@ -49,7 +49,9 @@ STATICCHECK = $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)/stati
 staticcheck:
 	@$(STATICCHECK) -version 2>/dev/null | grep -qF '($(STATICCHECK_VERSION:v%=%))' || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-## fuzz: run each fuzz target briefly (FUZZTIME=30s for longer). fuzz-pure runs
+## fuzz: run each fuzz target briefly (FUZZTIME=30s for longer, or a count of
+## inputs such as 10000x, which CI uses: a duration can end in a spurious
+## "context deadline exceeded" on Go 1.26, go.dev/issue/75804). fuzz-pure runs
 ## those that need no database; the database-backed ones (fuzz-db) start a
 ## PostgreSQL cluster in every fuzz worker, and a worker stopped while it
 ## minimises an input can hang the run until go test's timeout, so CI runs
