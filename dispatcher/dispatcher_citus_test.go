@@ -38,15 +38,7 @@ func citusPool(t *testing.T, buckets int) *pgxpool.Pool {
 	citusCluster = citustest.Cluster(t)
 	pool := citustest.New(t)
 	ctx := context.Background()
-	for _, q := range []string{
-		`CREATE SCHEMA producer`,
-		`CREATE TABLE producer.orders (bucket int NOT NULL, id bigint NOT NULL, PRIMARY KEY (bucket, id))`,
-		`SELECT create_distributed_table('producer.orders', 'bucket')`,
-	} {
-		if _, err := pool.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	citustest.ProducerOrders(t, pool)
 	if err := migrations.Up(ctx, pool); err != nil {
 		t.Fatal(err)
 	}

@@ -39,15 +39,7 @@ func citusDB(t *testing.T) (*pgxpool.Pool, migrations.Citus) {
 	citusCluster = citustest.Cluster(t)
 	pool := citustest.New(t)
 	ctx := context.Background()
-	for _, q := range []string{
-		`CREATE SCHEMA producer`,
-		`CREATE TABLE producer.orders (bucket int NOT NULL, id bigint NOT NULL, PRIMARY KEY (bucket, id))`,
-		`SELECT create_distributed_table('producer.orders', 'bucket')`,
-	} {
-		if _, err := pool.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	citustest.ProducerOrders(t, pool)
 	if err := migrations.Up(ctx, pool); err != nil {
 		t.Fatal(err)
 	}

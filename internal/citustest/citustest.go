@@ -121,3 +121,19 @@ func New(t testing.TB) *pgxpool.Pool {
 	t.Cleanup(pool.Close)
 	return pool
 }
+
+// ProducerOrders makes a producer's table on pool's database,
+// producer.orders (bucket int, id bigint), distributed by bucket: the table
+// effectd's tables are co-located with in the tests.
+func ProducerOrders(t testing.TB, pool *pgxpool.Pool) {
+	t.Helper()
+	for _, q := range []string{
+		`CREATE SCHEMA producer`,
+		`CREATE TABLE producer.orders (bucket int NOT NULL, id bigint NOT NULL, PRIMARY KEY (bucket, id))`,
+		`SELECT create_distributed_table('producer.orders', 'bucket')`,
+	} {
+		if _, err := pool.Exec(context.Background(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
