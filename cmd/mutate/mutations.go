@@ -196,6 +196,10 @@ var mutations = []mutation{
 	{name: "claim: claimed rows found by a join its generic plan may scan for", file: "internal/query/claim.sql",
 		from: "WHERE u.id = ANY (ARRAY(SELECT id FROM due))", to: "FROM due WHERE u.id = due.id",
 		pkg: "./internal/query/", run: "^TestClaimKeepsGenericPlan$"},
+	// Bucket leases (distributed mode): a bucket is served by one instance at a time.
+	{name: "buckets: an unexpired lease taken", file: "internal/query/bucket_take.sql",
+		from: "(owner IS NULL OR expires_at <= coalesce($2::timestamptz, now()))", to: "true",
+		pkg: "./dispatcher/", run: "^TestBucketLeases(Concurrent)?$"},
 	{name: "rate: bucket not applied", file: "internal/query/claim.sql",
 		from: "least($3, greatest(0, (SELECT floor(avail)::int FROM bucket)))", to: "$3",
 		pkg: "./dispatcher/", run: "^TestRateLimitSharedByInstances$"},
