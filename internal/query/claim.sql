@@ -12,6 +12,10 @@
 -- The limit is a scalar subquery, which no plan can read: PostgreSQL then
 -- keeps the generic plan instead of planning each claim again, and the update
 -- finds the claimed rows by an array of ids (TestClaimKeepsGenericPlan).
+-- The update also bounds created_at by the claimed rows' oldest and newest, so
+-- it reads only the day partitions that hold them, pruned as it starts: by id
+-- alone, every partition's primary key was searched for every claimed id
+-- (TestClaimReadsOnlyClaimedDays).
 WITH bucket AS (
     SELECT least($5::float8, tokens + extract(epoch FROM clock_timestamp() - at) * $4::float8) AS avail
     FROM effectd.rate_buckets
@@ -25,7 +29,7 @@ unpaused AS (
     FOR SHARE
 ),
 due AS (
-    SELECT id
+    SELECT id, created_at
     FROM effectd.intents i
     WHERE status = 'PENDING'
       AND channel = $1
@@ -48,6 +52,8 @@ claimed AS (
         lease_expires_at = now() + $2::interval,
         updated_at       = now()
     WHERE u.id = ANY (ARRAY(SELECT id FROM due))
+      AND u.created_at >= (SELECT min(created_at) FROM due)
+      AND u.created_at <= (SELECT max(created_at) FROM due)
     RETURNING u.id, u.event_id, u.payload, u.attempts, u.idempotency_key,
               u.created_at, coalesce(u.occurred_at, u.created_at) AS occurred_at
 ),

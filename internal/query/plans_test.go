@@ -150,3 +150,66 @@ func TestClaimKeepsGenericPlan(t *testing.T) {
 		t.Fatalf("the claim's generic plan does not read intents_due, or finds the claimed rows otherwise than by id:\n%s", plan)
 	}
 }
+
+// TestClaimReadsOnlyClaimedDays: with fifteen days of settled history, the
+// claim's update looks its rows up in today's partition only; the other days'
+// primary keys are pruned once the claimed rows are known. By id alone, every
+// day's primary key was searched for every claimed id, a cost that grew with
+// the number of day partitions retained.
+func TestClaimReadsOnlyClaimedDays(t *testing.T) {
+	ctx := context.Background()
+	tx, err := pgtest.New(t).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if err := DayPartitions(ctx, tx, 15); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{
+		`INSERT INTO effectd.channels (name, provider) VALUES ('plan', 'webhook')`,
+		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, created_at)
+		 SELECT 'old-' || n, 'plan', '{}', 'plan:old-' || n, 'SENT', now() - (n % 14 + 1) * interval '1 day'
+		 FROM generate_series(1, 14000) n`,
+		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key)
+		 SELECT 'evt-' || n, 'plan', '{}', 'plan:evt-' || n FROM generate_series(1, 1000) n`,
+		`ANALYZE effectd.intents`,
+		`PREPARE claim_days AS ` + claimSQL,
+	} {
+		if _, err := tx.Exec(ctx, s); err != nil {
+			t.Fatalf("%.60s: %v", s, err)
+		}
+	}
+	defer tx.Exec(ctx, `DEALLOCATE claim_days`)
+	for range 7 {
+		if _, err := tx.Exec(ctx, `EXECUTE claim_days('plan', '30 seconds', 10, 0, 0)`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := tx.Query(ctx, `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) EXECUTE claim_days('plan', '30 seconds', 10, 0, 0)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Join(lines, "\n")
+	var today string
+	if err := tx.QueryRow(ctx, `SELECT relname::text FROM pg_class WHERE oid = (SELECT tableoid FROM effectd.intents WHERE event_id = 'evt-1')`).Scan(&today); err != nil {
+		t.Fatal(err)
+	}
+	searched := 0
+	for _, l := range strings.Split(between(plan, "CTE claimed", "CTE spent"), "\n") {
+		if !strings.Contains(l, "_pkey on intents_p") || strings.Contains(l, "never executed") {
+			continue
+		}
+		if !strings.Contains(l, today+"_pkey") {
+			t.Fatalf("the claim's update searched another day's primary key than today's (%s):\n%s", today, plan)
+		}
+		searched++
+	}
+	if searched != 1 {
+		t.Fatalf("the claim's update did not find its rows through %s_pkey:\n%s", today, plan)
+	}
+}
