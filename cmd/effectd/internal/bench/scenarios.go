@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/query"
@@ -147,8 +148,8 @@ func (e *env) live(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.out, "live: %d events offered at %d/s over %.1fs by %d producers after %d warm-up events (%d started more than 10 ms late)\n",
-		r.n, e.opt.Rate, r.offered.Seconds(), e.opt.Producers, warmUpEvents, r.late)
+	fmt.Fprintf(e.out, "live: %d events offered at %d/s over %.1fs by %d producers after a warm-up of %d events from each at once (%d started more than 10 ms late)\n",
+		r.n, e.opt.Rate, r.offered.Seconds(), e.opt.Producers, warmUpPerProducer, r.late)
 	fmt.Fprintf(e.out, "  dispatcher: 1 instance, webhook channel, concurrency %d\n", e.opt.Concurrency)
 	fmt.Fprintf(e.out, "  commit → provider latency: p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, max %.1f ms\n", r.q(.50), r.q(.95), r.q(.99), r.q(1))
 	fmt.Fprintf(e.out, "  lost %d, duplicates %d\n", r.lost, r.dups)
@@ -257,21 +258,35 @@ func (e *env) liveInto(ctx context.Context, url string, pool *pgxpool.Pool, cfg 
 	return r, nil
 }
 
-// warmUpEvents is how many events reach the provider before a live run's
-// clock starts, so its quantiles are the steady state and not the instance's
-// first connections and plans (startup is measured by the startup scenario).
-const warmUpEvents = 50
+// warmUpPerProducer is how many events each producer commits, all producers
+// at once, before a live run's clock starts: every producer connection the
+// load will use is opened and has run enqueue past PostgreSQL's first five
+// plans of each statement, and serve's connections have claimed and completed
+// a burst, so the run's quantiles are the steady state and not the first
+// connections and plans (startup is measured by the startup scenario). With a
+// single connection warmed, the load's first second opened the other producer
+// connections while it ran, and its p99 was that second's.
+const warmUpPerProducer = 8
 
-// warmUp commits warmUpEvents events under prefix and waits until the provider
-// has received them all.
+// warmUp commits warmUpPerProducer events from each of the producers at once,
+// under prefix, and waits until the provider has received them all.
 func (e *env) warmUp(ctx context.Context, pool *pgxpool.Pool, prefix string) error {
 	before, _ := e.sandbox.Ledger.Count("webhook")
-	for i := range warmUpEvents {
-		if err := enqueueOne(ctx, pool, fmt.Sprintf("%s%03d", prefix, i)); err != nil {
-			return fmt.Errorf("warm-up: %w", err)
-		}
+	g, gctx := errgroup.WithContext(ctx)
+	for p := range e.opt.Producers {
+		g.Go(func() error {
+			for i := range warmUpPerProducer {
+				if err := enqueueOne(gctx, pool, fmt.Sprintf("%s%03d-%d", prefix, p, i)); err != nil {
+					return fmt.Errorf("warm-up: %w", err)
+				}
+			}
+			return nil
+		})
 	}
-	if _, err := e.waitApplied(before+warmUpEvents, time.Minute); err != nil {
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	if _, err := e.waitApplied(before+e.opt.Producers*warmUpPerProducer, time.Minute); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
 	return nil
