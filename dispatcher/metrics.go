@@ -27,6 +27,7 @@ type metrics struct {
 
 	partitionsDropped *prometheus.CounterVec // table
 	partitionsHeld    prometheus.Gauge
+	partitionsBusy    prometheus.Counter
 	partitionsUntil   prometheus.Gauge
 }
 
@@ -76,6 +77,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		partitionsHeld: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "effectd_retention_held_partitions", Help: "Intents day partitions past the retention horizon that the last prune kept, because they hold a live row (PENDING, SENDING, IN_DOUBT) or one changed within the horizon.",
 		}),
+		partitionsBusy: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "effectd_partition_drops_postponed_total", Help: "Drops of expired day partitions this instance's pruner put off to its next run because a lock on the partition was not free within 50 ms, 20 times: a drop waits no longer, so that no enqueue or claim queues behind it.",
+		}),
 		partitionsUntil: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "effectd_partitions_until_timestamp_seconds", Help: "When the last day partition of intents ends, in Unix seconds, as this instance's pruner last saw it: the pruner keeps it three days ahead, and an enqueue after it fails.",
 		}),
@@ -85,7 +89,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.outcomes, m.calls, m.lookups, m.retries, m.fenced, m.inflight, m.deliveries, m.deliveryTime, m.orphans, m.sweepFindings,
-			m.sweepLastRun, m.sweepLastSeen, m.partitionsDropped, m.partitionsHeld, m.partitionsUntil)
+			m.sweepLastRun, m.sweepLastSeen, m.partitionsDropped, m.partitionsHeld, m.partitionsBusy, m.partitionsUntil)
 	}
 	return m
 }

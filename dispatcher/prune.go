@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -113,6 +114,11 @@ func (pr *pruner) dropExpired(ctx context.Context, horizon time.Duration) error 
 	for _, p := range dropped {
 		pr.d.m.partitionsDropped.WithLabelValues(p.Parent).Inc()
 		pr.d.log.Info("dropped an expired day partition", "partition", p.Name, "until", p.Upper.Time)
+	}
+	if errors.Is(err, query.ErrPartitionBusy) {
+		pr.d.m.partitionsBusy.Inc()
+		pr.d.log.Info("an expired day partition stays until the next prune", "reason", err)
+		return nil
 	}
 	if err != nil {
 		return err

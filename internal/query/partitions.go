@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -80,38 +81,99 @@ func PartitionHeld(ctx context.Context, db DB, name string, horizon time.Duratio
 	return held, err
 }
 
+// PartitionLockWait bounds how long a detach or a drop waits for its lock on
+// a partition (lock_timeout). While such a lock waits, every statement whose
+// cached plan names the partition queues behind it, enqueues and claims
+// included: PostgreSQL locks every partition of a generic plan before it finds
+// the plan out of date. A step that does not get its lock in time gives up,
+// having changed nothing or left a detach to finish, and DropPartition tries
+// it again after PartitionLockPause, PartitionLockTries times in all.
+const (
+	PartitionLockWait  = 50 * time.Millisecond
+	PartitionLockTries = 20
+	PartitionLockPause = 150 * time.Millisecond
+)
+
+// ErrPartitionBusy says DropPartition gave up on a partition whose lock it
+// did not get within PartitionLockWait in PartitionLockTries tries: the
+// sessions using it were never held longer than that, and the next prune
+// tries again.
+var ErrPartitionBusy = errors.New("partition busy: its lock was not free in time; the next prune tries again")
+
 // DropPartition detaches p from its parent without stopping the parent's
 // readers and writers (DETACH PARTITION … CONCURRENTLY, which waits for the
 // transactions that may use it; a plain DETACH for intents and attempts in
 // the distributed mode, see partition_attached.sql), then drops it and forgets it in one
 // transaction: its registry row and, for intents, the settled counts of its
-// days. A detach that stopped half way (a crash, a cancelled context) is
+// days. No step waits for a lock longer than PartitionLockWait; one that
+// would is tried again (ErrPartitionBusy when it never got it). A detach that
+// stopped half way (a crash, a cancelled context, a lock not free) is
 // finished by the next call (FinishDetaches).
 func DropPartition(ctx context.Context, pool *pgxpool.Pool, p Partition) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, fmt.Sprintf(`SET lock_timeout = %d`, PartitionLockWait.Milliseconds())); err != nil {
+		return err
+	}
+	defer func() {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), `RESET lock_timeout`); err != nil {
+			conn.Conn().Close(context.WithoutCancel(ctx)) // not back to the pool with the setting
+		}
+	}()
+	for try := 1; ; try++ {
+		err := dropPartition(ctx, conn.Conn(), p)
+		if !lockNotFree(err) {
+			return err
+		}
+		if try == PartitionLockTries {
+			return fmt.Errorf("drop %s: %w", p.Name, ErrPartitionBusy)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(PartitionLockPause):
+		}
+	}
+}
+
+// dropPartition is one try of DropPartition on conn.
+func dropPartition(ctx context.Context, conn *pgx.Conn, p Partition) error {
 	table := pgx.Identifier{"effectd", p.Name}.Sanitize()
-	var attached, concurrently bool
-	if err := pool.QueryRow(ctx, partitionAttachedSQL, table, p.Parent).Scan(&attached, &concurrently); err != nil {
+	parent := pgx.Identifier{"effectd", p.Parent}.Sanitize()
+	var attached, pending, concurrently bool
+	if err := conn.QueryRow(ctx, partitionAttachedSQL, table, p.Parent).Scan(&attached, &pending, &concurrently); err != nil {
 		return err
 	}
 	if attached {
 		// Citus refuses DETACH … CONCURRENTLY on a distributed table: there a
 		// plain detach takes its lock on every shard of the parent for a moment.
 		how := ""
-		if concurrently {
+		switch {
+		case pending:
+			how = " FINALIZE"
+		case concurrently:
 			how = " CONCURRENTLY"
 		}
-		if _, err := pool.Exec(ctx, fmt.Sprintf(`ALTER TABLE %s DETACH PARTITION %s%s`,
-			pgx.Identifier{"effectd", p.Parent}.Sanitize(), table, how)); err != nil {
+		if _, err := conn.Exec(ctx, fmt.Sprintf(`ALTER TABLE %s DETACH PARTITION %s%s`, parent, table, how)); err != nil {
 			return fmt.Errorf("detach %s: %w", p.Name, err)
 		}
 	}
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `DROP TABLE IF EXISTS `+table); err != nil {
 			return fmt.Errorf("drop %s: %w", p.Name, err)
 		}
 		_, err := tx.Exec(ctx, partitionForgetSQL, p.Name, p.Parent, p.Lower, p.Upper)
 		return err
 	})
+}
+
+// lockNotFree says err is a lock that was not free within lock_timeout.
+func lockNotFree(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
 }
 
 // FinishDetaches finishes the detaches that stopped half way, so their
