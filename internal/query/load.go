@@ -119,6 +119,13 @@ func VacuumHistory(ctx context.Context, db DB) error {
 	return err
 }
 
+// Checkpoint writes every dirty page out now (superuser), so that flushing a
+// load's writes does not share the machine with what is timed after it.
+func Checkpoint(ctx context.Context, db DB) error {
+	_, err := db.Exec(ctx, `CHECKPOINT`)
+	return err
+}
+
 // AgeTerminal installs a trigger that dates an intent's updated_at back by by
 // when it becomes terminal (SENT, FAILED, SKIPPED, CANCELLED): the pruner then
 // deletes it by sooner than its channel's retention says, a retention shorter

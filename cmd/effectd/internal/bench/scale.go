@@ -364,7 +364,7 @@ func timeReads(ctx context.Context, base string, runs int) (map[string]timing, e
 
 // loadHistory adds n settled intents after the first `from` into a history of
 // final (query.LoadHistory), folds their counts as serve's folder does, and
-// ends with VACUUM ANALYZE, as autovacuum would have by then.
+// ends with VACUUM ANALYZE, as autovacuum would have by then, and a CHECKPOINT.
 func loadHistory(ctx context.Context, pool *pgxpool.Pool, from, n, final int) error {
 	if err := query.LoadHistory(ctx, pool, query.History{From: from, N: n, Final: final}); err != nil {
 		return err
@@ -372,5 +372,10 @@ func loadHistory(ctx context.Context, pool *pgxpool.Pool, from, n, final int) er
 	if err := query.FoldSettledCounts(ctx, pool); err != nil {
 		return err
 	}
-	return query.VacuumHistory(ctx, pool)
+	if err := query.VacuumHistory(ctx, pool); err != nil {
+		return err
+	}
+	// The load leaves gigabytes of dirty pages; the next checkpoint would flush
+	// them while the reads are timed.
+	return query.Checkpoint(ctx, pool)
 }
