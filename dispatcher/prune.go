@@ -107,10 +107,12 @@ func (pr *pruner) prune(ctx context.Context) (int64, error) {
 // except an intents partition that still holds a live row or one changed
 // within the horizon (counted in effectd_retention_held_partitions).
 func (pr *pruner) dropExpired(ctx context.Context, horizon time.Duration) error {
-	if err := query.FinishDetaches(ctx, pr.d.pool); err != nil {
-		return err
+	var dropped []query.Partition
+	held := 0
+	err := query.FinishDetaches(ctx, pr.d.pool)
+	if err == nil {
+		dropped, held, err = DropExpiredPartitions(ctx, pr.d.pool, horizon, nil)
 	}
-	dropped, held, err := DropExpiredPartitions(ctx, pr.d.pool, horizon, nil)
 	for _, p := range dropped {
 		pr.d.m.partitionsDropped.WithLabelValues(p.Parent).Inc()
 		pr.d.log.Info("dropped an expired day partition", "partition", p.Name, "until", p.Upper.Time)

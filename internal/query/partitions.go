@@ -82,22 +82,22 @@ func PartitionHeld(ctx context.Context, db DB, name string, horizon time.Duratio
 }
 
 // PartitionLockWait bounds how long a detach or a drop waits for its lock on
-// a partition (lock_timeout). While such a lock waits, every statement whose
-// cached plan names the partition queues behind it, enqueues and claims
-// included: PostgreSQL locks every partition of a generic plan before it finds
-// the plan out of date. A step that does not get its lock in time gives up,
-// having changed nothing or left a detach to finish, and DropPartition tries
-// it again after PartitionLockPause, PartitionLockTries times in all.
+// a partition (lock_timeout). While such a lock waits, the sessions that ask
+// for a lock on the partition after it queue behind it: during a prune under
+// load, enqueues were seen waiting for a relation lock behind a detach that
+// waited for its own (docs/scale.md). A step that does not get its lock in
+// time gives up, having changed nothing or left a detach to finish, and is
+// tried again after PartitionLockPause, PartitionLockTries times in all.
 const (
 	PartitionLockWait  = 50 * time.Millisecond
 	PartitionLockTries = 20
 	PartitionLockPause = 150 * time.Millisecond
 )
 
-// ErrPartitionBusy says DropPartition gave up on a partition whose lock it
-// did not get within PartitionLockWait in PartitionLockTries tries: the
-// sessions using it were never held longer than that, and the next prune
-// tries again.
+// ErrPartitionBusy says a detach or a drop gave up on a partition whose lock
+// it did not get within PartitionLockWait in PartitionLockTries tries. No
+// session waited behind it longer than PartitionLockWait at a time; the next
+// prune tries again.
 var ErrPartitionBusy = errors.New("partition busy: its lock was not free in time; the next prune tries again")
 
 // DropPartition detaches p from its parent without stopping the parent's
@@ -108,8 +108,16 @@ var ErrPartitionBusy = errors.New("partition busy: its lock was not free in time
 // days. No step waits for a lock longer than PartitionLockWait; one that
 // would is tried again (ErrPartitionBusy when it never got it). A detach that
 // stopped half way (a crash, a cancelled context, a lock not free) is
-// finished by the next call (FinishDetaches).
+// finished by the next call, or by FinishDetaches.
 func DropPartition(ctx context.Context, pool *pgxpool.Pool, p Partition) error {
+	return withLockWait(ctx, pool, p.Name, func(conn *pgx.Conn) error { return dropPartition(ctx, conn, p) })
+}
+
+// withLockWait runs step on one connection of pool with lock_timeout set to
+// PartitionLockWait, and again after PartitionLockPause while it fails for a
+// lock that was not free, PartitionLockTries times in all; then it returns
+// ErrPartitionBusy for name.
+func withLockWait(ctx context.Context, pool *pgxpool.Pool, name string, step func(*pgx.Conn) error) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -124,12 +132,12 @@ func DropPartition(ctx context.Context, pool *pgxpool.Pool, p Partition) error {
 		}
 	}()
 	for try := 1; ; try++ {
-		err := dropPartition(ctx, conn.Conn(), p)
+		err := step(conn.Conn())
 		if !lockNotFree(err) {
 			return err
 		}
 		if try == PartitionLockTries {
-			return fmt.Errorf("drop %s: %w", p.Name, ErrPartitionBusy)
+			return fmt.Errorf("%s: %w", name, ErrPartitionBusy)
 		}
 		select {
 		case <-ctx.Done():
@@ -177,9 +185,11 @@ func lockNotFree(err error) bool {
 }
 
 // FinishDetaches finishes the detaches that stopped half way, so their
-// partitions can be dropped.
-func FinishDetaches(ctx context.Context, db DB) error {
-	rows, err := db.Query(ctx, partitionsPendingSQL)
+// partitions can be dropped (PostgreSQL detaches no other partition of a
+// parent CONCURRENTLY while one is pending), each under the same bounded
+// lock wait as DropPartition.
+func FinishDetaches(ctx context.Context, pool *pgxpool.Pool) error {
+	rows, err := pool.Query(ctx, partitionsPendingSQL)
 	if err != nil {
 		return err
 	}
@@ -190,9 +200,11 @@ func FinishDetaches(ctx context.Context, db DB) error {
 	}
 	var errs []error
 	for _, p := range list {
-		_, err := db.Exec(ctx, fmt.Sprintf(`ALTER TABLE %s DETACH PARTITION %s FINALIZE`,
-			pgx.Identifier{"effectd", p.Parent}.Sanitize(), pgx.Identifier{"effectd", p.Name}.Sanitize()))
-		errs = append(errs, err)
+		errs = append(errs, withLockWait(ctx, pool, p.Name, func(conn *pgx.Conn) error {
+			_, err := conn.Exec(ctx, fmt.Sprintf(`ALTER TABLE %s DETACH PARTITION %s FINALIZE`,
+				pgx.Identifier{"effectd", p.Parent}.Sanitize(), pgx.Identifier{"effectd", p.Name}.Sanitize()))
+			return err
+		}))
 	}
 	return errors.Join(errs...)
 }

@@ -14,10 +14,11 @@ import (
 // TestDropPartitionGivesUpWhenBusy: while a transaction holds an expired
 // partition, a drop waits for its lock no longer than PartitionLockWait at a
 // time (it would queue every later user of the partition behind it), gives
-// up with ErrPartitionBusy after PartitionLockTries, and the next try, once
-// the transaction ended, finishes the detach and drops it.
+// up with ErrPartitionBusy after PartitionLockTries, as does FinishDetaches
+// on the detach it left pending, and the next try, once the transaction
+// ended, finishes the detach and drops it.
 func TestDropPartitionGivesUpWhenBusy(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*PartitionLockTries*(PartitionLockWait+PartitionLockPause))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*PartitionLockTries*(PartitionLockWait+PartitionLockPause))
 	defer cancel()
 	pool := pgtest.New(t)
 	if err := DayPartitions(ctx, pool, 3); err != nil {
@@ -38,6 +39,10 @@ func TestDropPartitionGivesUpWhenBusy(t *testing.T) {
 	}
 	if err := DropPartition(ctx, pool, p); !errors.Is(err, ErrPartitionBusy) {
 		t.Fatalf("drop of %s while a transaction holds it: %v, want ErrPartitionBusy", p.Name, err)
+	}
+	// the detach it began is left pending; finishing it waits no longer
+	if err := FinishDetaches(ctx, pool); !errors.Is(err, ErrPartitionBusy) {
+		t.Fatalf("finishing the detach of %s while a transaction holds it: %v, want ErrPartitionBusy", p.Name, err)
 	}
 	if err := old.Rollback(ctx); err != nil {
 		t.Fatal(err)
