@@ -13,9 +13,9 @@
 -- keeps the generic plan instead of planning each claim again, and the update
 -- finds the claimed rows by an array of ids (TestClaimKeepsGenericPlan).
 -- The update also bounds created_at by the claimed rows' oldest and newest, so
--- it reads only the day partitions that hold them, pruned as it starts: by id
--- alone, every partition's primary key was searched for every claimed id
--- (TestClaimReadsOnlyClaimedDays).
+-- it reads only the day partitions that hold them, the others pruned once the
+-- rows are known: by id alone, every partition's primary key was searched for
+-- every claimed id (TestClaimReadsOnlyClaimedDays).
 WITH bucket AS (
     SELECT least($5::float8, tokens + extract(epoch FROM clock_timestamp() - at) * $4::float8) AS avail
     FROM effectd.rate_buckets

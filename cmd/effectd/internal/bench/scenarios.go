@@ -259,11 +259,11 @@ func (e *env) liveInto(ctx context.Context, url string, pool *pgxpool.Pool, cfg 
 }
 
 // warmUpPerProducer is how many events each producer commits, all producers
-// at once, before a live run's clock starts: every producer connection the
-// load will use is opened and has run enqueue past PostgreSQL's first five
-// plans of each statement, and serve's connections have claimed and completed
-// a burst, so the run's quantiles are the steady state and not the first
-// connections and plans (startup is measured by the startup scenario). With a
+// at once, before a live run's clock starts: the producer connections the
+// load will use are opened and have run enqueue several times, and serve's
+// connections have claimed and completed a burst, so the run's quantiles are
+// the steady state and not the first connections and plans (startup is
+// measured by the startup scenario). With a
 // single connection warmed, the load's first second opened the other producer
 // connections while it ran, and its p99 was that second's.
 const warmUpPerProducer = 8
