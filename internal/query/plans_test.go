@@ -157,60 +157,11 @@ func TestClaimKeepsGenericPlan(t *testing.T) {
 // day's primary key was searched for every claimed id, a cost that grew with
 // the number of day partitions retained.
 func TestClaimReadsOnlyClaimedDays(t *testing.T) {
-	ctx := context.Background()
-	tx, err := pgtest.New(t).Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if err := DayPartitions(ctx, tx, 15); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []string{
-		`INSERT INTO effectd.channels (name, provider) VALUES ('plan', 'webhook')`,
-		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, created_at)
-		 SELECT 'old-' || n, 'plan', '{}', 'plan:old-' || n, 'SENT', now() - (n % 14 + 1) * interval '1 day'
-		 FROM generate_series(1, 14000) n`,
-		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key)
+	h := onHistory(t, `INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key)
 		 SELECT 'evt-' || n, 'plan', '{}', 'plan:evt-' || n FROM generate_series(1, 1000) n`,
-		`ANALYZE effectd.intents`,
-		`PREPARE claim_days AS ` + claimSQL,
-	} {
-		if _, err := tx.Exec(ctx, s); err != nil {
-			t.Fatalf("%.60s: %v", s, err)
-		}
-	}
-	defer tx.Exec(ctx, `DEALLOCATE claim_days`)
-	for range 7 {
-		if _, err := tx.Exec(ctx, `EXECUTE claim_days('plan', '30 seconds', 10, 0, 0)`); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rows, err := tx.Query(ctx, `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) EXECUTE claim_days('plan', '30 seconds', 10, 0, 0)`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan := strings.Join(lines, "\n")
-	var today string
-	if err := tx.QueryRow(ctx, `SELECT relname::text FROM pg_class WHERE oid = (SELECT tableoid FROM effectd.intents WHERE event_id = 'evt-1')`).Scan(&today); err != nil {
-		t.Fatal(err)
-	}
-	searched := 0
-	for _, l := range strings.Split(between(plan, "CTE claimed", "CTE spent"), "\n") {
-		if !strings.Contains(l, "_pkey on intents_p") || strings.Contains(l, "never executed") {
-			continue
-		}
-		if !strings.Contains(l, today+"_pkey") {
-			t.Fatalf("the claim's update searched another day's primary key than today's (%s):\n%s", today, plan)
-		}
-		searched++
-	}
-	if searched != 1 {
-		t.Fatalf("the claim's update did not find its rows through %s_pkey:\n%s", today, plan)
+		claimSQL, `('plan', '30 seconds', 10, 0, 0)`)
+	if n := h.todaysKeysRead(t, between(h.plan, "CTE claimed", "CTE spent"), "the claim's update"); n != 1 {
+		t.Fatalf("the claim's update did not find its rows through %s_pkey:\n%s", h.today, h.plan)
 	}
 }
 
@@ -219,6 +170,31 @@ func TestClaimReadsOnlyClaimedDays(t *testing.T) {
 // milliseconds a second on an idle deployment with fifteen days of history)
 // and looks the rows it takes up in their own day's partition only.
 func TestTakeExpiredReadsOnlyItsDays(t *testing.T) {
+	h := onHistory(t, `INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, attempts, lease_expires_at)
+		 SELECT 'evt-' || n, 'plan', '{}', 'plan:evt-' || n, 'SENDING', 1, now() - interval '1 minute' FROM generate_series(1, 1000) n`,
+		takeExpiredSQL, `(10, '{plan}', '1 hour')`)
+	if h.generic == 0 {
+		t.Fatal("every poll was planned for its values: no generic plan after 7")
+	}
+	if n := h.todaysKeysRead(t, h.plan, "the poll's update"); n != 1 || !strings.Contains(h.plan, "_lease") {
+		t.Fatalf("the poll did not read intents_lease and find its rows through %s_pkey:\n%s", h.today, h.plan)
+	}
+}
+
+// historyPlan is what onHistory returns: the plan of a statement's eighth run
+// (EXPLAIN ANALYZE), how many of its runs had the generic plan, and today's
+// intents partition, where the statement's rows are.
+type historyPlan struct {
+	plan, today string
+	generic     int64
+}
+
+// onHistory makes fifteen day partitions holding 14,000 settled intents of
+// channel plan, inserts today's rows with todays (event ids evt-1 …), prepares
+// sql and runs it seven times with args (a parenthesised list), and returns
+// the plan of an eighth run, in a transaction it rolls back.
+func onHistory(t *testing.T, todays, sql, args string) historyPlan {
+	t.Helper()
 	ctx := context.Background()
 	tx, err := pgtest.New(t).Begin(ctx)
 	if err != nil {
@@ -233,29 +209,25 @@ func TestTakeExpiredReadsOnlyItsDays(t *testing.T) {
 		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, created_at)
 		 SELECT 'old-' || n, 'plan', '{}', 'plan:old-' || n, 'SENT', now() - (n % 14 + 1) * interval '1 day'
 		 FROM generate_series(1, 14000) n`,
-		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, attempts, lease_expires_at)
-		 SELECT 'evt-' || n, 'plan', '{}', 'plan:evt-' || n, 'SENDING', 1, now() - interval '1 minute' FROM generate_series(1, 1000) n`,
+		todays,
 		`ANALYZE effectd.intents`,
-		`PREPARE take_days AS ` + takeExpiredSQL,
+		`PREPARE on_history AS ` + sql,
 	} {
 		if _, err := tx.Exec(ctx, s); err != nil {
 			t.Fatalf("%.60s: %v", s, err)
 		}
 	}
-	defer tx.Exec(ctx, `DEALLOCATE take_days`)
+	defer tx.Exec(ctx, `DEALLOCATE on_history`)
 	for range 7 {
-		if _, err := tx.Exec(ctx, `EXECUTE take_days(10, '{plan}', '1 hour')`); err != nil {
+		if _, err := tx.Exec(ctx, `EXECUTE on_history`+args); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var generic int64
-	if err := tx.QueryRow(ctx, `SELECT generic_plans FROM pg_prepared_statements WHERE name = 'take_days'`).Scan(&generic); err != nil {
+	var h historyPlan
+	if err := tx.QueryRow(ctx, `SELECT generic_plans FROM pg_prepared_statements WHERE name = 'on_history'`).Scan(&h.generic); err != nil {
 		t.Fatal(err)
 	}
-	if generic == 0 {
-		t.Fatal("every poll was planned for its values: no generic plan after 7")
-	}
-	rows, err := tx.Query(ctx, `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) EXECUTE take_days(10, '{plan}', '1 hour')`)
+	rows, err := tx.Query(ctx, `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) EXECUTE on_history`+args)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,22 +235,25 @@ func TestTakeExpiredReadsOnlyItsDays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan := strings.Join(lines, "\n")
-	var today string
-	if err := tx.QueryRow(ctx, `SELECT relname::text FROM pg_class WHERE oid = (SELECT tableoid FROM effectd.intents WHERE event_id = 'evt-1')`).Scan(&today); err != nil {
+	h.plan = strings.Join(lines, "\n")
+	if err := tx.QueryRow(ctx, `SELECT relname::text FROM pg_class WHERE oid = (SELECT tableoid FROM effectd.intents WHERE event_id = 'evt-1')`).Scan(&h.today); err != nil {
 		t.Fatal(err)
 	}
-	searched := 0
-	for _, l := range strings.Split(plan, "\n") {
+	return h
+}
+
+// todaysKeysRead fails the test when section of the plan read another day's
+// primary key than today's, and returns how many of today's it read.
+func (h historyPlan) todaysKeysRead(t *testing.T, section, what string) (searched int) {
+	t.Helper()
+	for _, l := range strings.Split(section, "\n") {
 		if !strings.Contains(l, "_pkey on intents_p") || strings.Contains(l, "never executed") {
 			continue
 		}
-		if !strings.Contains(l, today+"_pkey") {
-			t.Fatalf("the poll's update searched another day's primary key than today's (%s):\n%s", today, plan)
+		if !strings.Contains(l, h.today+"_pkey") {
+			t.Fatalf("%s searched another day's primary key than today's (%s):\n%s", what, h.today, h.plan)
 		}
 		searched++
 	}
-	if searched != 1 || !strings.Contains(plan, "_lease") {
-		t.Fatalf("the poll did not read intents_lease and find its rows through %s_pkey:\n%s", today, plan)
-	}
+	return searched
 }
