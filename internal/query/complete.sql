@@ -10,11 +10,18 @@
 -- attempt, never by id alone. $12 asks for
 -- the rows changed while it ran to be left out, to be written again. $14 and
 -- $15 bound the rows' created_at, so only the day partitions that hold the
--- batch are read (at plan time, or at executor start for a generic plan). Run
--- it through query.Complete.
+-- batch are read, the others pruned as the statement runs. The bounds and the
+-- ids are scalar subqueries, which no plan can read: a plan made for the
+-- values (pruned to the batch's days, sized to its arrays) then looks no
+-- cheaper than the generic one, and PostgreSQL keeps the generic plan instead
+-- of planning every batch again over every day partition and its indexes
+-- (TestCompleteKeepsGenericPlan). The update, and the look at the rows not
+-- applied, also match the ids as an array, so that plan, which cannot know
+-- how many rows the batch's days hold, still finds the rows by primary key.
+-- Run it through query.Complete.
 WITH input AS (
     SELECT *
-    FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[],
+    FROM unnest((SELECT $1::bigint[]), $2::int[], $3::text[], $4::text[], $5::text[],
                 $6::timestamptz[], $7::timestamptz[], $8::timestamptz[], $9::text[], $10::boolean[], $11::text[],
                 $13::text[])
          AS t(id, attempts, status, provider_ref, last_error, next_attempt_at, started_at, finished_at, outcome, called, delivery,
@@ -36,7 +43,8 @@ updated AS (
         updated_at       = now()
     FROM input
     WHERE i.id = input.id
-      AND i.created_at BETWEEN $14::timestamptz AND $15::timestamptz
+      AND i.id = ANY ((SELECT $1::bigint[])::bigint[])
+      AND i.created_at BETWEEN (SELECT $14::timestamptz) AND (SELECT $15::timestamptz)
       AND i.idempotency_key = input.key
       AND i.status = 'SENDING'
       AND i.attempts = input.attempts
@@ -66,7 +74,7 @@ fenced AS (
            END AS why
     FROM input
     LEFT JOIN updated ON updated.id = input.id AND updated.attempts = input.attempts
-    LEFT JOIN effectd.intents cur ON cur.id = input.id AND cur.created_at BETWEEN $14::timestamptz AND $15::timestamptz
+    LEFT JOIN effectd.intents cur ON cur.id = input.id AND cur.id = ANY ((SELECT $1::bigint[])::bigint[]) AND cur.created_at BETWEEN (SELECT $14::timestamptz) AND (SELECT $15::timestamptz)
     WHERE updated.id IS NULL
 ),
 recorded AS (
