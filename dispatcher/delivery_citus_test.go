@@ -244,3 +244,54 @@ func TestCitusDeliveryPoll(t *testing.T) {
 		t.Errorf("poll attempts on bucket 5: %d, %v; want 2", polls, err)
 	}
 }
+
+// TestCitusDeliveryPollOwnedBuckets: with two instances dividing the
+// buckets, each polls the due deliveries of the buckets it holds and no
+// other: every intent is polled once, by its bucket's owner.
+func TestCitusDeliveryPollOwnedBuckets(t *testing.T) {
+	const buckets = 8
+	pool := citusPool(t, buckets)
+	ctx := context.Background()
+	pol := fastPolicy("twilio")
+	pol.DeliveryPoll = policy.PollDelays{policy.Duration(time.Millisecond)}
+	start := func(p *polled) *dispatcher.Dispatcher {
+		return run(t, pool, dispatcher.Config{Channels: []dispatcher.Channel{{Name: "c", Kind: "twilio", Provider: p, Policy: pol}},
+			Buckets: buckets, BucketLease: 2 * time.Second, DeliveryPollInterval: time.Hour})
+	}
+	pa := &polled{polls: map[string]int{}, statuses: []string{"delivered"}}
+	pb := &polled{polls: map[string]int{}, statuses: []string{"delivered"}}
+	a, b := start(pa), start(pb)
+	eventually(t, 20*time.Second, "each instance serves half the buckets", func() bool {
+		return len(dispatcher.OwnedBuckets(a)) == buckets/2 && len(dispatcher.OwnedBuckets(b)) == buckets/2
+	})
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO effectd.intents (bucket, event_id, channel, payload, idempotency_key, status, attempts, provider_ref, delivery, delivery_at)
+		SELECT g, 'e' || g, 'c', '{}', 'c:e' || g, 'SENT', 1, 'SM-' || g, 'accepted', now() - interval '1 minute'
+		FROM generate_series(0, $1 - 1) g`, buckets); err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range []struct {
+		name string
+		d    *dispatcher.Dispatcher
+		p    *polled
+	}{{"a", a, pa}, {"b", b, pb}} {
+		owned := dispatcher.OwnedBuckets(x.d)
+		n, err := dispatcher.PollDeliveries(ctx, x.d)
+		if err != nil || n != len(owned) {
+			t.Fatalf("%s polled %d (%v); want %d, one per bucket it holds (%v)", x.name, n, err, len(owned), owned)
+		}
+		for bucket := range buckets {
+			want := 0
+			if slices.Contains(owned, bucket) {
+				want = 1
+			}
+			if got := x.p.count(fmt.Sprintf("SM-%d", bucket)); got != want {
+				t.Errorf("%s (buckets %v) polled bucket %d's intent %d times; want %d", x.name, owned, bucket, got, want)
+			}
+		}
+	}
+	var delivered int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM effectd.intents WHERE delivery = 'delivered'`).Scan(&delivered); err != nil || delivered != buckets {
+		t.Errorf("delivered: %d, %v; want %d", delivered, err, buckets)
+	}
+}
