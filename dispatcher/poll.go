@@ -48,9 +48,10 @@ func (pl *poller) run(ctx context.Context) {
 
 // pollDeliveries asks the provider, for each SENT intent whose delivery is
 // not final and whose next delay of the channel's delivery_poll has passed,
-// what became of it, and applies the answer through the delivery table. One
-// instance polls at a time; in the distributed mode each instance polls the
-// buckets it holds, one single-shard read per bucket. A channel with a rate
+// what became of it, and applies the answer through the delivery table. On
+// one PostgreSQL one instance polls at a time (an advisory lock); in the
+// distributed mode each instance polls the buckets it holds, one
+// single-shard read per bucket. A channel with a rate
 // polls at most that many intents a second. It returns how many intents it
 // polled.
 func (pl *poller) pollDeliveries(ctx context.Context) (int, error) {
