@@ -106,7 +106,7 @@ func (d *Dispatcher) RecordEvent(ctx context.Context, ev ProviderEvent) (res Eve
 // delivery became known as accepted (zero if it never was).
 func (d *Dispatcher) applyEvent(ctx context.Context, tx pgx.Tx, ev ProviderEvent) (res EventResult, sentAt time.Time, err error) {
 	res.Outcome = EventOrphan
-	in, err := query.EventIntent(ctx, tx, ev.Channel, ev.IntentID, ev.ObjectRef)
+	in, err := d.eventIntent(ctx, tx, ev)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return res, sentAt, nil
 	}
@@ -140,7 +140,7 @@ func (d *Dispatcher) applyEvent(ctx context.Context, tx pgx.Tx, ev ProviderEvent
 		case res.From == statemachine.Unknown:
 			delivery = string(statemachine.Accepted)
 		}
-		settled, err := query.SettleByEvent(ctx, tx, query.EventSettlement{IntentID: res.IntentID, Attempts: in.Attempts,
+		settled, err := d.settleByEvent(ctx, tx, in, query.EventSettlement{IntentID: res.IntentID, Attempts: in.Attempts,
 			From: string(in.Status), ProviderRef: ev.ObjectRef, Outcome: "settled by a " + ev.Provider + " event: " + ev.Type,
 			Delivery: delivery, Detail: detail})
 		if err != nil {
@@ -158,7 +158,7 @@ func (d *Dispatcher) applyEvent(ctx context.Context, tx pgx.Tx, ev ProviderEvent
 	if !changed {
 		return res, sentAt, nil
 	}
-	moved, err := query.SetDelivery(ctx, tx, query.DeliveryChange{IntentID: res.IntentID, From: string(res.From), To: string(to), Detail: ev.Detail})
+	moved, err := d.setDelivery(ctx, tx, in, query.DeliveryChange{IntentID: res.IntentID, From: string(res.From), To: string(to), Detail: ev.Detail})
 	if err != nil {
 		return res, sentAt, err
 	}
@@ -166,6 +166,37 @@ func (d *Dispatcher) applyEvent(ctx context.Context, tx pgx.Tx, ev ProviderEvent
 		res.To, res.Outcome = to, EventApplied
 	}
 	return res, sentAt, nil
+}
+
+// eventIntent locks the intent ev is about (query.EventIntent). In the
+// distributed mode the event carries no bucket: the intent's is found first,
+// by an index probe on every shard, and the intent locked on its shard; the
+// writes that follow name that bucket.
+func (d *Dispatcher) eventIntent(ctx context.Context, tx pgx.Tx, ev ProviderEvent) (query.EventTarget, error) {
+	if d.buckets != nil {
+		return query.EventIntentBucket(ctx, tx, ev.Channel, ev.IntentID, ev.ObjectRef)
+	}
+	return query.EventIntent(ctx, tx, ev.Channel, ev.IntentID, ev.ObjectRef)
+}
+
+// settleByEvent applies s to intent in (query.SettleByEvent), on its
+// bucket's shard in the distributed mode.
+func (d *Dispatcher) settleByEvent(ctx context.Context, tx pgx.Tx, in query.EventTarget, s query.EventSettlement) (bool, error) {
+	if d.buckets != nil {
+		moved, err := query.SettleByEventBucket(ctx, tx, s, in.Delivery, in.Bucket)
+		return moved != nil, err
+	}
+	return query.SettleByEvent(ctx, tx, s)
+}
+
+// setDelivery applies c to intent in (query.SetDelivery), on its bucket's
+// shard in the distributed mode.
+func (d *Dispatcher) setDelivery(ctx context.Context, tx pgx.Tx, in query.EventTarget, c query.DeliveryChange) (bool, error) {
+	if d.buckets != nil {
+		moved, err := query.SetDeliveryBucket(ctx, tx, c, in.Bucket)
+		return moved != nil, err
+	}
+	return query.SetDelivery(ctx, tx, c)
 }
 
 // countDelivery counts a delivery that moved, and times SENT → final.

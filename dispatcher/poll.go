@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/effectd/effectd/internal/query"
@@ -27,6 +28,7 @@ type poller struct {
 	loop
 	d        *Dispatcher
 	interval time.Duration
+	turn     atomic.Int64 // distributed mode: which owned bucket is polled first
 }
 
 // Start polls every interval until Stop.
@@ -46,9 +48,12 @@ func (pl *poller) run(ctx context.Context) {
 
 // pollDeliveries asks the provider, for each SENT intent whose delivery is
 // not final and whose next delay of the channel's delivery_poll has passed,
-// what became of it, and applies the answer through the delivery table. One
-// instance polls at a time; a channel with a rate polls at most that many
-// intents a second. It returns how many intents it polled.
+// what became of it, and applies the answer through the delivery table. On
+// one PostgreSQL one instance polls at a time (an advisory lock); in the
+// distributed mode each instance polls the buckets it holds, one
+// single-shard read per bucket. A channel with a rate
+// polls at most that many intents a second. It returns how many intents it
+// polled.
 func (pl *poller) pollDeliveries(ctx context.Context) (int, error) {
 	d := pl.d
 	conn, err := d.pool.Acquire(ctx)
@@ -56,10 +61,12 @@ func (pl *poller) pollDeliveries(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	defer conn.Release()
-	if got, err := query.TryLock(ctx, conn, pollLockKey); err != nil || !got {
-		return 0, err
+	if d.buckets == nil {
+		if got, err := query.TryLock(ctx, conn, pollLockKey); err != nil || !got {
+			return 0, err
+		}
+		defer query.Unlock(context.WithoutCancel(ctx), conn, pollLockKey)
 	}
-	defer query.Unlock(context.WithoutCancel(ctx), conn, pollLockKey)
 	total := 0
 	for _, ch := range d.chans {
 		p := ch.policy.Load()
@@ -71,7 +78,7 @@ func (pl *poller) pollDeliveries(ctx context.Context) (int, error) {
 		for i, dl := range delays {
 			ds[i] = dl.D()
 		}
-		list, err := query.PollDue(ctx, conn, ch.Name, ds, pollBatch)
+		list, err := pl.due(ctx, conn, ch.Name, ds)
 		if err != nil {
 			return total, err
 		}
@@ -89,7 +96,7 @@ func (pl *poller) pollDeliveries(ctx context.Context) (int, error) {
 			if ctx.Err() != nil {
 				break
 			}
-			if err := pl.pollOne(ctx, conn, ch, x.ID, x.Attempts, x.ProviderRef, statemachine.Delivery(x.Delivery), x.Since); err != nil {
+			if err := pl.pollOne(ctx, conn, ch, x); err != nil {
 				d.logDB(ctx, "recording a delivery poll", err, "intent", x.ID)
 			}
 			total++
@@ -101,11 +108,50 @@ func (pl *poller) pollDeliveries(ctx context.Context) (int, error) {
 	return total, ctx.Err()
 }
 
+// duePoll is an intent whose delivery poll is due, with its bucket in the
+// distributed mode.
+type duePoll struct {
+	query.DuePoll
+	bucket int64
+}
+
+// due lists up to pollBatch intents of channel whose poll is due: in the
+// distributed mode, of the buckets this instance holds, one single-shard
+// statement per bucket, starting at a bucket that moves each round so that
+// none waits behind the others.
+func (pl *poller) due(ctx context.Context, conn query.DB, channel string, delays []time.Duration) ([]duePoll, error) {
+	var out []duePoll
+	if pl.d.buckets == nil {
+		list, err := query.PollDue(ctx, conn, channel, delays, pollBatch)
+		for _, x := range list {
+			out = append(out, duePoll{DuePoll: x})
+		}
+		return out, err
+	}
+	owned := pl.d.buckets.Owned()
+	first := int(pl.turn.Add(1))
+	for i := range owned {
+		b := int64(owned[(first+i)%len(owned)])
+		list, err := query.PollDueBucket(ctx, conn, channel, delays, pollBatch-len(out), b)
+		if err != nil {
+			return out, err
+		}
+		for _, x := range list {
+			out = append(out, duePoll{DuePoll: x, bucket: b})
+		}
+		if len(out) >= pollBatch {
+			break
+		}
+	}
+	return out, nil
+}
+
 // pollOne asks the provider about one intent and records the answer.
-func (pl *poller) pollOne(ctx context.Context, conn query.DB, ch *channel, id int64, attempts int32, ref string, from statemachine.Delivery, since time.Time) error {
+func (pl *poller) pollOne(ctx context.Context, conn query.DB, ch *channel, x duePoll) error {
+	from := statemachine.Delivery(x.Delivery)
 	started := time.Now()
 	pctx, cancel := context.WithTimeout(ctx, ch.policy.Load().Lease.D())
-	_, delivery, detail, reversal, err := ch.poller.Poll(pctx, ref)
+	_, delivery, detail, reversal, err := ch.poller.Poll(pctx, x.ProviderRef)
 	cancel()
 	detail = validText(detail)
 	to, changed := from, false
@@ -122,13 +168,21 @@ func (pl *poller) pollOne(ctx context.Context, conn query.DB, ch *channel, id in
 	}
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), pl.d.cfg.WriteTimeout)
 	defer wcancel()
-	moved, err := query.RecordPoll(wctx, conn, query.Poll{IntentID: id, Attempts: attempts, From: string(from), To: target,
-		Detail: detail, StartedAt: started, Outcome: outcome, Error: errText, ProviderRef: ref})
+	poll := query.Poll{IntentID: x.ID, Attempts: x.Attempts, From: string(from), To: target,
+		Detail: detail, StartedAt: started, Outcome: outcome, Error: errText, ProviderRef: x.ProviderRef}
+	var moved bool
+	if pl.d.buckets != nil {
+		var m *query.DeliveryMoved
+		m, err = query.RecordPollBucket(wctx, conn, poll, x.bucket)
+		moved = m != nil
+	} else {
+		moved, err = query.RecordPoll(wctx, conn, poll)
+	}
 	if err != nil {
 		return err
 	}
 	if moved {
-		pl.d.countDelivery(ch.Name, EventResult{From: from, To: to}, since)
+		pl.d.countDelivery(ch.Name, EventResult{From: from, To: to}, x.Since)
 	}
 	return nil
 }

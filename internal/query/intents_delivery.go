@@ -36,6 +36,7 @@ type EventTarget struct {
 	ProviderRef string     // "" = none
 	Delivery    string     // a statemachine.Delivery; "" = unknown
 	DeliveryAt  *time.Time // when the delivery last moved
+	Bucket      int64      // the distributed mode's bucket (EventIntentBucket); 0 otherwise
 }
 
 // EventIntent locks the intent of channel that a provider event is about: by

@@ -14,7 +14,9 @@
 --    partition's unique keys gain it in front: every unique key of a
 --    distributed table contains its distribution column. (Their parents have
 --    no unique key of their own: each day partition keeps its own, and
---    enqueue dedupes across days, migration 013.)
+--    enqueue dedupes across days, migration 013.) intents gains an index on
+--    id alone, which (bucket, id) cannot serve: a provider event names its
+--    intent by id, not by bucket (query.EventIntentBucket).
 -- 4. intents and attempts are distributed by bucket, co-located with the
 --    producer's table: an intent and the producer's row of the same bucket
 --    live on one shard and commit together. Their day partitions are
@@ -22,8 +24,9 @@
 -- 5. channels and policy_defaults, read by claims on the workers, become
 --    reference tables (a copy on every node). Every other table stays on
 --    the coordinator: written often (rate_buckets, wakeup, the leases) or
---    read only there (provider_events: the ingress does not know an event's
---    bucket; partitions, counts, audit, sessions, bulk snapshots).
+--    read only there (provider_events: an event's bucket is known only once
+--    its intent is found, an orphan has none, and a repeat must be found
+--    whatever its bucket; partitions, counts, audit, sessions, bulk snapshots).
 -- 6. effectd.citus records the mode, which enqueue and serve read.
 CREATE OR REPLACE FUNCTION effectd.distribute(colocate_with text, bucket_column text, buckets int) RETURNS text[]
 LANGUAGE plpgsql AS $$
@@ -98,6 +101,12 @@ BEGIN
             EXECUTE format('ALTER TABLE %s ADD CONSTRAINT %I %s', r.rel, r.conname, regexp_replace(r.def, '^(PRIMARY KEY|UNIQUE) \(', '\1 (bucket, '));
             done := done || format('%s: %s %s', r.rel, r.conname, regexp_replace(r.def, '^(PRIMARY KEY|UNIQUE) \(', '\1 (bucket, '));
         END LOOP;
+        -- a provider event names its intent by id alone (query.EventIntentBucket):
+        -- with (bucket, id) as the key, only this index finds it by a probe
+        IF t = 'intents' AND to_regclass('effectd.intents_id') IS NULL THEN
+            CREATE INDEX intents_id ON effectd.intents (id);
+            done := done || 'effectd.intents: index intents_id (id)'::text;
+        END IF;
         IF NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = format('effectd.%I', t)::regclass) THEN
             PERFORM create_distributed_table(format('effectd.%I', t), 'bucket', colocate_with => producer::text);
             -- the rows are copied to the shards; the coordinator's copy goes

@@ -1,0 +1,194 @@
+//go:build citus
+
+package query
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectd/effectd/internal/citustest"
+	"github.com/effectd/effectd/internal/localpg"
+	"github.com/effectd/effectd/internal/pgtest"
+	"github.com/effectd/effectd/migrations"
+)
+
+// citusCluster is the Citus cluster the tests of this binary started, if any;
+// pgtest.Main stops it.
+var citusCluster *localpg.Citus
+
+func init() {
+	pgtest.AtExit(func() {
+		if citusCluster != nil {
+			citusCluster.Stop()
+		}
+	})
+}
+
+// citusDB returns a pool on a fresh Citus database with producer.orders
+// distributed by bucket, migrated and distributed with 8 buckets.
+func citusDB(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	citusCluster = citustest.Cluster(t)
+	pool := citustest.New(t)
+	ctx := context.Background()
+	citustest.ProducerOrders(t, pool)
+	if err := migrations.Up(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrations.Distribute(ctx, pool, migrations.Citus{Schema: "producer", Table: "orders", Column: "bucket", Buckets: 8}); err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
+// TestCitusEventLookupProbesIndexes: in the distributed mode a provider event
+// carries no bucket, so the lookup of its intent's bucket reads every shard;
+// it must do so by one index probe in each day partition of each shard, never
+// by reading a partition or a whole index (its cost would grow with the
+// history kept). By id it probes intents_id (the primary key there is
+// (bucket, id), which cannot serve id alone); by reference, the partial
+// index intents_provider_ref. Sequential scans are disabled on the workers
+// too, so that the tiny test tables show which index paths exist: a full
+// scan of a primary key would show as a scan of a _pkey index.
+func TestCitusEventLookupProbesIndexes(t *testing.T) {
+	pool := citusDB(t)
+	ctx := context.Background()
+	// day partitions made after distributing, as serve makes them: each gets
+	// the index with its parent
+	if _, _, err := AddPartitions(ctx, pool, 2); err != nil {
+		t.Fatal(err)
+	}
+	var shards int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_dist_shard s JOIN pg_inherits i ON i.inhrelid = s.logicalrelid
+		WHERE i.inhparent = 'effectd.intents'::regclass`).Scan(&shards); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO effectd.channels (name, provider) VALUES ('sms', 'twilio')`,
+		`INSERT INTO effectd.intents (bucket, event_id, channel, payload, idempotency_key, status, provider_ref, created_at)
+		 SELECT g % 8, 'e' || g, 'sms', '{}', 'sms:e' || g, 'SENT', 'SM' || g, now() - (g % 2) * interval '1 day'
+		 FROM generate_series(1, 64) g`,
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%.60s: %v", q, err)
+		}
+	}
+	var id int64
+	if err := pool.QueryRow(ctx, `SELECT id FROM effectd.intents WHERE event_id = 'e5'`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	plan := func(sql string, args ...any) string {
+		t.Helper()
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		for _, s := range []string{
+			`SET LOCAL citus.propagate_set_commands TO 'local'`,
+			`SET LOCAL enable_seqscan TO off`,
+			`SET LOCAL citus.explain_all_tasks TO on`,
+		} {
+			if _, err := tx.Exec(ctx, s); err != nil {
+				t.Fatalf("%s: %v", s, err)
+			}
+		}
+		rows, err := tx.Query(ctx, "EXPLAIN (COSTS OFF) "+sql, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(lines, "\n")
+	}
+	scan := regexp.MustCompile(`(Seq Scan|Index Scan|Index Only Scan|Bitmap Index Scan)( using)? (on )?(\S+)`)
+	for _, tc := range []struct {
+		name, sql string
+		args      []any
+		index     string // every scan probes an index whose name has this
+	}{
+		{"by id", eventBucketByIDSQL, []any{"sms", id}, "_id_"},
+		{"by reference", eventBucketByRefSQL, []any{"sms", "SM5"}, "_provider_ref_"},
+	} {
+		p := plan(tc.sql, tc.args...)
+		scans := scan.FindAllStringSubmatch(p, -1)
+		if len(scans) != shards {
+			t.Fatalf("%s: %d scans, want %d (one per day partition of each shard):\n%s", tc.name, len(scans), shards, p)
+		}
+		for _, s := range scans {
+			if s[1] == "Seq Scan" || !strings.Contains(s[4], tc.index) || strings.Contains(s[4], "pkey") {
+				t.Fatalf("%s: %q, want a probe of an index named %s…:\n%s", tc.name, s[0], tc.index, p)
+			}
+		}
+		t.Logf("%s: %d index probes (%s)", tc.name, len(scans), scans[0][0])
+	}
+}
+
+// TestCitusDeliveryStatementsReturnWhatMoved: each statement of the
+// distributed mode that changes an intent's delivery returns, in the same
+// statement, what a settled count needs (bucket, created_at, channel, old and
+// new status, old and new delivery), and nothing when its compare-and-set
+// fails: the delivery is part of every one.
+func TestCitusDeliveryStatementsReturnWhatMoved(t *testing.T) {
+	pool := citusDB(t)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `INSERT INTO effectd.channels (name, provider) VALUES ('sms', 'twilio')`); err != nil {
+		t.Fatal(err)
+	}
+	var id int64
+	var created time.Time
+	if err := pool.QueryRow(ctx, `
+		INSERT INTO effectd.intents (bucket, event_id, channel, payload, idempotency_key, status, attempts)
+		VALUES (5, 'e1', 'sms', '{}', 'sms:e1', 'IN_DOUBT', 1) RETURNING id, created_at`).Scan(&id, &created); err != nil {
+		t.Fatal(err)
+	}
+	moved := func(what string, want *DeliveryMoved) func(*DeliveryMoved, error) {
+		return func(got *DeliveryMoved, err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			if want != nil {
+				want.Bucket, want.CreatedAt, want.Channel = 5, created, "sms"
+			}
+			if got == nil || want == nil {
+				if got != want {
+					t.Fatalf("%s: %+v; want %+v", what, got, want)
+				}
+				return
+			}
+			g := *got
+			g.CreatedAt = want.CreatedAt // compared apart: same instant, maybe another location
+			if g != *want || !got.CreatedAt.Equal(want.CreatedAt) {
+				t.Fatalf("%s: %+v; want %+v", what, *got, *want)
+			}
+		}
+	}
+	settle := EventSettlement{IntentID: id, Attempts: 1, From: "IN_DOUBT", ProviderRef: "SM1", Outcome: "settled", Delivery: "accepted"}
+	moved("settle, delivery not unknown", nil)(SettleByEventBucket(ctx, pool, settle, "delivered", 5))
+	moved("settle on another bucket", nil)(SettleByEventBucket(ctx, pool, settle, "", 4))
+	moved("settle", &DeliveryMoved{OldStatus: "IN_DOUBT", Status: "SENT", Delivery: "accepted"})(SettleByEventBucket(ctx, pool, settle, "", 5))
+	moved("settle again", nil)(SettleByEventBucket(ctx, pool, settle, "", 5))
+	change := DeliveryChange{IntentID: id, From: "accepted", To: "delivered", Detail: "delivered"}
+	moved("set", &DeliveryMoved{OldStatus: "SENT", Status: "SENT", OldDelivery: "accepted", Delivery: "delivered"})(SetDeliveryBucket(ctx, pool, change, 5))
+	moved("set again", nil)(SetDeliveryBucket(ctx, pool, change, 5))
+	poll := Poll{IntentID: id, Attempts: 1, From: "delivered", To: "undelivered", Detail: "undelivered 30003",
+		StartedAt: time.Now(), Outcome: "poll", ProviderRef: "SM1"}
+	moved("poll", &DeliveryMoved{OldStatus: "SENT", Status: "SENT", OldDelivery: "delivered", Delivery: "undelivered"})(RecordPollBucket(ctx, pool, poll, 5))
+	moved("poll again", nil)(RecordPollBucket(ctx, pool, poll, 5))
+	var trail string
+	if err := pool.QueryRow(ctx, `SELECT string_agg(kind || '@' || bucket, ' ' ORDER BY id) FROM effectd.attempts WHERE intent_id = $1`, id).Scan(&trail); err != nil {
+		t.Fatal(err)
+	}
+	if trail != "callback@5 poll@5 poll@5" {
+		t.Errorf("attempts: %q; want a callback and two polls on bucket 5", trail)
+	}
+}

@@ -1,0 +1,20 @@
+-- record_poll.sql in the distributed mode, for an intent of bucket $10:
+-- records one delivery poll of intent $1 (attempt $2) as an attempt of kind
+-- poll on the same bucket, and moves its delivery from $3 ('' = unknown) to
+-- $4 with detail $5 when $4 is not empty, as a compare-and-set; the attempt
+-- started at $6, with outcome $7, error $8 ('' = none) and provider
+-- reference $9. One single-shard statement. A row when the delivery moved,
+-- telling what moved for a settled count to follow: the intent's bucket,
+-- created_at, channel, status (unchanged), old and new delivery. Run it
+-- through query.RecordPollBucket.
+WITH moved AS (
+    UPDATE effectd.intents
+    SET delivery = $4, delivery_detail = nullif($5, ''), delivery_at = now(), updated_at = now()
+    WHERE bucket = $10 AND id = $1 AND $4 <> '' AND coalesce(delivery, '') = $3
+    RETURNING bucket, created_at, channel, status, $3::text AS old_delivery, delivery
+),
+recorded AS (
+    INSERT INTO effectd.attempts (bucket, intent_id, attempt, kind, started_at, finished_at, outcome, error, provider_ref)
+    VALUES ($10, $1, $2, 'poll', $6, now(), $7, nullif($8, ''), $9)
+)
+SELECT bucket, created_at, channel, status AS old_status, status, old_delivery, delivery FROM moved

@@ -1,0 +1,31 @@
+-- settle_by_event.sql in the distributed mode, for an intent of bucket $9:
+-- settles intent $1 (attempts $2, status $3: SENDING or IN_DOUBT, delivery
+-- $8, '' = unknown) as SENT with provider reference $4, fenced, and records
+-- an attempt of kind callback with outcome $5 on the same bucket; the
+-- delivery becomes $6 with detail $7 ('' = none), $6 = '' leaves it. One
+-- single-shard statement. now() is read once in a CTE: Citus refuses a
+-- function that is not IMMUTABLE in a CASE of an UPDATE of a distributed
+-- table. The delivery is part of the compare-and-set, so the row returned
+-- tells exactly what moved, for a settled count to follow: the intent's
+-- bucket, created_at, channel, old and new status, old and new delivery
+-- ('' = unknown). No row when fenced out.
+WITH t AS (SELECT now() AS now),
+updated AS (
+    UPDATE effectd.intents
+    SET status           = 'SENT',
+        provider_ref     = $4,
+        lease_expires_at = NULL,
+        delivery         = coalesce(nullif($6, ''), delivery),
+        delivery_detail  = CASE WHEN $6 <> '' THEN nullif($7, '') ELSE delivery_detail END,
+        delivery_at      = CASE WHEN $6 <> '' THEN t.now ELSE delivery_at END,
+        updated_at       = t.now
+    FROM t
+    WHERE bucket = $9 AND id = $1 AND status = $3 AND attempts = $2 AND coalesce(delivery, '') = $8
+    RETURNING bucket, created_at, channel, $3::text AS old_status, status, $8::text AS old_delivery, coalesce(delivery, '') AS delivery
+),
+recorded AS (
+    INSERT INTO effectd.attempts (bucket, intent_id, attempt, kind, started_at, finished_at, outcome, error, provider_ref)
+    SELECT $9, $1, $2, 'callback', now(), now(), $5, NULL, $4
+    FROM updated
+)
+SELECT bucket, created_at, channel, old_status, status, old_delivery, delivery FROM updated
