@@ -146,3 +146,18 @@ func bucketOf(ctx context.Context, db DB, id int64) (bucket int64, distributed b
 	}
 	return bucket, true, err
 }
+
+// SettleByID is Settle for an intent named by id alone, in either mode: in
+// the distributed mode it reads the intent's bucket first, then settles it on
+// its bucket's shard (SettleBucket), as Operate does. An operator's reconcile
+// runs it.
+func SettleByID(ctx context.Context, db DB, s Settlement) (applied bool, err error) {
+	bucket, distributed, err := bucketOf(ctx, db, s.IntentID)
+	if err != nil {
+		return false, err
+	}
+	if distributed {
+		return SettleBucket(ctx, db, s, bucket)
+	}
+	return Settle(ctx, db, s)
+}
