@@ -117,7 +117,8 @@ FROM effectd.intents i WHERE i.bucket = $1 AND i.id = $2`, bucket, id).Scan(&sta
 }
 
 // TestCitusBulk: in the distributed mode a bulk retry freezes the FAILED
-// intents of every bucket and applies them in one statement per bucket, each
+// intents of every bucket and applies them in one transaction per bucket
+// (the operator attempts of a bucket share their transaction's time), each
 // row fenced on the state it was frozen in (one that changed since is
 // skipped), with an operator attempt and an audit entry per row, and the
 // counts follow.
@@ -168,6 +169,12 @@ func TestCitusBulk(t *testing.T) {
 SELECT count(*) FROM effectd.attempts a JOIN effectd.intents i ON i.bucket = a.bucket AND i.id = a.intent_id
 WHERE a.kind = 'operator'`).Scan(&operatorAttempts); err != nil || operatorAttempts != n {
 		t.Fatalf("operator attempts on their intent's bucket: %d, %v; want %d", operatorAttempts, err, n)
+	}
+	var batches, bucketsApplied int
+	if err := pool.QueryRow(ctx, `
+SELECT count(DISTINCT (bucket, started_at)), count(DISTINCT bucket) FROM effectd.attempts
+WHERE kind = 'operator' AND intent_id <> $1`, moved).Scan(&batches, &bucketsApplied); err != nil || batches != bucketsApplied || batches != buckets {
+		t.Fatalf("the bulk's operator attempts: %d transactions over %d buckets, %v; want one per bucket, %d", batches, bucketsApplied, err, buckets)
 	}
 	if _, err := dispatcher.ApplyBulk(ctx, pool, dispatcher.BulkApply{Snapshot: snap.Snapshot, Actor: "tester"}); !errors.Is(err, statemachine.ErrTransition) {
 		t.Fatalf("second apply: %v", err)
