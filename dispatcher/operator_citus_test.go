@@ -127,7 +127,7 @@ func TestCitusBulk(t *testing.T) {
 	pool := citusPool(t, buckets)
 	ctx := context.Background()
 	p := &scripted{calls: map[string]int{}, answer: func(key string, n int) (string, error) {
-		if n == 1 {
+		if n == 1 && strings.HasPrefix(key, "c:b") {
 			return "", providerErr{} // permanent: FAILED
 		}
 		return "ref-" + key, nil
@@ -180,4 +180,29 @@ WHERE kind = 'operator' AND intent_id <> $1`, moved).Scan(&batches, &bucketsAppl
 		t.Fatalf("second apply: %v", err)
 	}
 	checkCitusCounts(t, pool, "after the bulk retry")
+
+	// IN_DOUBT intents resolved as resend in bulk: each is checked against
+	// its provider's key window (a read of its attempts) in its bucket's
+	// transaction, then sent again
+	if _, err := pool.Exec(ctx, `
+INSERT INTO effectd.intents (bucket, event_id, channel, payload, idempotency_key, status, attempts)
+SELECT g % 8, 'd' || g, 'c', '{}', 'c:d' || g, 'IN_DOUBT', 1 FROM generate_series(1, 16) g`); err != nil {
+		t.Fatal(err)
+	}
+	snap, err = dispatcher.FreezeBulk(ctx, pool, dispatcher.BulkFreeze{Actor: "tester",
+		Request: effectdtype.BulkRequest{Action: "resolve", As: "resend", Filter: effectdtype.BulkFilter{Status: "IN_DOUBT"}, Reason: "lost calls"}})
+	if err != nil || snap.Matched != 16 {
+		t.Fatalf("freeze: %+v, %v", snap, err)
+	}
+	if res, err = dispatcher.ApplyBulk(ctx, pool, dispatcher.BulkApply{Snapshot: snap.Snapshot, Actor: "tester"}); err != nil || res.Applied != 16 {
+		t.Fatalf("apply: %+v, %v; want 16 applied", res, err)
+	}
+	citusStatus(t, pool, "d", "SENT", 16)
+	if err := pool.QueryRow(ctx, `
+SELECT count(DISTINCT (a.bucket, a.started_at)), count(DISTINCT a.bucket) FROM effectd.attempts a
+JOIN effectd.intents i ON i.bucket = a.bucket AND i.id = a.intent_id
+WHERE a.kind = 'operator' AND starts_with(i.event_id, 'd')`).Scan(&batches, &bucketsApplied); err != nil || batches != bucketsApplied || batches != buckets {
+		t.Fatalf("the resolve's operator attempts: %d transactions over %d buckets, %v; want one per bucket, %d", batches, bucketsApplied, err, buckets)
+	}
+	checkCitusCounts(t, pool, "after the bulk resolve")
 }
