@@ -276,32 +276,49 @@ func ApplyBulk(ctx context.Context, pool *pgxpool.Pool, a BulkApply) (AppliedBul
 }
 
 // applyRows applies ev to every row of the snapshot; a row that changed (or
-// that fails on its own) is skipped and never stops the others.
+// that fails on its own) is skipped and never stops the others. In the
+// distributed mode the rows go a bucket at a time (applyBuckets).
 func applyRows(ctx context.Context, pool *pgxpool.Pool, a BulkApply, ev statemachine.Event, reason string) (res effectdtype.BulkResult, err error) {
+	distributed, err := query.Distributed(ctx, pool)
+	if err != nil {
+		return res, err
+	}
+	if _, checkErr := (Operation{Event: ev, Actor: a.Actor, Reason: reason}).check(); distributed && checkErr == nil {
+		return applyBuckets(ctx, pool, a, ev, reason)
+	}
 	list, err := query.BulkRows(ctx, pool, a.Snapshot)
 	if err != nil {
 		return res, err
 	}
 	for _, f := range list {
-		if !seen(a.Sees, f.Channel) { // gone (channel ""): nothing left to act on
-			res.Skipped++
-			continue
-		}
-		_, _, err := Operate(ctx, pool, Operation{IntentID: f.ID, Event: ev, Actor: a.Actor,
-			Reason: reason, Snapshot: a.Snapshot, Expect: &Expected{Status: f.Status, Attempts: f.Attempts}})
-		switch {
-		case err == nil:
-			res.Applied++
-		case ctx.Err() != nil:
-			return res, ctx.Err()
-		default:
-			if !errors.Is(err, statemachine.ErrTransition) && !errors.Is(err, ErrNotFound) {
-				cmp.Or(a.Logger, slog.Default()).WarnContext(ctx, "bulk apply: row skipped", "snapshot", a.Snapshot, "intent_id", f.ID, "err", err)
-			}
-			res.Skipped++
+		if err := applyOne(ctx, pool, a, ev, reason, f, &res); err != nil {
+			return res, err
 		}
 	}
 	return res, nil
+}
+
+// applyOne applies ev to frozen row f in its own transaction (Operate) and
+// counts it in res, applied or skipped; it fails only when ctx is done.
+func applyOne(ctx context.Context, pool *pgxpool.Pool, a BulkApply, ev statemachine.Event, reason string, f query.FrozenRow, res *effectdtype.BulkResult) error {
+	if !seen(a.Sees, f.Channel) { // gone (channel ""): nothing left to act on
+		res.Skipped++
+		return nil
+	}
+	_, _, err := Operate(ctx, pool, Operation{IntentID: f.ID, Event: ev, Actor: a.Actor,
+		Reason: reason, Snapshot: a.Snapshot, Expect: &Expected{Status: f.Status, Attempts: f.Attempts}})
+	switch {
+	case err == nil:
+		res.Applied++
+	case ctx.Err() != nil:
+		return ctx.Err()
+	default:
+		if !errors.Is(err, statemachine.ErrTransition) && !errors.Is(err, ErrNotFound) {
+			cmp.Or(a.Logger, slog.Default()).WarnContext(ctx, "bulk apply: row skipped", "snapshot", a.Snapshot, "intent_id", f.ID, "err", err)
+		}
+		res.Skipped++
+	}
+	return nil
 }
 
 // snapshotState is a stored snapshot as ApplyBulk checks it.

@@ -16,7 +16,7 @@ import (
 )
 
 // channelView returns c as operators see it, with counts.
-func channelView(c query.ChannelRow, counts map[statemachine.State]int64, kind string) (effectdtype.Channel, error) {
+func channelView(c query.ChannelRow, counts map[statemachine.State]int64) (effectdtype.Channel, error) {
 	p, err := policy.Effective(c.Provider, c.Policy, c.Override)
 	if err != nil {
 		return effectdtype.Channel{}, fmt.Errorf("channel %q: stored policy: %w", c.Name, err)
@@ -25,7 +25,7 @@ func channelView(c query.ChannelRow, counts map[statemachine.State]int64, kind s
 		counts = zeroCounts()
 	}
 	return effectdtype.Channel{Name: c.Name, Provider: c.Provider, Paused: c.Paused, Policy: p, PolicyYAML: c.Policy,
-		PolicyOverride: c.Override, Counts: counts, CountsKind: kind, UpdatedAt: c.UpdatedAt}, nil
+		PolicyOverride: c.Override, Counts: counts, CountsKind: effectdtype.CountsExact, UpdatedAt: c.UpdatedAt}, nil
 }
 
 // zeroCounts has every state, so a channel always lists all of them.
@@ -37,21 +37,17 @@ func zeroCounts() map[statemachine.State]int64 {
 	return m
 }
 
-// channelCounts returns intent counts by channel and status, and what kind of
-// counts they are (effectdtype.CountsExact or CountsScanned); name "" means
-// all channels.
-func channelCounts(ctx context.Context, db query.DB, name string) (map[string]map[statemachine.State]int64, string, error) {
+// channelCounts returns intent counts by channel and status (exact, read
+// without reading history in both modes: effectdtype.CountsExact); name ""
+// means all channels.
+func channelCounts(ctx context.Context, db query.DB, name string) (map[string]map[statemachine.State]int64, error) {
 	var filter *string
 	if name != "" {
 		filter = &name
 	}
-	counts, scanned, err := query.ChannelCounts(ctx, db, filter)
+	counts, err := query.ChannelCounts(ctx, db, filter)
 	if err != nil {
-		return nil, "", err
-	}
-	kind := effectdtype.CountsExact
-	if scanned {
-		kind = effectdtype.CountsScanned
+		return nil, err
 	}
 	out := map[string]map[statemachine.State]int64{}
 	for _, c := range counts {
@@ -60,7 +56,7 @@ func channelCounts(ctx context.Context, db query.DB, name string) (map[string]ma
 		}
 		out[c.Channel][c.Status] = c.N
 	}
-	return out, kind, nil
+	return out, nil
 }
 
 // ListChannels returns, by name, every channel that sees admits (nil: every
@@ -70,7 +66,7 @@ func ListChannels(ctx context.Context, pool *pgxpool.Pool, sees func(name string
 	if err != nil {
 		return nil, fmt.Errorf("list channels: %w", err)
 	}
-	counts, kind, err := channelCounts(ctx, pool, "")
+	counts, err := channelCounts(ctx, pool, "")
 	if err != nil {
 		return nil, fmt.Errorf("list channels: counts: %w", err)
 	}
@@ -79,7 +75,7 @@ func ListChannels(ctx context.Context, pool *pgxpool.Pool, sees func(name string
 		if sees != nil && !sees(c.Name) {
 			continue
 		}
-		v, err := channelView(c, counts[c.Name], kind)
+		v, err := channelView(c, counts[c.Name])
 		if err != nil {
 			return nil, err
 		}
@@ -97,11 +93,11 @@ func GetChannel(ctx context.Context, pool *pgxpool.Pool, name string) (effectdty
 	if err != nil {
 		return effectdtype.Channel{}, fmt.Errorf("get channel: %w", err)
 	}
-	counts, kind, err := channelCounts(ctx, pool, name)
+	counts, err := channelCounts(ctx, pool, name)
 	if err != nil {
 		return effectdtype.Channel{}, fmt.Errorf("get channel: counts: %w", err)
 	}
-	return channelView(c, counts[name], kind)
+	return channelView(c, counts[name])
 }
 
 // ChannelExists reports whether channel name is registered.
@@ -218,11 +214,11 @@ func changeChannel(ctx context.Context, pool *pgxpool.Pool, name, actor, action 
 		if err := auditChannel(ctx, tx, query.Audit{Actor: actor, Action: action, Channel: name}, before, after); err != nil {
 			return v, err
 		}
-		counts, kind, err := channelCounts(ctx, tx, name)
+		counts, err := channelCounts(ctx, tx, name)
 		if err != nil {
 			return v, err
 		}
-		if v, err = channelView(after, counts[name], kind); err != nil {
+		if v, err = channelView(after, counts[name]); err != nil {
 			return v, err
 		}
 		return v, tx.Commit(ctx)

@@ -13,7 +13,8 @@ import (
 const foldInterval = 5 * time.Second
 
 // folder folds the deltas that every change of a settled intent appends
-// (migration 012) into the counts that GET /v1/stats, the channel pages and
+// (migration 012's triggers on one node; in the distributed mode the
+// statements that change intents) into the counts that GET /v1/stats, the channel pages and
 // /metrics read, so those reads stay a few rows whatever history holds; and
 // marks the ids handed out over time (id_marks), where a list from a time on
 // starts.
@@ -37,7 +38,8 @@ func (f *folder) run(ctx context.Context) {
 }
 
 // fold moves the deltas into the counts in one statement (instances folding at
-// once each take distinct delta rows), then marks the last id handed out, which
+// once each take distinct delta rows; in the distributed mode one folds while
+// the others skip), then marks the last id handed out, which
 // a list from a time on starts at, forgetting marks older than any channel
 // keeps its rows.
 func (f *folder) fold(ctx context.Context) error {

@@ -227,7 +227,7 @@ func settleAudited(ctx context.Context, pool *pgxpool.Pool, s query.Settlement, 
 	if err != nil {
 		return false, err
 	}
-	if applied, err = query.Settle(ctx, tx, s); err != nil || !applied {
+	if applied, err = query.SettleByID(ctx, tx, s); err != nil || !applied {
 		return false, err
 	}
 	after, err := readIntent(ctx, tx, s.IntentID)

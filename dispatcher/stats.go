@@ -21,7 +21,7 @@ func Gauges(ctx context.Context, pool *pgxpool.Pool) ([]ChannelGauges, error) {
 // Stats returns the counts by status and the gauges of every channel that
 // sees admits (nil: every channel), and their totals.
 func Stats(ctx context.Context, pool *pgxpool.Pool, sees func(channel string) bool) (effectdtype.Stats, error) {
-	counts, kind, err := channelCounts(ctx, pool, "")
+	counts, err := channelCounts(ctx, pool, "")
 	if err != nil {
 		return effectdtype.Stats{}, fmt.Errorf("stats: counts: %w", err)
 	}
@@ -30,13 +30,13 @@ func Stats(ctx context.Context, pool *pgxpool.Pool, sees func(channel string) bo
 		return effectdtype.Stats{}, fmt.Errorf("stats: gauges: %w", err)
 	}
 	out := effectdtype.Stats{Channels: map[string]effectdtype.ChannelStats{},
-		Totals: effectdtype.ChannelStats{Counts: zeroCounts(), CountsKind: kind}}
+		Totals: effectdtype.ChannelStats{Counts: zeroCounts(), CountsKind: effectdtype.CountsExact}}
 	t := &out.Totals
 	for _, g := range gauges {
 		if sees != nil && !sees(g.Channel) {
 			continue
 		}
-		cs := effectdtype.ChannelStats{Counts: counts[g.Channel], CountsKind: kind, Gauges: g.Gauges}
+		cs := effectdtype.ChannelStats{Counts: counts[g.Channel], CountsKind: effectdtype.CountsExact, Gauges: g.Gauges}
 		if cs.Counts == nil {
 			cs.Counts = zeroCounts()
 		}

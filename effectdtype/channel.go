@@ -18,16 +18,12 @@ type Channel struct {
 	PolicyYAML     json.RawMessage              `json:"policy_yaml"`     // what the YAML set
 	PolicyOverride json.RawMessage              `json:"policy_override"` // what an operator changed
 	Counts         map[statemachine.State]int64 `json:"counts"`          // intents by status
-	CountsKind     string                       `json:"counts_kind"`     // CountsExact or CountsScanned
+	CountsKind     string                       `json:"counts_kind"`     // CountsExact
 	UpdatedAt      time.Time                    `json:"updated_at"`
 }
 
-// CountsExact is what every count of intents by status is (counts_kind):
-// exact, and read without reading history: live states from their partial
-// indexes, settled states from the counts kept as changes happen.
+// CountsExact is what every count of intents by status is (counts_kind), on
+// one node and in the distributed mode (Citus) alike: exact, and read without
+// reading history: live states from their partial indexes, settled states
+// from the counts kept as changes happen.
 const CountsExact = "exact"
-
-// CountsScanned is what the counts are in the distributed mode (Citus), where
-// no trigger keeps the settled counts: exact, counted by reading every row of
-// every shard in parallel, so a read costs more the more history is kept.
-const CountsScanned = "scanned"

@@ -21,7 +21,7 @@ type DeliveryCounts struct {
 // ChannelStats is one channel's counts and gauges, or their totals.
 type ChannelStats struct {
 	Counts     map[statemachine.State]int64 `json:"counts"`
-	CountsKind string                       `json:"counts_kind"` // CountsExact or CountsScanned
+	CountsKind string                       `json:"counts_kind"` // CountsExact
 	Gauges
 }
 

@@ -57,8 +57,8 @@ func citusDB(t *testing.T) (*pgxpool.Pool, migrations.Citus) {
 	return pool, c
 }
 
-// TestCitusDistribute: the distribution step makes intents and attempts
-// distributed tables co-located with the producer's, channels a reference
+// TestCitusDistribute: the distribution step makes intents, attempts and the
+// settled counts distributed tables co-located with the producer's, channels a reference
 // table, every unique key of a partition starts with bucket, no trigger is
 // left on intents, and the mode is recorded; a second run changes nothing.
 func TestCitusDistribute(t *testing.T) {
@@ -66,11 +66,12 @@ func TestCitusDistribute(t *testing.T) {
 	ctx := context.Background()
 	var colocated bool
 	if err := pool.QueryRow(ctx, `
-SELECT count(DISTINCT colocationid) = 1 AND count(*) = 3
+SELECT count(DISTINCT colocationid) = 1 AND count(*) = 5
 FROM pg_dist_partition
-WHERE logicalrelid IN ('producer.orders'::regclass, 'effectd.intents'::regclass, 'effectd.attempts'::regclass)
+WHERE logicalrelid IN ('producer.orders'::regclass, 'effectd.intents'::regclass, 'effectd.attempts'::regclass,
+                       'effectd.intent_counts'::regclass, 'effectd.intent_count_deltas'::regclass)
   AND partmethod = 'h'`).Scan(&colocated); err != nil || !colocated {
-		t.Fatalf("intents and attempts co-located with producer.orders: %v, %v", colocated, err)
+		t.Fatalf("intents, attempts and the settled counts co-located with producer.orders: %v, %v", colocated, err)
 	}
 	var ref string
 	if err := pool.QueryRow(ctx, `SELECT partmethod::text FROM pg_dist_partition WHERE logicalrelid = 'effectd.channels'::regclass`).Scan(&ref); err != nil || ref != "n" {

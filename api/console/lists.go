@@ -39,7 +39,7 @@ func (c *console) overview(w http.ResponseWriter, r *http.Request) {
 		inDoubt += ch.Counts[statemachine.InDoubt]
 	}
 	c.render(w, r, http.StatusOK, "overview", "Overview", map[string]any{
-		"Channels": rows, "States": statemachine.States, "InDoubt": inDoubt, "CountsKind": stats.Totals.CountsKind})
+		"Channels": rows, "States": statemachine.States, "InDoubt": inDoubt})
 }
 
 // deliveries are the known deliveries the list filters by, in order of progress.

@@ -26,6 +26,7 @@ type mutation struct {
 	to   string // what replaces it
 	pkg  string // the package whose tests must fail, e.g. ./dispatcher/
 	run  string // go test -run pattern
+	tags string // go test -tags, e.g. citus for the distributed mode's tests (the *_citus_test.go files); "" for none
 }
 
 func main() {
@@ -61,7 +62,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case *list:
 		for _, m := range todo {
-			fmt.Fprintf(stdout, "%-58s %s  go test -run '%s' %s\n", m.name, m.file, m.run, m.pkg)
+			fmt.Fprintf(stdout, "%-58s %s  go test%s -run '%s' %s\n", m.name, m.file, tagsFlag(m.tags), m.run, m.pkg)
 		}
 		return 0
 	case *check:
@@ -163,6 +164,9 @@ func try(root, scratch string, i int, m mutation, race bool, timeout time.Durati
 	if race {
 		args = append(args, "-race")
 	}
+	if m.tags != "" {
+		args = append(args, "-tags", m.tags)
+	}
 	args = append(args, m.pkg)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Minute)
 	defer cancel()
@@ -182,7 +186,7 @@ func try(root, scratch string, i int, m mutation, race bool, timeout time.Durati
 		if strings.Contains(out, "no tests to run") {
 			return "invalid", rel + ": -run " + m.run + " matches no test", out
 		}
-		return "survived", rel + ": go test -run '" + m.run + "' " + m.pkg + " passed", out
+		return "survived", rel + ": go test" + tagsFlag(m.tags) + " -run '" + m.run + "' " + m.pkg + " passed", out
 	case strings.Contains(out, "[build failed]") || strings.Contains(out, "[setup failed]") || strings.Contains(out, "build failed"):
 		return "invalid", rel + ": the mutated tree does not build", out
 	}
@@ -241,4 +245,12 @@ func indent(s string) string {
 		s = "…" + s[len(s)-4000:]
 	}
 	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
+}
+
+// tagsFlag is the -tags flag of a mutation's go test, as printed.
+func tagsFlag(tags string) string {
+	if tags == "" {
+		return ""
+	}
+	return " -tags " + tags
 }

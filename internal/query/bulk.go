@@ -127,6 +127,29 @@ type FrozenRow struct {
 	Channel  string
 }
 
+//go:embed bulk_rows_bucket.sql
+var bulkRowsBucketSQL string
+
+// FrozenRowBucket is a FrozenRow of the distributed mode, with its intent's
+// bucket (-1 when the intent is gone).
+type FrozenRowBucket struct {
+	FrozenRow
+	Bucket int64
+}
+
+// BulkRowsBucket is BulkRows in the distributed mode, with each intent's bucket.
+func BulkRowsBucket(ctx context.Context, db DB, snapshot string) ([]FrozenRowBucket, error) {
+	rows, err := db.Query(ctx, bulkRowsBucketSQL, snapshot)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (FrozenRowBucket, error) {
+		var f FrozenRowBucket
+		err := row.Scan(&f.ID, &f.Status, &f.Attempts, &f.Channel, &f.Bucket)
+		return f, err
+	})
+}
+
 // BulkRows lists the intents frozen in snapshot, by id.
 func BulkRows(ctx context.Context, db DB, snapshot string) ([]FrozenRow, error) {
 	rows, err := db.Query(ctx, bulkRowsSQL, snapshot)

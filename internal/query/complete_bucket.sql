@@ -2,7 +2,9 @@
 -- bucket $16, and every table it reads or writes is restricted to that
 -- bucket, so that Citus runs it on the bucket's shard alone (the attempt rows
 -- are co-located with their intents). query.CompleteBucket runs it; the
--- dispatcher writes a batch one bucket at a time.
+-- dispatcher writes a batch one bucket at a time. The rows it settles are
+-- counted (intent_count_deltas, co-located too) in the same statement: in this
+-- mode no trigger keeps the settled counts.
 WITH input AS (
     -- now() as a column: Citus refuses a function that is not IMMUTABLE in
     -- a CASE of an UPDATE of a distributed table
@@ -34,7 +36,16 @@ updated AS (
       AND i.idempotency_key = input.key
       AND i.status = 'SENDING'
       AND i.attempts = input.attempts
-    RETURNING i.id, i.attempts
+    RETURNING i.id, i.attempts, i.channel, i.created_at, i.status, i.delivery
+),
+-- the settled counts: each row settled here counts once under its UTC day,
+-- channel, status and delivery ('' for none); it was SENDING, counted in none
+counted AS (
+    INSERT INTO effectd.intent_count_deltas (bucket, day, channel, status, delivery, n)
+    SELECT $16, (created_at AT TIME ZONE 'UTC')::date, channel, status, coalesce(delivery, ''), count(*)
+    FROM updated
+    WHERE status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED')
+    GROUP BY 2, 3, 4, 5
 ),
 -- the rows not applied, and why: 'early' when a provider event settled the
 -- row SENT with the very reference this call returned (its callback attempt is

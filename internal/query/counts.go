@@ -12,23 +12,58 @@ import (
 
 // The operators' figures over effectd.intents that do not grow with history:
 // the settled counts kept as changes happen (intent_counts, with the deltas
-// in intent_count_deltas) and the gauges read from partial indexes.
+// in intent_count_deltas) and the gauges read from partial indexes. On one
+// node triggers on intents write the deltas (migration 012); in the
+// distributed mode, where Citus refuses triggers on a distributed table, the
+// statements of that mode that change intents write them, on the intents'
+// shard (complete_bucket.sql, settle_bucket.sql, operate_bucket.sql), and
+// each of these reads has a *_bucket.sql variant.
 
 //go:embed fold_counts.sql
 var foldCountsSQL string
 
+//go:embed fold_counts_bucket.sql
+var foldCountsBucketSQL string
+
+//go:embed try_xact_lock.sql
+var tryXactLockSQL string
+
 //go:embed channel_counts.sql
 var channelCountsSQL string
+
+//go:embed channel_counts_bucket.sql
+var channelCountsBucketSQL string
 
 //go:embed channel_gauges.sql
 var channelGaugesSQL string
 
+//go:embed channel_gauges_bucket.sql
+var channelGaugesBucketSQL string
+
+// foldLockKey is the transaction advisory lock under which one instance at a
+// time folds in the distributed mode.
+const foldLockKey = 0x65666672 // "effr"
+
 // FoldSettledCounts folds the deltas of the settled counts into the counts,
 // so readers add only the few appended since. Instances folding at once each
-// take distinct delta rows.
-func FoldSettledCounts(ctx context.Context, db DB) error {
-	_, err := db.Exec(ctx, foldCountsSQL)
-	return err
+// take distinct delta rows; in the distributed mode, where a fold locks rows
+// on every shard, an instance folds only while no other one does.
+func FoldSettledCounts(ctx context.Context, db TxDB) error {
+	distributed, err := Distributed(ctx, db)
+	if err != nil || !distributed {
+		if err == nil {
+			_, err = db.Exec(ctx, foldCountsSQL)
+		}
+		return err
+	}
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		var got bool
+		if err := tx.QueryRow(ctx, tryXactLockSQL, foldLockKey).Scan(&got); err != nil || !got {
+			return err
+		}
+		_, err := tx.Exec(ctx, foldCountsBucketSQL)
+		return err
+	})
 }
 
 // StatusCount is how many intents of a channel are in a status.
@@ -41,21 +76,19 @@ type StatusCount struct {
 // ChannelCounts counts the intents of channel (nil: every registered
 // channel) by status: the live states exactly from their partial indexes, the
 // settled states from the counts kept as changes happen. A status with no
-// intent is left out. In the distributed mode (scanned) every row is read
-// instead: see channel_counts_scanned.sql.
-func ChannelCounts(ctx context.Context, db DB, channel *string) (counts []StatusCount, scanned bool, err error) {
+// intent is left out.
+func ChannelCounts(ctx context.Context, db DB, channel *string) ([]StatusCount, error) {
 	sql := channelCountsSQL
-	if scanned, err = Distributed(ctx, db); err != nil {
-		return nil, false, err
-	} else if scanned {
-		sql = channelCountsScannedSQL
+	if distributed, err := Distributed(ctx, db); err != nil {
+		return nil, err
+	} else if distributed {
+		sql = channelCountsBucketSQL
 	}
 	rows, err := db.Query(ctx, sql, channel)
 	if err != nil {
-		return nil, scanned, err
+		return nil, err
 	}
-	counts, err = pgx.CollectRows(rows, pgx.RowToStructByPos[StatusCount])
-	return counts, scanned, err
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[StatusCount])
 }
 
 // ChannelGauges are one channel's gauges.
@@ -69,10 +102,10 @@ type ChannelGauges struct {
 // IN_DOUBT intents and its settled intents by delivery.
 func Gauges(ctx context.Context, db DB) ([]ChannelGauges, error) {
 	sql := channelGaugesSQL
-	if scanned, err := Distributed(ctx, db); err != nil {
+	if distributed, err := Distributed(ctx, db); err != nil {
 		return nil, err
-	} else if scanned {
-		sql = channelGaugesScannedSQL
+	} else if distributed {
+		sql = channelGaugesBucketSQL
 	}
 	rows, err := db.Query(ctx, sql)
 	if err != nil {
@@ -86,18 +119,12 @@ func Gauges(ctx context.Context, db DB) ([]ChannelGauges, error) {
 	})
 }
 
-//go:embed channel_counts_scanned.sql
-var channelCountsScannedSQL string
-
-//go:embed channel_gauges_scanned.sql
-var channelGaugesScannedSQL string
-
 //go:embed distributed.sql
 var distributedSQL string
 
-// Distributed reports whether effectd runs in the distributed mode, where
-// ChannelCounts and Gauges count by reading every shard's rows (counts_kind
-// "scanned"): Citus refuses the triggers that keep the settled counts.
+// Distributed reports whether effectd runs in the distributed mode
+// (migrations.Distribute), where statements that Citus cannot plan as they
+// are written for one node have a *_bucket.sql variant.
 func Distributed(ctx context.Context, db DB) (bool, error) {
 	var d bool
 	err := db.QueryRow(ctx, distributedSQL).Scan(&d)

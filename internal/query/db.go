@@ -13,3 +13,10 @@ type DB interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
+
+// TxDB is a DB that begins transactions: a *pgxpool.Pool, a *pgx.Conn, or a
+// pgx.Tx (whose Begin is a savepoint).
+type TxDB interface {
+	DB
+	Begin(ctx context.Context) (pgx.Tx, error)
+}

@@ -239,7 +239,7 @@ func TestCountsFollowChanges(t *testing.T) {
 	ctx := context.Background()
 	check := func(when string) {
 		t.Helper()
-		counts, _, err := ChannelCounts(ctx, pool, nil)
+		counts, err := ChannelCounts(ctx, pool, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

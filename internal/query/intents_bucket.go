@@ -10,6 +10,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/statemachine"
 )
 
 // The hot path of the distributed mode (docs/scale.md, "Buckets"): the same
@@ -145,4 +148,62 @@ func bucketOf(ctx context.Context, db DB, id int64) (bucket int64, distributed b
 		return -1, true, nil
 	}
 	return bucket, true, err
+}
+
+// SettleByID is Settle for an intent named by id alone, in either mode: in
+// the distributed mode it reads the intent's bucket first, then settles it on
+// its bucket's shard (SettleBucket), as Operate does. An operator's reconcile
+// runs it.
+func SettleByID(ctx context.Context, db DB, s Settlement) (applied bool, err error) {
+	bucket, distributed, err := bucketOf(ctx, db, s.IntentID)
+	if err != nil {
+		return false, err
+	}
+	if distributed {
+		return SettleBucket(ctx, db, s, bucket)
+	}
+	return Settle(ctx, db, s)
+}
+
+//go:embed intents_lock_bucket.sql
+var intentsLockBucketSQL string
+
+//go:embed operate_bulk_bucket.sql
+var operateBulkBucketSQL string
+
+// LockIntentsBucket reads intents ids of bucket, whole, by id, and locks them
+// until db's transaction ends. An id with no intent of bucket is left out.
+func LockIntentsBucket(ctx context.Context, db DB, bucket int64, ids []int64) ([]effectdtype.IntentRow, error) {
+	rows, err := db.Query(ctx, intentsLockBucketSQL, bucket, ids)
+	if err != nil {
+		return nil, err
+	}
+	return collectIntents(rows)
+}
+
+// Move is one intent's part of OperateBulkBucket: from status From, with
+// Attempts and Delivery ("" for none) as locked, to status To.
+type Move struct {
+	ID       int64
+	From     statemachine.State
+	Attempts int
+	Delivery string
+	To       statemachine.State
+}
+
+// OperateBulkBucket applies moves, every one an intent of bucket locked by
+// LockIntentsBucket in db's transaction, as fenced compare-and-sets with
+// their count deltas and an operator attempt of event each, in one statement
+// on the bucket's shard; it returns the intents it changed, by id.
+func OperateBulkBucket(ctx context.Context, db DB, bucket int64, event string, moves []Move) ([]effectdtype.IntentRow, error) {
+	ids, froms, attempts := make([]int64, len(moves)), make([]string, len(moves)), make([]int32, len(moves))
+	deliveries, tos := make([]string, len(moves)), make([]string, len(moves))
+	for i, m := range moves {
+		ids[i], froms[i], attempts[i], deliveries[i], tos[i] = m.ID, string(m.From), int32(m.Attempts), m.Delivery, string(m.To)
+	}
+	rows, err := db.Query(ctx, operateBulkBucketSQL, ids, froms, attempts, tos, deliveries, bucket, event)
+	if err != nil {
+		return nil, err
+	}
+	return collectIntents(rows)
 }

@@ -48,7 +48,8 @@ func TestSQLFiles(t *testing.T) {
 // the select list of intent_columns.sql, which scanIntent reads.
 func TestIntentColumns(t *testing.T) {
 	cols := body(t, "intent_columns.sql")
-	for _, f := range []string{"select_intent.sql", "operate.sql", "list_intents.sql", "bulk_sample.sql"} {
+	for _, f := range []string{"select_intent.sql", "operate.sql", "list_intents.sql", "bulk_sample.sql",
+		"operate_bucket.sql", "intents_lock_bucket.sql", "operate_bulk_bucket.sql"} {
 		if !strings.Contains(body(t, f), cols) {
 			t.Errorf("%s does not spell out the select list of intent_columns.sql:\n%s", f, cols)
 		}

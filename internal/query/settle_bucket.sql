@@ -2,7 +2,9 @@
 -- table it reads or writes is restricted to that bucket, so that only the
 -- bucket's shard is touched. now() is read once in a CTE: Citus refuses a
 -- function that is not IMMUTABLE in a CASE of an UPDATE of a distributed
--- table. Run it through query.SettleBucket.
+-- table. The row it settles is counted (intent_count_deltas, co-located) in
+-- the same statement: in this mode no trigger keeps the settled counts. Run it
+-- through query.SettleBucket.
 WITH t AS (SELECT now() AS now),
 updated AS (
     UPDATE effectd.intents
@@ -17,7 +19,17 @@ updated AS (
         updated_at       = now()
     FROM t
     WHERE bucket = $10 AND id = $1 AND idempotency_key = $9 AND status = $3 AND attempts = $2
-    RETURNING id, claimed_at, channel
+      AND $3 IN ('SENDING', 'IN_DOUBT') -- what the deltas below count on
+    RETURNING id, claimed_at, channel, created_at, status, delivery
+),
+-- the settled counts: the row counts once under its UTC day, channel, status
+-- and delivery when it is settled now; it was SENDING or IN_DOUBT ($3: a
+-- settlement moves only an unsettled row), counted in none
+counted AS (
+    INSERT INTO effectd.intent_count_deltas (bucket, day, channel, status, delivery, n)
+    SELECT $10, (created_at AT TIME ZONE 'UTC')::date, channel, status, coalesce(delivery, ''), 1
+    FROM updated
+    WHERE status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED')
 ),
 recorded AS (
     INSERT INTO effectd.attempts (bucket, intent_id, attempt, kind, started_at, finished_at, outcome, error, provider_ref)

@@ -7,9 +7,10 @@
 -- 1. The producer's table must be hash-distributed by bucket_column, an
 --    integer column; the bucket column effectd adds has its type.
 -- 2. Citus refuses triggers on distributed tables: the producer check moves
---    into effectd.enqueue (enqueue_bucketed), the settled counts are counted
---    by a scan instead (query.ChannelCountsScanned), and the notify trigger's
---    notifications are not available in this mode (config refuses notify).
+--    into effectd.enqueue (enqueue_bucketed), the settled counts are written
+--    by the statements that change intents (step 4), and the notify
+--    trigger's notifications are not available in this mode (config refuses
+--    notify).
 -- 3. intents and attempts gain bucket (existing rows: bucket 0), and each
 --    partition's unique keys gain it in front: every unique key of a
 --    distributed table contains its distribution column. (Their parents have
@@ -21,12 +22,19 @@
 --    producer's table: an intent and the producer's row of the same bucket
 --    live on one shard and commit together. Their day partitions are
 --    distributed with them, and later ones as add_partition attaches them.
+-- 4b. The settled counts (intent_counts, intent_count_deltas, migrations 012
+--    and 013) gain bucket too (existing rows: bucket 0, where the intents they
+--    count go), intent_counts' key with it in front, and are distributed
+--    co-located with intents: each statement of this mode that settles,
+--    reopens or redelivers intents of a bucket writes their deltas on the same
+--    shard in the same transaction (complete_bucket.sql, settle_bucket.sql,
+--    operate_bucket.sql), as the dropped triggers did on one node.
 -- 5. channels and policy_defaults, read by claims on the workers, become
 --    reference tables (a copy on every node). Every other table stays on
 --    the coordinator: written often (rate_buckets, wakeup, the leases) or
 --    read only there (provider_events: an event's bucket is known only once
 --    its intent is found, an orphan has none, and a repeat must be found
---    whatever its bucket; partitions, counts, audit, sessions, bulk snapshots).
+--    whatever its bucket; partitions, audit, sessions, bulk snapshots).
 -- 6. effectd.citus records the mode, which enqueue and serve read.
 CREATE OR REPLACE FUNCTION effectd.distribute(colocate_with text, bucket_column text, buckets int) RETURNS text[]
 LANGUAGE plpgsql AS $$
@@ -110,6 +118,31 @@ BEGIN
         IF NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = format('effectd.%I', t)::regclass) THEN
             PERFORM create_distributed_table(format('effectd.%I', t), 'bucket', colocate_with => producer::text);
             -- the rows are copied to the shards; the coordinator's copy goes
+            PERFORM truncate_local_data_after_distributing_table(format('effectd.%I', t));
+            done := done || format('effectd.%s: distributed by bucket, co-located with %s', t, colocate_with);
+        END IF;
+    END LOOP;
+
+    FOREACH t IN ARRAY ARRAY['intent_counts', 'intent_count_deltas'] LOOP
+        SELECT a.atttypid::regtype INTO have FROM pg_attribute a
+        WHERE a.attrelid = format('effectd.%I', t)::regclass AND a.attname = 'bucket' AND NOT a.attisdropped;
+        IF have IS NULL THEN
+            EXECUTE format('ALTER TABLE effectd.%I ADD COLUMN bucket %s NOT NULL DEFAULT 0', t, typ);
+            EXECUTE format('ALTER TABLE effectd.%I ALTER COLUMN bucket DROP DEFAULT', t);
+            done := done || format('effectd.%s: column bucket %s', t, typ);
+        ELSIF have <> typ THEN
+            RAISE EXCEPTION 'database.citus.bucket_column: effectd.%.bucket is %, but %.% is %', t, have, colocate_with, bucket_column, typ
+                USING ERRCODE = '22023';
+        END IF;
+        IF t = 'intent_counts' AND NOT EXISTS (
+            SELECT 1 FROM pg_constraint c JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attname = 'bucket'
+            WHERE c.conrelid = 'effectd.intent_counts'::regclass AND c.contype = 'p' AND a.attnum = ANY (c.conkey)) THEN
+            ALTER TABLE effectd.intent_counts DROP CONSTRAINT intent_counts_pkey;
+            ALTER TABLE effectd.intent_counts ADD CONSTRAINT intent_counts_pkey PRIMARY KEY (bucket, day, channel, status, delivery);
+            done := done || 'effectd.intent_counts: intent_counts_pkey PRIMARY KEY (bucket, day, channel, status, delivery)'::text;
+        END IF;
+        IF NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = format('effectd.%I', t)::regclass) THEN
+            PERFORM create_distributed_table(format('effectd.%I', t), 'bucket', colocate_with => producer::text);
             PERFORM truncate_local_data_after_distributing_table(format('effectd.%I', t));
             done := done || format('effectd.%s: distributed by bucket, co-located with %s', t, colocate_with);
         END IF;
