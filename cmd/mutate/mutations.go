@@ -339,4 +339,10 @@ var mutations = []mutation{
 	{name: "citus: a bulk batch's rows changed without their count deltas", file: "internal/query/operate_bulk_bucket.sql",
 		from: "    WHERE d.status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED')", to: "    WHERE false",
 		pkg: "./dispatcher/", run: "^TestCitusBulk$", tags: "citus"},
+	{name: "citus: a delivery poll's move counted without the delivery it left", file: "internal/query/record_poll_bucket.sql",
+		from: "SELECT (created_at AT TIME ZONE 'UTC')::date, channel, status, old_delivery, -1", to: "SELECT (created_at AT TIME ZONE 'UTC')::date, channel, status, old_delivery, 0",
+		pkg: "./dispatcher/", run: "^TestCitusDeliveryPoll$", tags: "citus"},
+	{name: "citus: a provider event's delivery not counted", file: "internal/query/set_delivery_bucket.sql",
+		from: "    WHERE d.status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED')", to: "    WHERE false",
+		pkg: "./dispatcher/", run: "^TestCitusProviderEvents$", tags: "citus"},
 }

@@ -16,5 +16,19 @@ WITH moved AS (
 recorded AS (
     INSERT INTO effectd.attempts (bucket, intent_id, attempt, kind, started_at, finished_at, outcome, error, provider_ref)
     VALUES ($10, $1, $2, 'poll', $6, now(), $7, nullif($8, ''), $9)
+),
+-- the move, counted when settled (the old state and delivery -1, the new +1)
+-- under the intent's UTC day and channel, on its shard (docs/scale.md, "Counts")
+counted AS (
+    INSERT INTO effectd.intent_count_deltas (bucket, day, channel, status, delivery, n)
+    SELECT $10, d.day, d.channel, d.status, d.delivery, sum(d.n)
+    FROM (SELECT (created_at AT TIME ZONE 'UTC')::date AS day, channel, status, coalesce(delivery, '') AS delivery, 1 AS n
+          FROM moved
+          UNION ALL
+          SELECT (created_at AT TIME ZONE 'UTC')::date, channel, status, old_delivery, -1
+          FROM moved) AS d
+    WHERE d.status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED')
+    GROUP BY d.day, d.channel, d.status, d.delivery
+    HAVING sum(d.n) <> 0
 )
 SELECT bucket, created_at, channel, status AS old_status, status, old_delivery, delivery FROM moved

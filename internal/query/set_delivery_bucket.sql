@@ -12,5 +12,19 @@ WITH updated AS (
         updated_at      = now()
     WHERE bucket = $5 AND id = $1 AND coalesce(delivery, '') = $2
     RETURNING bucket, created_at, channel, status, $2::text AS old_delivery, delivery
+),
+-- the move, counted when settled (the old state and delivery -1, the new +1)
+-- under the intent's UTC day and channel, on its shard (docs/scale.md, "Counts")
+counted AS (
+    INSERT INTO effectd.intent_count_deltas (bucket, day, channel, status, delivery, n)
+    SELECT $5, d.day, d.channel, d.status, d.delivery, sum(d.n)
+    FROM (SELECT (created_at AT TIME ZONE 'UTC')::date AS day, channel, status, coalesce(delivery, '') AS delivery, 1 AS n
+          FROM updated
+          UNION ALL
+          SELECT (created_at AT TIME ZONE 'UTC')::date, channel, status, old_delivery, -1
+          FROM updated) AS d
+    WHERE d.status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED')
+    GROUP BY d.day, d.channel, d.status, d.delivery
+    HAVING sum(d.n) <> 0
 )
 SELECT bucket, created_at, channel, status AS old_status, status, old_delivery, delivery FROM updated

@@ -27,5 +27,19 @@ recorded AS (
     INSERT INTO effectd.attempts (bucket, intent_id, attempt, kind, started_at, finished_at, outcome, error, provider_ref)
     SELECT $9, $1, $2, 'callback', now(), now(), $5, NULL, $4
     FROM updated
+),
+-- the move, counted when settled (the old state and delivery -1, the new +1)
+-- under the intent's UTC day and channel, on its shard (docs/scale.md, "Counts")
+counted AS (
+    INSERT INTO effectd.intent_count_deltas (bucket, day, channel, status, delivery, n)
+    SELECT $9, d.day, d.channel, d.status, d.delivery, sum(d.n)
+    FROM (SELECT (created_at AT TIME ZONE 'UTC')::date AS day, channel, status, coalesce(delivery, '') AS delivery, 1 AS n
+          FROM updated
+          UNION ALL
+          SELECT (created_at AT TIME ZONE 'UTC')::date, channel, old_status, old_delivery, -1
+          FROM updated) AS d
+    WHERE d.status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED')
+    GROUP BY d.day, d.channel, d.status, d.delivery
+    HAVING sum(d.n) <> 0
 )
 SELECT bucket, created_at, channel, old_status, status, old_delivery, delivery FROM updated
