@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/internal/query"
@@ -119,6 +120,9 @@ func check(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, l
 	}
 	if c.rep.Orphans > 0 {
 		c.flag(fmt.Sprintf("%d effects not attributable to any event", c.rep.Orphans), "*", "-")
+	}
+	if err := c.judgeCounts(ctx, pool); err != nil {
+		return nil, err
 	}
 	c.countFailover()
 	rep := c.report(chans)
@@ -497,4 +501,42 @@ func callsAcross(ledger sandbox.Snapshot, killed, promoted time.Time) (before, a
 		}
 	}
 	return before, after
+}
+
+// judgeCounts compares the counts by status that operators read (GET
+// /v1/stats: query.ChannelCounts, kept as changes happen, never a scan) with
+// a count of the rows, per channel and status: a crash between a change and
+// its count, or a change that forgot to count, shows here.
+func (c *checker) judgeCounts(ctx context.Context, pool *pgxpool.Pool) error {
+	kept, err := query.ChannelCounts(ctx, pool, nil)
+	if err != nil {
+		return fmt.Errorf("chaos: reading the counts: %w", err)
+	}
+	read := map[string]int64{}
+	for _, k := range kept {
+		read[k.Channel+" "+string(k.Status)] = k.N
+	}
+	rows, err := pool.Query(ctx, `SELECT channel || ' ' || status, count(*) FROM effectd.intents GROUP BY 1`)
+	if err != nil {
+		return fmt.Errorf("chaos: counting intents: %w", err)
+	}
+	counted, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct {
+		Key string
+		N   int64
+	}])
+	if err != nil {
+		return fmt.Errorf("chaos: counting intents: %w", err)
+	}
+	for _, r := range counted {
+		if read[r.Key] != r.N {
+			channel, status, _ := strings.Cut(r.Key, " ")
+			c.flag(fmt.Sprintf("the counts read %d %s, the rows %d", read[r.Key], status, r.N), channel, status)
+		}
+		delete(read, r.Key)
+	}
+	for k, n := range read {
+		channel, status, _ := strings.Cut(k, " ")
+		c.flag(fmt.Sprintf("the counts read %d %s, the rows none", n, status), channel, status)
+	}
+	return nil
 }

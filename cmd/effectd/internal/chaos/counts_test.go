@@ -1,0 +1,44 @@
+package chaos
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/effectd/effectd/internal/pgtest"
+	"github.com/effectd/effectd/providers/sandbox"
+)
+
+// TestCheckerComparesCounts: the checker passes when the counts operators read
+// equal the rows, and flags the channel and status where they do not.
+func TestCheckerComparesCounts(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.New(t)
+	for _, s := range []string{
+		`INSERT INTO effectd.channels (name, provider) VALUES ('hook', 'webhook')`,
+		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status)
+		 SELECT 'e' || n, 'hook', '{}', 'hook:e' || n, CASE WHEN n <= 3 THEN 'SENT' ELSE 'PENDING' END
+		 FROM generate_series(1, 5) n`,
+	} {
+		if _, err := pool.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	judge := func() []Violation {
+		c := newChecker(nil, nil, sandbox.Snapshot{}, nil, nil)
+		if err := c.judgeCounts(ctx, pool); err != nil {
+			t.Fatal(err)
+		}
+		return c.report(nil).Violations
+	}
+	if v := judge(); len(v) != 0 {
+		t.Fatalf("counts that agree with the rows flagged: %v", v)
+	}
+	if _, err := pool.Exec(ctx, `DELETE FROM effectd.intent_count_deltas; DELETE FROM effectd.intent_counts`); err != nil {
+		t.Fatal(err)
+	}
+	v := judge()
+	if len(v) != 1 || v[0].Channel != "hook" || !strings.Contains(v[0].Rule, "the counts read 0 SENT, the rows 3") {
+		t.Fatalf("counts that lost 3 SENT: %v", v)
+	}
+}
