@@ -1,0 +1,31 @@
+package query
+
+import (
+	"context"
+	_ "embed"
+)
+
+// What the citus-scale bench asks of the workers through the coordinator.
+
+//go:embed shards_left.sql
+var shardsLeftSQL string
+
+//go:embed checkpoint_workers.sql
+var checkpointWorkersSQL string
+
+// ShardsLeft counts the tables left on the Citus workers of the partitions
+// named in names, their shards included (run_command_on_workers): 0 once a
+// drop through the coordinator reached every shard.
+func ShardsLeft(ctx context.Context, db DB, names []string) (n int64, err error) {
+	if len(names) == 0 {
+		return 0, nil
+	}
+	err = db.QueryRow(ctx, shardsLeftSQL, names).Scan(&n)
+	return n, err
+}
+
+// CheckpointWorkers runs CHECKPOINT on every Citus worker (superuser).
+func CheckpointWorkers(ctx context.Context, db DB) error {
+	_, err := db.Exec(ctx, checkpointWorkersSQL)
+	return err
+}
