@@ -55,7 +55,8 @@ func (e *env) citusScale(ctx context.Context) error {
 			return fmt.Errorf("loading %d intents: %w", n, err)
 		}
 		fmt.Fprintf(e.out, "citus-scale: %d retained intents loaded through the coordinator into %d buckets (%d added in %.1fs, with VACUUM ANALYZE); %s\n",
-			n, citusBuckets, n-loaded, time.Since(start).Seconds(), tableSizes(ctx, pool))
+			n, citusBuckets, n-loaded, time.Since(start).Seconds(),
+			sizesOf(ctx, pool, func(t string) bool { return t != "provider_events" }))
 		loaded = n
 		in, err := e.serve(ctx, url, cfg, false)
 		if err != nil {

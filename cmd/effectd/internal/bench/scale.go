@@ -293,9 +293,19 @@ func dropExpired(ctx context.Context, pool *pgxpool.Pool, horizon time.Duration)
 // tableSizes says how large the tables that grow with history are, heap and
 // indexes apart.
 func tableSizes(ctx context.Context, pool *pgxpool.Pool) string {
+	return sizesOf(ctx, pool, func(string) bool { return false })
+}
+
+// sizesOf is tableSizes, with the tables distributed says are distributed
+// read on the Citus workers.
+func sizesOf(ctx context.Context, pool *pgxpool.Pool, distributed func(table string) bool) string {
 	var out []string
 	for _, t := range []string{"intents", "attempts", "provider_events"} {
-		heap, idx, err := query.TableSize(ctx, pool, t)
+		size := query.TableSize
+		if distributed(t) {
+			size = query.DistributedTableSize
+		}
+		heap, idx, err := size(ctx, pool, t)
 		if err != nil {
 			return err.Error()
 		}
