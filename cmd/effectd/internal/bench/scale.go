@@ -147,6 +147,11 @@ func (e *env) printReads(sizes []int, medians []map[string]timing, skipped map[s
 			fmt.Fprintf(e.out, "  %-42s skipped: %s\n", r.name, why)
 			continue
 		}
+		if medians[0][r.name].failed != "" || medians[1][r.name].failed != "" {
+			broken = append(broken, r.name)
+			fmt.Fprintf(e.out, "  %-42s %s · %s  OVER BUDGET\n", r.name, medians[0][r.name], medians[1][r.name])
+			continue
+		}
 		a, b := medians[0][r.name].median, medians[1][r.name].median
 		ratio := float64(b) / float64(max(a, 1))
 		aMin, bMin := medians[0][r.name].min, medians[1][r.name].min
@@ -341,8 +346,20 @@ func checkCounts(ctx context.Context, base string, n int) error {
 	return nil
 }
 
-// timing is a read's median and fastest call.
-type timing struct{ median, min time.Duration }
+// timing is a read's median and fastest call, or what it answered when a call
+// failed (failed: the status and how long it took).
+type timing struct {
+	median, min time.Duration
+	failed      string
+}
+
+// String is the median, or what a failed call answered.
+func (t timing) String() string {
+	if t.failed != "" {
+		return t.failed
+	}
+	return fmt.Sprintf("%.1fms", ms(t.median))
+}
 
 // timeReads calls each read but those in skip runs times against the admin
 // API at base, after one call not timed, and returns each read's median and
@@ -373,11 +390,16 @@ func timeReads(ctx context.Context, base string, runs int, skip map[string]strin
 			resp.Body.Close()
 			took := time.Since(start)
 			if resp.StatusCode/100 != 2 {
-				return nil, fmt.Errorf("%s: %s %s answered %d", r.name, method, r.path, resp.StatusCode)
+				// printed as what it answered, and counted as over budget
+				out[r.name] = timing{failed: fmt.Sprintf("answered %d after %.0fms", resp.StatusCode, ms(took))}
+				break
 			}
 			if i > 0 {
 				times = append(times, took)
 			}
+		}
+		if out[r.name].failed != "" {
+			continue
 		}
 		slices.Sort(times)
 		out[r.name] = timing{median: times[len(times)/2], min: times[0]}
