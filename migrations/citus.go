@@ -27,10 +27,14 @@ func (c Citus) Qualified() string { return c.Schema + "." + c.Table }
 //go:embed citus/distribute.sql
 var distributeSQL string
 
-// Distribute applies the distributed mode's layout (citus/distribute.sql) on
-// a Citus coordinator whose schema Up has made current, in one transaction
-// under the migrations' lock, and returns what it changed: nothing on a
-// second run. An error names the database.citus field it is about.
+//go:embed citus/lookups.sql
+var lookupsSQL string
+
+// Distribute applies the distributed mode's layout (citus/distribute.sql,
+// then the lookups of citus/lookups.sql) on a Citus coordinator whose schema
+// Up has made current, in one transaction under the migrations' lock, and
+// returns what it changed: nothing on a second run. An error names the
+// database.citus field it is about.
 func Distribute(ctx context.Context, pool *pgxpool.Pool, c Citus) (done []string, err error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
@@ -57,7 +61,19 @@ func Distribute(ctx context.Context, pool *pgxpool.Pool, c Citus) (done []string
 		if _, err := tx.Exec(ctx, distributeSQL); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, `SELECT effectd.distribute($1, $2, $3)`, c.Qualified(), c.Column, c.Buckets).Scan(&done)
+		if err := tx.QueryRow(ctx, `SELECT effectd.distribute($1, $2, $3)`, c.Qualified(), c.Column, c.Buckets).Scan(&done); err != nil {
+			return err
+		}
+		// the lookups a read without a bucket needs (citus/lookups.sql)
+		var lookups []string
+		if _, err := tx.Exec(ctx, lookupsSQL); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, `SELECT effectd.distribute_lookups()`).Scan(&lookups); err != nil {
+			return err
+		}
+		done = append(done, lookups...)
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("migrations.Distribute: %w", err)

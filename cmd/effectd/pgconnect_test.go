@@ -240,3 +240,36 @@ func TestConnectTurnsJITOff(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectOneConnectionPerWorker: in the distributed mode serve's
+// sessions send a multi-shard statement to each Citus worker over one
+// connection (citus.max_adaptive_executor_pool_size = 1), unless the URL says
+// otherwise; in single-node mode the setting is not sent at all. (On plain
+// PostgreSQL the setting is a placeholder, which SHOW reads back.)
+func TestConnectOneConnectionPerWorker(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.URL(t)
+	sep := map[bool]string{true: "&", false: "?"}[strings.Contains(dsn, "?")]
+	for _, tc := range []struct {
+		dsn, want string
+		tune      []func(*pgxpool.Config)
+	}{
+		{dsn, "1", []func(*pgxpool.Config){oneConnectionPerWorker}},
+		{dsn + sep + "citus.max_adaptive_executor_pool_size=4", "4", []func(*pgxpool.Config){oneConnectionPerWorker}},
+		{dsn, "", nil},
+	} {
+		pool, err := connect(ctx, tc.dsn, tc.tune...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var size string
+		err = pool.QueryRow(ctx, "SELECT coalesce(current_setting('citus.max_adaptive_executor_pool_size', true), '')").Scan(&size)
+		pool.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if size != tc.want {
+			t.Errorf("citus.max_adaptive_executor_pool_size = %q on a connection to %s (tuned: %v), want %q", size, tc.dsn, tc.tune != nil, tc.want)
+		}
+	}
+}

@@ -131,7 +131,11 @@ func serve(ctx context.Context, o serveOptions) error {
 	if o.limits == (httpLimits{}) {
 		o.limits = adminLimits
 	}
-	pool, err := connect(ctx, o.dsn)
+	var tune []func(*pgxpool.Config)
+	if o.citus != nil {
+		tune = append(tune, oneConnectionPerWorker)
+	}
+	pool, err := connect(ctx, o.dsn, tune...)
 	if err != nil {
 		return err
 	}

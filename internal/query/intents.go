@@ -148,6 +148,31 @@ type IntentFilter struct {
 	Since    *time.Time // created at or after
 	Until    *time.Time // created before
 	Channels []string   // among these channels; nil: every channel
+
+	// flat: the distributed mode, where a scope's rare rows are not read
+	// channel by channel (perChannel; set by ListIntents).
+	flat bool
+}
+
+// perChannel reports whether f's statement reads a page of a rare status or
+// delivery among a scope's channels channel by channel: a LATERAL join with a
+// LIMIT inside, which Citus refuses ("cannot push down this subquery"), so
+// in the distributed mode (flat) the scope is one condition, channel = ANY,
+// and each shard's partial index is read once for the whole scope.
+func (f IntentFilter) perChannel() bool {
+	rare := (f.Status != nil && rareWords[*f.Status]) || (f.Delivery != nil && rareWords[*f.Delivery])
+	return rare && f.Channels != nil && f.Channel == nil && !f.flat
+}
+
+// inMode returns f as ListIntents runs it in db's mode: flat in the
+// distributed mode, asked only when the statement would read per channel.
+func (f IntentFilter) inMode(ctx context.Context, db DB) (IntentFilter, error) {
+	if !f.perChannel() {
+		return f, nil
+	}
+	var err error
+	f.flat, err = Distributed(ctx, db)
+	return f, err
 }
 
 // ListIntents reads up to f.Limit intents by id, whole, and hands each to
@@ -166,6 +191,10 @@ func ListIntents(ctx context.Context, db DB, f IntentFilter, yield func(effectdt
 			return err
 		}
 		f.After = max(f.After, from)
+	}
+	f, err := f.inMode(ctx, db)
+	if err != nil {
+		return err
 	}
 	sql, args := f.statement()
 	rows, err := db.Query(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...)
@@ -196,10 +225,10 @@ var rareWords = map[string]bool{
 // statement builds ListIntents's statement and its arguments. A page of a
 // rare status or delivery among a scope's channels is read channel by channel,
 // each in id order from its index, then merged: one index range per channel
-// instead of every such row of those channels.
+// instead of every such row of those channels (on one PostgreSQL: see
+// perChannel).
 func (f IntentFilter) statement() (string, []any) {
-	rare := (f.Status != nil && rareWords[*f.Status]) || (f.Delivery != nil && rareWords[*f.Delivery])
-	perChannel := rare && f.Channels != nil && f.Channel == nil
+	perChannel := f.perChannel()
 	s := newStmt("", f.After, f.Limit)
 	if perChannel {
 		s.raw("SELECT i.* FROM unnest(" + s.arg(f.Channels) + "::text[]) AS scope(channel) CROSS JOIN LATERAL (\n")

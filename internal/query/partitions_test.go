@@ -3,6 +3,7 @@ package query
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,5 +54,56 @@ func TestDropPartitionGivesUpWhenBusy(t *testing.T) {
 	var left bool
 	if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, "effectd."+p.Name).Scan(&left); err != nil || left {
 		t.Fatalf("%s still there (%v)", p.Name, err)
+	}
+}
+
+// TestPartitionHeldReadsIndexes: on one PostgreSQL, whether an expired
+// intents partition must stay is read from its partial indexes, the recent
+// changes per channel from intents_prunable, never by reading the partition
+// whole (partition_held.sql, written without a LATERAL join for Citus).
+func TestPartitionHeldReadsIndexes(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.New(t)
+	if err := AddChannels(ctx, pool, map[string]string{"bench": "webhook", "pay": "stripe", "sms": "twilio"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := DayPartitions(ctx, pool, 15); err != nil {
+		t.Fatal(err)
+	}
+	if err := LoadHistory(ctx, pool, History{N: 30_000, Final: 30_000}); err != nil {
+		t.Fatal(err)
+	}
+	if err := VacuumHistory(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	expired, err := ExpiredPartitions(ctx, pool, 10*24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var name string
+	for _, p := range expired {
+		if n, err := PartitionRows(ctx, pool, p.Name); err == nil && n > 0 && p.Parent == "intents" {
+			name = p.Name
+		}
+	}
+	if name == "" {
+		t.Fatalf("no expired intents partition with rows among %v", expired)
+	}
+	sql := strings.ReplaceAll(partitionHeldSQL, "effectd.partition ", pgx.Identifier{"effectd", name}.Sanitize()+" ")
+	rows, err := pool.Query(ctx, "EXPLAIN "+sql, "240 hours")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Join(lines, "\n")
+	if strings.Contains(plan, "Seq Scan on "+name) || !strings.Contains(plan, name+"_prunable") ||
+		!strings.Contains(plan, "channel = ANY") {
+		t.Errorf("partition_held.sql on %s reads the partition otherwise than by its indexes:\n%s", name, plan)
+	}
+	if held, err := PartitionHeld(ctx, pool, name, 10*24*time.Hour); err != nil || held {
+		t.Errorf("PartitionHeld(%s) = %v, %v; want false: nothing in it is live or recent", name, held, err)
 	}
 }

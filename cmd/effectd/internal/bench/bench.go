@@ -30,7 +30,7 @@ import (
 // Options select the scenarios and their sizes.
 type Options struct {
 	Binary      string        // the effectd binary run as `serve`
-	Scenarios   []string      // drain, live, slow, producer, memory, startup, soak, scale, citus
+	Scenarios   []string      // drain, live, slow, producer, memory, startup, soak, scale, citus, citus-scale
 	Events      int           // drain: backlog size
 	Producers   int           // concurrent producer connections
 	Rate        int           // live: events offered per second
@@ -54,6 +54,8 @@ type Options struct {
 
 	ScaleRows int // scale: retained intents at the larger size (the smaller is a tenth)
 	ScaleRuns int // scale: calls of each read per size; the median is printed
+
+	CitusScaleRows int // citus-scale: retained intents at the larger size (the smaller is a tenth)
 }
 
 const secret = "whsec_ZWZmZWN0ZC1iZW5jaC1zZWNyZXQta2V5LTEyMzQ1Ng=="
@@ -81,6 +83,8 @@ func Run(ctx context.Context, opt Options, out io.Writer) error {
 	opt.SoakDuration = cmp.Or(opt.SoakDuration, 20*time.Minute)
 	opt.SoakRetention = cmp.Or(opt.SoakRetention, 2*time.Minute)
 	opt.SoakInterval = cmp.Or(opt.SoakInterval, time.Minute)
+	opt.ScaleRuns = cmp.Or(opt.ScaleRuns, 21)
+	opt.CitusScaleRows = cmp.Or(opt.CitusScaleRows, 1_000_000)
 	dir, err := os.MkdirTemp("", "effectd-bench-")
 	if err != nil {
 		return err
@@ -127,8 +131,10 @@ func Run(ctx context.Context, opt Options, out io.Writer) error {
 			err = e.scale(ctx)
 		case "citus":
 			err = e.citus(ctx)
+		case "citus-scale":
+			err = e.citusScale(ctx)
 		default:
-			err = fmt.Errorf("unknown scenario %q (want drain, live, slow, producer, memory, startup, soak, scale, citus)", s)
+			err = fmt.Errorf("unknown scenario %q (want drain, live, slow, producer, memory, startup, soak, scale, citus, citus-scale)", s)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", s, err)

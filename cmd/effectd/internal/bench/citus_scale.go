@@ -1,0 +1,134 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectd/effectd/internal/localpg"
+	"github.com/effectd/effectd/internal/query"
+)
+
+// citusSkipped are the scale reads the distributed mode does not serve, and
+// why: the citus-scale scenario prints them as skipped instead of timing them.
+// None at present: every read of scaleReads answers in this mode, the bulk
+// snapshot included (applying a bulk action is another matter).
+var citusSkipped = map[string]string{}
+
+// citusScale is the scale scenario's reads on the distributed layout: a
+// Citus coordinator and two workers on loopback, effectd migrated in the
+// distributed mode (32 buckets, co-located with producer.orders), the same
+// history loaded through the coordinator at CitusScaleRows/10 and
+// CitusScaleRows intents (query.LoadHistoryBuckets), every read of the scale
+// scenario timed through serve's admin API at both sizes, then the two
+// oldest days' partitions dropped on every shard while serve runs. It fails
+// as scale does when a read breaks its budget or grows with history, and when
+// the drop leaves a shard of a dropped partition on a worker. The dispatch
+// figures of scale are not measured: three PostgreSQL servers on this
+// machine's cores cannot show them.
+func (e *env) citusScale(ctx context.Context) error {
+	c, err := localpg.StartCitus(ctx, filepath.Join(e.dir, "citus"), 2, localpg.Options{Fast: !e.opt.Durable,
+		Settings: []string{"max_wal_size=4GB", "checkpoint_timeout=30min"}})
+	if err != nil {
+		return err
+	}
+	defer c.Stop()
+	url, pool, cfg, err := e.citusDatabase(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := query.AddChannels(ctx, pool, map[string]string{"pay": "stripe", "sms": "twilio"}); err != nil {
+		return err
+	}
+	if err := query.DayPartitions(ctx, pool, 15); err != nil {
+		return err
+	}
+	rows := e.opt.CitusScaleRows
+	sizes := []int{max(rows/10, 1000), rows}
+	medians := make([]map[string]timing, len(sizes))
+	loaded := 0
+	for i, n := range sizes {
+		start := time.Now()
+		if err := loadBucketHistory(ctx, pool, loaded, n-loaded, rows); err != nil {
+			return fmt.Errorf("loading %d intents: %w", n, err)
+		}
+		fmt.Fprintf(e.out, "citus-scale: %d retained intents loaded through the coordinator into %d buckets (%d added in %.1fs, with VACUUM ANALYZE); %s\n",
+			n, citusBuckets, n-loaded, time.Since(start).Seconds(),
+			sizesOf(ctx, pool, func(t string) bool { return t != "provider_events" }))
+		loaded = n
+		in, err := e.serve(ctx, url, cfg, false)
+		if err != nil {
+			return err
+		}
+		medians[i], err = timeReads(ctx, in.addr, e.opt.ScaleRuns, citusSkipped)
+		if err == nil {
+			err = checkCounts(ctx, in.addr, n)
+		}
+		in.stop()
+		if err != nil {
+			return err
+		}
+	}
+	broken := e.printReads(sizes, medians, citusSkipped)
+	pruneBroken, err := e.citusPrune(ctx, url, pool, cfg)
+	if err != nil {
+		return err
+	}
+	broken = append(broken, pruneBroken...)
+	if len(broken) > 0 {
+		return fmt.Errorf("%d figures broke their budget or grew with history: %v", len(broken), broken)
+	}
+	return nil
+}
+
+// citusPrune drops, through the pruner's own statements, the partitions of
+// the two oldest days (a retention lowered to 13 days) while serve runs on
+// the history, prints how many intents that removed at what rate, and checks
+// on every worker that no shard of a dropped partition is left.
+func (e *env) citusPrune(ctx context.Context, url string, pool *pgxpool.Pool, cfg string) (broken []string, err error) {
+	in, err := e.serve(ctx, url, cfg, false)
+	if err != nil {
+		return nil, err
+	}
+	p := dropExpired(ctx, pool, 13*24*time.Hour)
+	if serr := in.stop(); serr != nil && p.err == nil {
+		p.err = fmt.Errorf("effectd serve: %w", serr)
+	}
+	if p.err != nil {
+		return nil, fmt.Errorf("prune: %w", p.err)
+	}
+	left, err := query.ShardsLeft(ctx, pool, p.names)
+	if err != nil {
+		return nil, err
+	}
+	rate := float64(p.rows) / p.took.Seconds()
+	verdict := ""
+	if p.partitions == 0 || left > 0 {
+		verdict = "  NOT DROPPED EVERYWHERE"
+		broken = append(broken, "prune")
+	}
+	fmt.Fprintf(e.out, "  prune: %d partitions (%d intents, the two oldest days) dropped on every shard in %.2fs = %.0f rows/s while serve ran; shards of them left on the workers: %d%s\n",
+		p.partitions, p.rows, p.took.Seconds(), rate, left, verdict)
+	return broken, nil
+}
+
+// loadBucketHistory adds n settled intents after the first `from` into a
+// history of final on the distributed layout (query.LoadHistoryBuckets), and
+// ends with VACUUM ANALYZE (Citus runs it on every shard) and a CHECKPOINT on
+// every node. The settled counts are not folded: this mode counts by scanning.
+func loadBucketHistory(ctx context.Context, pool *pgxpool.Pool, from, n, final int) error {
+	if err := query.LoadHistoryBuckets(ctx, pool, query.History{From: from, N: n, Final: final}, citusBuckets); err != nil {
+		return err
+	}
+	if err := query.VacuumHistory(ctx, pool); err != nil {
+		return err
+	}
+	if err := query.Checkpoint(ctx, pool); err != nil {
+		return err
+	}
+	return query.CheckpointWorkers(ctx, pool)
+}
