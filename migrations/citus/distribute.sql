@@ -109,12 +109,6 @@ BEGIN
             EXECUTE format('ALTER TABLE %s ADD CONSTRAINT %I %s', r.rel, r.conname, regexp_replace(r.def, '^(PRIMARY KEY|UNIQUE) \(', '\1 (bucket, '));
             done := done || format('%s: %s %s', r.rel, r.conname, regexp_replace(r.def, '^(PRIMARY KEY|UNIQUE) \(', '\1 (bucket, '));
         END LOOP;
-        -- a provider event names its intent by id alone (query.EventIntentBucket):
-        -- with (bucket, id) as the key, only this index finds it by a probe
-        IF t = 'intents' AND to_regclass('effectd.intents_id') IS NULL THEN
-            CREATE INDEX intents_id ON effectd.intents (id);
-            done := done || 'effectd.intents: index intents_id (id)'::text;
-        END IF;
         IF NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = format('effectd.%I', t)::regclass) THEN
             PERFORM create_distributed_table(format('effectd.%I', t), 'bucket', colocate_with => producer::text);
             -- the rows are copied to the shards; the coordinator's copy goes
