@@ -20,6 +20,9 @@ var loadEventsAfterSQL string
 //go:embed load_mark_after.sql
 var loadMarkAfterSQL string
 
+//go:embed load_count_bucket.sql
+var loadCountBucketSQL string
+
 //go:embed load_in_doubt_bucket.sql
 var loadInDoubtBucketSQL string
 
@@ -29,7 +32,9 @@ var intentsMaxIDSQL string
 // LoadHistoryBuckets is LoadHistory on the distributed layout (effectd
 // migrated with database.citus): the same intents, attempts, provider events,
 // id marks, IN_DOUBT intents and orphan events, intent n in bucket n % buckets
-// with its attempt, a quarter of a million intents per round of statements.
+// with its attempt, a quarter of a million intents per round of statements,
+// each round's settled intents counted as the statements that settle them
+// would have.
 func LoadHistoryBuckets(ctx context.Context, db DB, h History, buckets int) error {
 	const chunk = 250_000
 	total := h.From + h.N
@@ -42,7 +47,7 @@ func LoadHistoryBuckets(ctx context.Context, db DB, h History, buckets int) erro
 		if _, err := db.Exec(ctx, loadHistoryBucketSQL, lo, hi, int64(h.Final), buckets); err != nil {
 			return err
 		}
-		for _, q := range []string{loadAfterBucketSQL, loadEventsAfterSQL, loadMarkAfterSQL} {
+		for _, q := range []string{loadAfterBucketSQL, loadEventsAfterSQL, loadMarkAfterSQL, loadCountBucketSQL} {
 			if _, err := db.Exec(ctx, q, last); err != nil {
 				return err
 			}
