@@ -3,10 +3,10 @@
 -- poll on the same bucket, and moves its delivery from $3 ('' = unknown) to
 -- $4 with detail $5 when $4 is not empty, as a compare-and-set; the attempt
 -- started at $6, with outcome $7, error $8 ('' = none) and provider
--- reference $9. One single-shard statement. A row when the delivery moved,
--- telling what moved for a settled count to follow: the intent's bucket,
--- created_at, channel, status (unchanged), old and new delivery. Run it
--- through query.RecordPollBucket.
+-- reference $9. One single-shard statement, which also counts the move
+-- (counted). A row when the delivery moved, telling what moved: the intent's
+-- bucket, created_at, channel, status (unchanged), old and new delivery. Run
+-- it through query.RecordPollBucket.
 WITH moved AS (
     UPDATE effectd.intents
     SET delivery = $4, delivery_detail = nullif($5, ''), delivery_at = now(), updated_at = now()

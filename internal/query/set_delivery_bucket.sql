@@ -1,7 +1,7 @@
 -- set_delivery.sql in the distributed mode, for an intent of bucket $5:
 -- moves intent $1's delivery from $2 ('' = unknown) to $3 with detail $4
--- ('' = none), as a compare-and-set, in one single-shard statement. The row
--- returned tells what moved, for a settled count to follow: the intent's
+-- ('' = none), as a compare-and-set, in one single-shard statement that also
+-- counts the move (counted). The row returned tells what moved: the intent's
 -- bucket, created_at, channel, status (unchanged), old and new delivery. No
 -- row: the delivery was no longer $2.
 WITH updated AS (

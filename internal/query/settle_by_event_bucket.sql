@@ -5,8 +5,8 @@
 -- delivery becomes $6 with detail $7 ('' = none), $6 = '' leaves it. One
 -- single-shard statement. now() is read once in a CTE: Citus refuses a
 -- function that is not IMMUTABLE in a CASE of an UPDATE of a distributed
--- table. The delivery is part of the compare-and-set, so the row returned
--- tells exactly what moved, for a settled count to follow: the intent's
+-- table. The delivery is part of the compare-and-set, so what moved is known
+-- exactly: the statement counts it (counted) and returns it, the intent's
 -- bucket, created_at, channel, old and new status, old and new delivery
 -- ('' = unknown). No row when fenced out.
 WITH t AS (SELECT now() AS now),
