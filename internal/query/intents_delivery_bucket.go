@@ -38,7 +38,7 @@ var recordPollBucketSQL string
 var pollDueBucketSQL string
 
 // DeliveryMoved is what a delivery-changing statement of the distributed
-// mode changed on one intent: enough to count it among the settled counts.
+// mode changed on one intent (the statement has counted it already).
 type DeliveryMoved struct {
 	Bucket      int64
 	CreatedAt   time.Time
