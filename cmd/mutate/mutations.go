@@ -59,7 +59,7 @@ var mutations = []mutation{
 
 	// Retention by day partition: what is live or recent stays, the counts follow.
 	{name: "prune: a partition holding an IN_DOUBT intent dropped", file: "internal/query/partition_held.sql",
-		from: "OR EXISTS (SELECT 1 FROM effectd.partition WHERE status = 'IN_DOUBT')", to: "",
+		from: "    OR EXISTS (SELECT 1 FROM effectd.partition WHERE status = 'IN_DOUBT' LIMIT 1)\n", to: "",
 		pkg: "./dispatcher/", run: "^TestDropsExpiredPartitions$"},
 	{name: "prune: a dropped partition's rows left in the settled counts", file: "internal/query/partition_forget.sql",
 		from: "DELETE FROM effectd.intent_counts\n    WHERE $2 = 'intents'", to: "DELETE FROM effectd.intent_counts\n    WHERE $2 = 'none'",
