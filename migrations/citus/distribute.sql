@@ -15,9 +15,9 @@
 --    partition's unique keys gain it in front: every unique key of a
 --    distributed table contains its distribution column. (Their parents have
 --    no unique key of their own: each day partition keeps its own, and
---    enqueue dedupes across days, migration 013.) intents gains an index on
---    id alone, which (bucket, id) cannot serve: a provider event names its
---    intent by id, not by bucket (query.EventIntentBucket).
+--    enqueue dedupes across days, migration 013.) The lookups without a
+--    bucket (a provider event names its intent by id) get their indexes from
+--    lookups.sql, which runs after this.
 -- 4. intents and attempts are distributed by bucket, co-located with the
 --    producer's table: an intent and the producer's row of the same bucket
 --    live on one shard and commit together. Their day partitions are
@@ -25,7 +25,7 @@
 -- 4b. The settled counts (intent_counts, intent_count_deltas, migrations 012
 --    and 013) gain bucket too (existing rows: bucket 0, where the intents they
 --    count go), intent_counts' key with it in front, and are distributed
---    co-located with intents: each statement of this mode that settles,
+--    co-located with intents, in the same loop as steps 3 and 4: each statement of this mode that settles,
 --    reopens or redelivers intents of a bucket writes their deltas on the same
 --    shard in the same transaction (complete_bucket.sql, settle_bucket.sql,
 --    operate_bucket.sql), as the dropped triggers did on one node.
@@ -87,7 +87,7 @@ BEGIN
         done := done || format('effectd.intents: trigger %s dropped', r.tgname);
     END LOOP;
 
-    FOREACH t IN ARRAY ARRAY['intents', 'attempts'] LOOP
+    FOREACH t IN ARRAY ARRAY['intents', 'attempts', 'intent_counts', 'intent_count_deltas'] LOOP
         SELECT a.atttypid::regtype INTO have FROM pg_attribute a
         WHERE a.attrelid = format('effectd.%I', t)::regclass AND a.attname = 'bucket' AND NOT a.attisdropped;
         IF have IS NULL THEN
@@ -101,8 +101,9 @@ BEGIN
         FOR r IN
             SELECT c.conrelid::regclass AS rel, c.conname, pg_get_constraintdef(c.oid) AS def
             FROM pg_constraint c
-            JOIN pg_inherits i ON i.inhrelid = c.conrelid AND i.inhparent = format('effectd.%I', t)::regclass
-            WHERE c.contype IN ('p', 'u')
+            WHERE (c.conrelid = format('effectd.%I', t)::regclass
+                   OR c.conrelid IN (SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = format('effectd.%I', t)::regclass))
+              AND c.contype IN ('p', 'u')
               AND NOT (SELECT a.attnum FROM pg_attribute a WHERE a.attrelid = c.conrelid AND a.attname = 'bucket') = ANY (c.conkey)
         LOOP
             EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', r.rel, r.conname);
@@ -112,31 +113,6 @@ BEGIN
         IF NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = format('effectd.%I', t)::regclass) THEN
             PERFORM create_distributed_table(format('effectd.%I', t), 'bucket', colocate_with => producer::text);
             -- the rows are copied to the shards; the coordinator's copy goes
-            PERFORM truncate_local_data_after_distributing_table(format('effectd.%I', t));
-            done := done || format('effectd.%s: distributed by bucket, co-located with %s', t, colocate_with);
-        END IF;
-    END LOOP;
-
-    FOREACH t IN ARRAY ARRAY['intent_counts', 'intent_count_deltas'] LOOP
-        SELECT a.atttypid::regtype INTO have FROM pg_attribute a
-        WHERE a.attrelid = format('effectd.%I', t)::regclass AND a.attname = 'bucket' AND NOT a.attisdropped;
-        IF have IS NULL THEN
-            EXECUTE format('ALTER TABLE effectd.%I ADD COLUMN bucket %s NOT NULL DEFAULT 0', t, typ);
-            EXECUTE format('ALTER TABLE effectd.%I ALTER COLUMN bucket DROP DEFAULT', t);
-            done := done || format('effectd.%s: column bucket %s', t, typ);
-        ELSIF have <> typ THEN
-            RAISE EXCEPTION 'database.citus.bucket_column: effectd.%.bucket is %, but %.% is %', t, have, colocate_with, bucket_column, typ
-                USING ERRCODE = '22023';
-        END IF;
-        IF t = 'intent_counts' AND NOT EXISTS (
-            SELECT 1 FROM pg_constraint c JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attname = 'bucket'
-            WHERE c.conrelid = 'effectd.intent_counts'::regclass AND c.contype = 'p' AND a.attnum = ANY (c.conkey)) THEN
-            ALTER TABLE effectd.intent_counts DROP CONSTRAINT intent_counts_pkey;
-            ALTER TABLE effectd.intent_counts ADD CONSTRAINT intent_counts_pkey PRIMARY KEY (bucket, day, channel, status, delivery);
-            done := done || 'effectd.intent_counts: intent_counts_pkey PRIMARY KEY (bucket, day, channel, status, delivery)'::text;
-        END IF;
-        IF NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = format('effectd.%I', t)::regclass) THEN
-            PERFORM create_distributed_table(format('effectd.%I', t), 'bucket', colocate_with => producer::text);
             PERFORM truncate_local_data_after_distributing_table(format('effectd.%I', t));
             done := done || format('effectd.%s: distributed by bucket, co-located with %s', t, colocate_with);
         END IF;

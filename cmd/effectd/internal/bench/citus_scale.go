@@ -49,29 +49,9 @@ func (e *env) citusScale(ctx context.Context) error {
 	}
 	rows := e.opt.CitusScaleRows
 	sizes := []int{max(rows/10, 1000), rows}
-	medians := make([]map[string]timing, len(sizes))
-	loaded := 0
-	for i, n := range sizes {
-		start := time.Now()
-		if err := loadBucketHistory(ctx, pool, loaded, n-loaded, rows); err != nil {
-			return fmt.Errorf("loading %d intents: %w", n, err)
-		}
-		fmt.Fprintf(e.out, "citus-scale: %d retained intents loaded through the coordinator into %d buckets (%d added in %.1fs, with VACUUM ANALYZE); %s\n",
-			n, citusBuckets, n-loaded, time.Since(start).Seconds(),
-			sizesOf(ctx, pool, func(t string) bool { return t != "provider_events" }))
-		loaded = n
-		in, err := e.serve(ctx, url, cfg, false)
-		if err != nil {
-			return err
-		}
-		medians[i], err = timeReads(ctx, in.addr, e.opt.ScaleRuns, citusSkipped)
-		if err == nil {
-			err = checkCounts(ctx, in.addr, n)
-		}
-		in.stop()
-		if err != nil {
-			return err
-		}
+	medians, err := e.timeAtSizes(ctx, url, pool, cfg, sizes, bucketed)
+	if err != nil {
+		return err
 	}
 	broken := e.printReads(sizes, medians, citusSkipped)
 	pruneBroken, err := e.citusPrune(ctx, url, pool, cfg)
@@ -83,6 +63,17 @@ func (e *env) citusScale(ctx context.Context) error {
 		return fmt.Errorf("%d figures broke their budget or grew with history: %v", len(broken), broken)
 	}
 	return nil
+}
+
+// bucketed is the history of the distributed layout, loaded through the
+// coordinator into the buckets.
+var bucketed = history{
+	load: loadBucketHistory,
+	describe: func(ctx context.Context, pool *pgxpool.Pool, n, added int, took time.Duration) string {
+		return fmt.Sprintf("citus-scale: %d retained intents loaded through the coordinator into %d buckets (%d added in %.1fs, with VACUUM ANALYZE); %s",
+			n, citusBuckets, added, took.Seconds(), sizesOf(ctx, pool, func(t string) bool { return t != "provider_events" }))
+	},
+	skipped: citusSkipped,
 }
 
 // citusPrune drops, through the pruner's own statements, the partitions of

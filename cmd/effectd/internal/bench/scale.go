@@ -86,7 +86,7 @@ func (e *env) scale(ctx context.Context) error {
 		return err
 	}
 	sizes := []int{max(e.opt.ScaleRows/10, 1000), e.opt.ScaleRows}
-	medians, err := e.timeAtSizes(ctx, url, pool, cfg, sizes)
+	medians, err := e.timeAtSizes(ctx, url, pool, cfg, sizes, singleNode)
 	if err != nil {
 		return err
 	}
@@ -107,24 +107,41 @@ func (e *env) scale(ctx context.Context) error {
 	return nil
 }
 
-// timeAtSizes loads history up to each of sizes in turn and, at each, starts
-// serve, times every read and checks that /v1/stats counts what was loaded.
-func (e *env) timeAtSizes(ctx context.Context, url string, pool *pgxpool.Pool, cfg string, sizes []int) ([]map[string]timing, error) {
+// history is how timeAtSizes loads one layout's history: load adds n intents
+// after from, of final in all; describe says what the load of added intents,
+// up to n, did in took; skipped are the reads the layout does not serve.
+type history struct {
+	load     func(ctx context.Context, pool *pgxpool.Pool, from, n, final int) error
+	describe func(ctx context.Context, pool *pgxpool.Pool, n, added int, took time.Duration) string
+	skipped  map[string]string
+}
+
+// singleNode is the history of one PostgreSQL.
+var singleNode = history{
+	load: loadHistory,
+	describe: func(ctx context.Context, pool *pgxpool.Pool, n, added int, took time.Duration) string {
+		return fmt.Sprintf("scale: %d retained intents loaded (%d added in %.1fs, with VACUUM ANALYZE); %s",
+			n, added, took.Seconds(), tableSizes(ctx, pool))
+	},
+}
+
+// timeAtSizes loads h up to each of sizes in turn and, at each, starts serve,
+// times every read and checks that /v1/stats counts what was loaded.
+func (e *env) timeAtSizes(ctx context.Context, url string, pool *pgxpool.Pool, cfg string, sizes []int, h history) ([]map[string]timing, error) {
 	medians := make([]map[string]timing, len(sizes))
 	loaded := 0
 	for i, n := range sizes {
 		start := time.Now()
-		if err := loadHistory(ctx, pool, loaded, n-loaded, e.opt.ScaleRows); err != nil {
+		if err := h.load(ctx, pool, loaded, n-loaded, sizes[len(sizes)-1]); err != nil {
 			return nil, fmt.Errorf("loading %d intents: %w", n, err)
 		}
-		fmt.Fprintf(e.out, "scale: %d retained intents loaded (%d added in %.1fs, with VACUUM ANALYZE); %s\n",
-			n, n-loaded, time.Since(start).Seconds(), tableSizes(ctx, pool))
+		fmt.Fprintln(e.out, h.describe(ctx, pool, n, n-loaded, time.Since(start)))
 		loaded = n
 		in, err := e.serve(ctx, url, cfg, false)
 		if err != nil {
 			return nil, err
 		}
-		medians[i], err = timeReads(ctx, in.addr, e.opt.ScaleRuns, nil)
+		medians[i], err = timeReads(ctx, in.addr, e.opt.ScaleRuns, h.skipped)
 		if err == nil {
 			err = checkCounts(ctx, in.addr, n)
 		}
