@@ -40,6 +40,7 @@ type claimer struct {
 	batch    int           // most rows one claim takes
 	turn     int           // distributed mode: which owned bucket claims first
 	idleWait time.Duration // longest sleep when nothing is due and no NOTIFY arrives
+	conn     heldConn      // claims and the wake-up flag run on it
 }
 
 // Start claims until Stop.
@@ -50,6 +51,8 @@ func (cl *claimer) Start(ctx context.Context) { cl.start(ctx, cl.run) }
 func (cl *claimer) Stop() { cl.stop() }
 
 func (cl *claimer) run(ctx context.Context) {
+	cl.conn = heldConn{pool: cl.d.held}
+	defer cl.conn.release()
 	idle := 0
 	waiting := false // this instance asked producers to NOTIFY
 	for ctx.Err() == nil {
@@ -90,7 +93,7 @@ func (cl *claimer) run(ctx context.Context) {
 
 // setWaiting tells producers whether to NOTIFY on commit.
 func (cl *claimer) setWaiting(ctx context.Context, waiting bool) error {
-	return query.SetWaiting(ctx, cl.d.pool, waiting)
+	return cl.conn.use(ctx, func(db query.TxDB) error { return query.SetWaiting(ctx, db, waiting) })
 }
 
 // sleep waits for dur, a wake-up, a freed slot or the end of ctx.
@@ -166,7 +169,10 @@ func (cl *claimer) claim(ctx context.Context, ch *channel, n int) ([]claimed, ti
 	if cl.d.buckets != nil {
 		rows, avail, err = cl.claimBuckets(ctx, params)
 	} else {
-		rows, avail, err = query.Claim(ctx, cl.d.pool, params)
+		err = cl.conn.use(ctx, func(db query.TxDB) (err error) {
+			rows, avail, err = query.Claim(ctx, db, params)
+			return err
+		})
 	}
 	if err != nil {
 		return nil, 0, err
@@ -197,7 +203,12 @@ func (cl *claimer) claimBuckets(ctx context.Context, p query.ClaimParams) (rows 
 			break
 		}
 		b := owned[(i+cl.turn)%len(owned)]
-		got, left, err := query.ClaimBucket(ctx, cl.d.pool, p, int64(b))
+		var got []query.Claimed
+		var left float64
+		err := cl.conn.use(ctx, func(db query.TxDB) (err error) {
+			got, left, err = query.ClaimBucket(ctx, db, p, int64(b))
+			return err
+		})
 		if err != nil {
 			return rows, avail, err
 		}

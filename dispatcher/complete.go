@@ -63,6 +63,8 @@ func (cs *completers) Stop() {
 
 func (cs *completers) run() {
 	defer cs.wg.Done()
+	conn := heldConn{pool: cs.d.held}
+	defer conn.release()
 	batch := make([]completion, 0, cs.batch)
 	for first := range cs.queue {
 		batch = append(batch[:0], first)
@@ -78,7 +80,7 @@ func (cs *completers) run() {
 				break drain
 			}
 		}
-		cs.d.writeCompletions(batch)
+		cs.d.writeCompletions(&conn, batch)
 	}
 }
 
@@ -93,9 +95,9 @@ const (
 // written even while shutting down, with a bounded, uncancelled context. In
 // the distributed mode each bucket's outcomes are written by a statement of
 // their own, on the bucket's shard.
-func (d *Dispatcher) writeCompletions(batch []completion) {
+func (d *Dispatcher) writeCompletions(conn *heldConn, batch []completion) {
 	if d.buckets == nil {
-		d.writeBucket(batch)
+		d.writeBucket(conn, batch)
 		return
 	}
 	byBucket := map[int64][]completion{}
@@ -103,14 +105,14 @@ func (d *Dispatcher) writeCompletions(batch []completion) {
 		byBucket[c.bucket] = append(byBucket[c.bucket], c)
 	}
 	for _, group := range byBucket {
-		d.writeBucket(group)
+		d.writeBucket(conn, group)
 	}
 }
 
 // writeBucket is writeCompletions for a batch of one bucket (all of them, in
 // single-node mode).
-func (d *Dispatcher) writeBucket(batch []completion) {
-	fenced, err := d.complete(batch, true)
+func (d *Dispatcher) writeBucket(conn *heldConn, batch []completion) {
+	fenced, err := d.complete(conn, batch, true)
 	if err != nil {
 		return
 	}
@@ -127,7 +129,7 @@ func (d *Dispatcher) writeBucket(batch []completion) {
 	if len(raced) > 0 {
 		// On an error these rows, settled by someone else, keep racedOut: they
 		// lack their send attempt, and count nowhere.
-		if again, err := d.complete(raced, false); err == nil {
+		if again, err := d.complete(conn, raced, false); err == nil {
 			for _, c := range raced {
 				delete(fenced, c.attemptKey())
 			}
@@ -142,7 +144,7 @@ func (d *Dispatcher) writeBucket(batch []completion) {
 // complete writes batch, retrying a few times, and says which of its
 // completions were not applied, and why; recheck asks for racedOut (see
 // query.Complete). An error is logged here.
-func (d *Dispatcher) complete(batch []completion, recheck bool) (map[attemptKey]fence, error) {
+func (d *Dispatcher) complete(conn *heldConn, batch []completion, recheck bool) (map[attemptKey]fence, error) {
 	var b query.CompleteBatch
 	for _, c := range batch {
 		q := query.Completion{ID: c.id, Key: c.key, CreatedAt: c.created, Attempts: c.attempts, ProviderRef: c.ref, LastError: c.err, NextAttemptAt: c.finished,
@@ -167,7 +169,7 @@ func (d *Dispatcher) complete(batch []completion, recheck bool) (map[attemptKey]
 	}
 	for try := 0; ; try++ {
 		ctx, cancel := context.WithTimeout(context.Background(), d.cfg.WriteTimeout)
-		fenced, err := d.runComplete(ctx, &b, recheck, batch[0].bucket)
+		fenced, err := d.runComplete(ctx, conn, &b, recheck, batch[0].bucket)
 		cancel()
 		if err == nil {
 			return fenced, nil
@@ -204,14 +206,16 @@ const (
 )
 
 // runComplete writes b and says which of its completions were not applied, and why.
-func (d *Dispatcher) runComplete(ctx context.Context, b *query.CompleteBatch, recheck bool, bucket int64) (map[attemptKey]fence, error) {
+func (d *Dispatcher) runComplete(ctx context.Context, conn *heldConn, b *query.CompleteBatch, recheck bool, bucket int64) (map[attemptKey]fence, error) {
 	var rows []query.Fenced
-	var err error
-	if d.buckets != nil {
-		rows, err = query.CompleteBucket(ctx, d.pool, b, recheck, bucket)
-	} else {
-		rows, err = query.Complete(ctx, d.pool, b, recheck)
-	}
+	err := conn.use(ctx, func(db query.TxDB) (err error) {
+		if d.buckets != nil {
+			rows, err = query.CompleteBucket(ctx, db, b, recheck, bucket)
+		} else {
+			rows, err = query.Complete(ctx, db, b, recheck)
+		}
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -134,6 +134,7 @@ func (c Config) withDefaults() (Config, error) {
 // folder run beside them.
 type Dispatcher struct {
 	pool   *pgxpool.Pool
+	held   *pgxpool.Pool // the dispatch statements' connections (heldconn.go), from Start to Stop
 	cfg    Config
 	log    *slog.Logger
 	m      *metrics
@@ -234,6 +235,11 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	if err := d.refresher.refresh(ctx); err != nil {
 		return fmt.Errorf("dispatcher.Start: %w", err)
 	}
+	held, err := openHeld(ctx, d.pool, d.cfg)
+	if err != nil {
+		return fmt.Errorf("dispatcher.Start: %w", err)
+	}
+	d.held = held
 	ctx = context.WithoutCancel(ctx) // the services run until Stop, not until ctx ends
 	d.workers.Start(ctx)
 	d.completers.Start(ctx)
@@ -259,6 +265,7 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 		}
 		err = d.workers.Stop(ctx)
 		d.completers.Stop()
+		d.held.Close()
 	})
 	return err
 }

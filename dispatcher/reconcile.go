@@ -32,6 +32,7 @@ type reconciler struct {
 	loop
 	d        *Dispatcher
 	interval time.Duration
+	conn     heldConn // expired leases are taken on it
 }
 
 // Start settles expired leases until Stop.
@@ -43,6 +44,8 @@ func (rc *reconciler) Start(ctx context.Context) { rc.start(ctx, rc.run) }
 func (rc *reconciler) Stop() { rc.stop() }
 
 func (rc *reconciler) run(ctx context.Context) {
+	rc.conn = heldConn{pool: rc.d.held}
+	defer rc.conn.release()
 	every(ctx, rc.interval, rc.d.settle, func() {
 		for ctx.Err() == nil {
 			n, err := rc.settleBatch(ctx, reconcileBatchSize)
@@ -65,7 +68,10 @@ func (rc *reconciler) settleBatch(ctx context.Context, n int) (int, error) {
 	if d.buckets != nil {
 		taken, err = rc.takeBuckets(ctx, n)
 	} else {
-		taken, err = query.TakeExpired(ctx, d.pool, n, d.names, d.cfg.SettleLease)
+		err = rc.conn.use(ctx, func(db query.TxDB) (err error) {
+			taken, err = query.TakeExpired(ctx, db, n, d.names, d.cfg.SettleLease)
+			return err
+		})
 	}
 	if err != nil {
 		return 0, err
@@ -99,7 +105,11 @@ func (rc *reconciler) takeBuckets(ctx context.Context, n int) (taken []query.Uns
 		if len(taken) >= n {
 			break
 		}
-		got, err := query.TakeExpiredBucket(ctx, d.pool, n-len(taken), d.names, d.cfg.SettleLease, int64(b))
+		var got []query.Unsettled
+		err := rc.conn.use(ctx, func(db query.TxDB) (err error) {
+			got, err = query.TakeExpiredBucket(ctx, db, n-len(taken), d.names, d.cfg.SettleLease, int64(b))
+			return err
+		})
 		if err != nil {
 			return taken, err
 		}

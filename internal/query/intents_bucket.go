@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/statemachine"
@@ -33,7 +32,7 @@ var rateBucketSpendSQL string
 // rows are claimed on the bucket's shard, and the tokens spent, in one
 // transaction: the row lock serialises the channel's claims across instances
 // as in Claim, over two more round trips.
-func ClaimBucket(ctx context.Context, pool *pgxpool.Pool, p ClaimParams, bucket int64) (claimed []Claimed, avail float64, err error) {
+func ClaimBucket(ctx context.Context, pool TxDB, p ClaimParams, bucket int64) (claimed []Claimed, avail float64, err error) {
 	if p.RatePerSecond <= 0 {
 		claimed, err = claimBucket(ctx, pool, p, bucket)
 		return claimed, 0, err

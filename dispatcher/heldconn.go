@@ -1,0 +1,91 @@
+package dispatcher
+
+import (
+	"cmp"
+	"context"
+	"maps"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectd/effectd/internal/query"
+)
+
+// The dispatch statements (claim, completion, taking expired leases) run on
+// connections their service holds, from a pool of the dispatcher's own: the
+// claimer holds one, each completer one, the reconciler one.
+//
+// A statement is planned on each connection that runs it: five plans for its
+// values and then the generic one, and again whenever a relation it reads
+// changes (an ANALYZE, a partition added). Each plan considers every day
+// partition and its indexes, so with weeks of retention a plan costs tens of
+// milliseconds. Taken from the shared pool, a statement ran on whichever
+// connection was free and was planned on every one of them: in a live run at
+// 1,000/s on 17 partitions the claim was planned 99 times and the completion
+// 44 times, seconds of planning in ten seconds of load, each plan delaying the
+// intents behind it. Held, each statement is planned on one connection per
+// service that runs it.
+
+// heldConn is a connection of pool that one goroutine keeps between uses.
+// After an error it is given back (the pool closes it if it is broken) and
+// the next use takes another; so is one held longer than the pool's
+// connection lifetime, so that the pool still renews it. Not safe for
+// concurrent use.
+type heldConn struct {
+	pool  *pgxpool.Pool
+	conn  *pgxpool.Conn
+	since time.Time
+}
+
+// use runs fn on the held connection, taking one from the pool first if none
+// is held.
+func (h *heldConn) use(ctx context.Context, fn func(db query.TxDB) error) error {
+	if h.conn != nil && time.Since(h.since) > h.pool.Config().MaxConnLifetime {
+		h.release()
+	}
+	if h.conn == nil {
+		c, err := h.pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		h.conn, h.since = c, time.Now()
+	}
+	err := fn(h.conn)
+	if err != nil {
+		h.release()
+	}
+	return err
+}
+
+// release gives the held connection back to the pool.
+func (h *heldConn) release() {
+	if h.conn != nil {
+		h.conn.Release()
+		h.conn = nil
+	}
+}
+
+// heldConns is how many connections the dispatcher's services hold: one per
+// completer, the claimer's and the reconciler's.
+func heldConns(c Config) int { return c.Completers + 2 }
+
+// openHeld opens the pool the services hold their connections from: pool's
+// configuration, as many connections as they hold, and an application_name
+// that tells them apart in pg_stat_activity (pool's own, or "effectd", then
+// HeldSuffix). It connects lazily.
+func openHeld(ctx context.Context, pool *pgxpool.Pool, c Config) (*pgxpool.Pool, error) {
+	cfg := pool.Config()
+	cfg.MaxConns = int32(heldConns(c))
+	cfg.MinConns = 0
+	params := maps.Clone(cfg.ConnConfig.RuntimeParams)
+	if params == nil {
+		params = map[string]string{}
+	}
+	params["application_name"] = cmp.Or(params["application_name"], "effectd") + HeldSuffix
+	cfg.ConnConfig.RuntimeParams = params
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// HeldSuffix ends the application_name of the connections the dispatch
+// statements run on.
+const HeldSuffix = " dispatch"

@@ -1,0 +1,112 @@
+package dispatcher_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/internal/pgtest"
+	"github.com/effectd/effectd/policy"
+	"github.com/effectd/effectd/providers/sandbox"
+	"github.com/effectd/effectd/providers/webhook"
+)
+
+// TestDispatchStatementsRunOnHeldConnections: the claims, completions and the
+// wake-up flag run on the few connections the dispatcher's services hold, so
+// each is planned on those alone, never on the pool the API and producers
+// share. Concurrent producers keep several batches in flight; afterwards no
+// connection of the shared pool has run one of those statements last, and at
+// most Completers+2 held connections exist.
+func TestDispatchStatementsRunOnHeldConnections(t *testing.T) {
+	t.Parallel()
+	const (
+		events    = 600
+		producers = 6
+		secret    = "whsec_ZWZmZWN0ZC10ZXN0LXNlY3JldC1rZXktMTIzNA=="
+	)
+	sb := sandbox.New(sandbox.Options{WebhookSecret: secret})
+	srv := httptest.NewServer(sb.Handler())
+	defer srv.Close()
+	wh, err := webhook.New(webhook.Config{URL: srv.URL + "/hooks/held", Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	pol := policy.Default("webhook")
+	pol.Concurrency = 32
+	d := run(t, pool, dispatcher.Config{Channels: []dispatcher.Channel{{Name: "hook", Kind: "webhook", Provider: wh, Policy: pol}}})
+
+	var wg sync.WaitGroup
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range events / producers {
+				_, err := dispatcher.Enqueue(ctx, pool, dispatcher.Intent{EventID: fmt.Sprintf("held-%d-%d", p, i),
+					Channel: "hook", Payload: map[string]any{"n": i}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	eventually(t, 60*time.Second, "every intent SENT", func() bool {
+		var n int
+		pool.QueryRow(ctx, `SELECT count(*) FROM effectd.intents WHERE status = 'SENT'`).Scan(&n)
+		return n == events
+	})
+
+	// The statements' first lines (pg_stat_activity keeps a query's first
+	// kilobyte, and each begins with its header comment).
+	dispatch := map[string]string{
+		"claim":                 "-- Claim up to $3 due PENDING intents",
+		"completion":            "-- Applies a batch of dispatcher outcomes",
+		"wake-up flag":          "-- Sets effectd.wakeup.waiting",
+		"taking expired leases": "-- Takes up to $1 SENDING intents",
+	}
+	rows, err := pool.Query(ctx, `SELECT pid, application_name, query FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	held, ranHeld := 0, 0
+	for rows.Next() {
+		var pid int
+		var app, q string
+		if err := rows.Scan(&pid, &app, &q); err != nil {
+			t.Fatal(err)
+		}
+		isHeld := strings.HasSuffix(app, dispatcher.HeldSuffix)
+		if isHeld {
+			held++
+		}
+		for name, head := range dispatch {
+			if !strings.Contains(q, head) {
+				continue
+			}
+			if !isHeld {
+				t.Errorf("backend %d (application_name %q) of the shared pool ran the %s last", pid, app, name)
+			} else {
+				ranHeld++
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if most := dispatcher.ConfigOf(d).Completers + 2; held > most {
+		t.Errorf("%d held connections, want at most %d (completers + claimer + reconciler)", held, most)
+	}
+	if ranHeld == 0 {
+		t.Error("no held connection ran a dispatch statement last")
+	}
+}
