@@ -9,7 +9,9 @@
 // and a pruner deletes terminal rows past their retention.
 //
 // A Dispatcher is a set of small services, each in the file that holds its
-// loop, sharing the Dispatcher's pool, channels, logger and metrics:
+// loop, sharing the Dispatcher's pool, channels, logger and metrics. The
+// claimer, each completer and the reconciler hold a connection of their own
+// for their statements (heldconn.go), so each is planned on it alone:
 //
 //   - claimer (claim.go): claims due intents for every channel with room and
 //     hands them to the workers; idle, it asks producers to NOTIFY and sleeps.
