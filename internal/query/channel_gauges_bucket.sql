@@ -1,42 +1,50 @@
 -- channel_gauges.sql in the distributed mode: the same gauges per channel,
 -- without reading history. Each live figure is an aggregate that every shard
 -- computes from a partial index (intents_due, intents_lease,
--- intents_settled_rare) and the coordinator combines; deliveries come from the
--- counts kept as changes happen (intent_counts and intent_count_deltas,
--- co-located with intents).
-WITH due AS (
-    SELECT channel, min(next_attempt_at) AS at
-    FROM effectd.intents
-    WHERE status = 'PENDING' AND next_attempt_at <= now() AND isfinite(next_attempt_at)
-    GROUP BY channel
-),
-past_lease AS (
-    SELECT channel, count(*) AS n
-    FROM effectd.intents WHERE status = 'SENDING' AND lease_expires_at < now()
-    GROUP BY channel
-),
-in_doubt AS (
-    SELECT channel, count(*) AS n
-    FROM effectd.intents WHERE status = 'IN_DOUBT'
-    GROUP BY channel
-),
-deliveries AS (
-    SELECT channel,
-           sum(n) FILTER (WHERE delivery = 'accepted')    AS accepted,
-           sum(n) FILTER (WHERE delivery = 'delivered')   AS delivered,
-           sum(n) FILTER (WHERE delivery = 'undelivered') AS undelivered
-    FROM (SELECT bucket, channel, delivery, n FROM effectd.intent_counts
-          UNION ALL
-          SELECT bucket, channel, delivery, n FROM effectd.intent_count_deltas) AS k
-    GROUP BY channel
-)
+-- intents_settled_rare); deliveries come from the counts kept as changes
+-- happen (intent_counts and intent_count_deltas, co-located with intents).
+-- Every arm of the union groups by bucket (or reads a counts table whole), so
+-- Citus sends the whole union to each shard as one task and the coordinator
+-- combines the shards' partial figures: one round of tasks, where a CTE per
+-- figure was a round each (TestCitusCountsOneRound).
 SELECT c.name,
-       coalesce(extract(epoch FROM now() - u.at), 0)::float8,
-       coalesce(p.n, 0), coalesce(q.n, 0),
-       coalesce(d.accepted, 0)::bigint, coalesce(d.delivered, 0)::bigint, coalesce(d.undelivered, 0)::bigint
+       coalesce(extract(epoch FROM now() - g.due_at), 0)::float8,
+       coalesce(g.past_lease, 0), coalesce(g.in_doubt, 0),
+       coalesce(g.accepted, 0), coalesce(g.delivered, 0), coalesce(g.undelivered, 0)
 FROM effectd.channels c
-LEFT JOIN due u ON u.channel = c.name
-LEFT JOIN past_lease p ON p.channel = c.name
-LEFT JOIN in_doubt q ON q.channel = c.name
-LEFT JOIN deliveries d ON d.channel = c.name
+LEFT JOIN (
+    SELECT channel, min(due_at) AS due_at,
+           sum(past_lease)::bigint AS past_lease, sum(in_doubt)::bigint AS in_doubt,
+           sum(accepted)::bigint AS accepted, sum(delivered)::bigint AS delivered,
+           sum(undelivered)::bigint AS undelivered
+    FROM (
+        SELECT bucket, channel, min(next_attempt_at) AS due_at,
+               0::bigint AS past_lease, 0::bigint AS in_doubt,
+               0::bigint AS accepted, 0::bigint AS delivered, 0::bigint AS undelivered
+        FROM effectd.intents
+        WHERE status = 'PENDING' AND next_attempt_at <= now() AND isfinite(next_attempt_at)
+        GROUP BY bucket, channel
+        UNION ALL
+        SELECT bucket, channel, NULL, count(*), 0, 0, 0, 0
+        FROM effectd.intents WHERE status = 'SENDING' AND lease_expires_at < now()
+        GROUP BY bucket, channel
+        UNION ALL
+        SELECT bucket, channel, NULL, 0, count(*), 0, 0, 0
+        FROM effectd.intents WHERE status = 'IN_DOUBT'
+        GROUP BY bucket, channel
+        UNION ALL
+        SELECT bucket, channel, NULL, 0, 0,
+               CASE WHEN delivery = 'accepted' THEN n ELSE 0 END,
+               CASE WHEN delivery = 'delivered' THEN n ELSE 0 END,
+               CASE WHEN delivery = 'undelivered' THEN n ELSE 0 END
+        FROM effectd.intent_counts
+        UNION ALL
+        SELECT bucket, channel, NULL, 0, 0,
+               CASE WHEN delivery = 'accepted' THEN n ELSE 0 END,
+               CASE WHEN delivery = 'delivered' THEN n ELSE 0 END,
+               CASE WHEN delivery = 'undelivered' THEN n ELSE 0 END
+        FROM effectd.intent_count_deltas
+    ) AS k
+    GROUP BY channel
+) AS g ON g.channel = c.name
 ORDER BY c.name
