@@ -158,7 +158,8 @@ type IntentFilter struct {
 // delivery among a scope's channels channel by channel: a LATERAL join with a
 // LIMIT inside, which Citus refuses ("cannot push down this subquery"), so
 // in the distributed mode (flat) the scope is one condition, channel = ANY,
-// and each shard's partial index is read once for the whole scope.
+// and each shard's partial index is read once for the whole scope. A keyed
+// read is never read channel by channel: its key finds a few rows in any scope.
 func (f IntentFilter) perChannel() bool {
 	rare := (f.Status != nil && rareWords[*f.Status]) || (f.Delivery != nil && rareWords[*f.Delivery])
 	return rare && f.Channels != nil && f.Channel == nil && !f.flat && !f.keyed()

@@ -348,6 +348,18 @@ func TestSearchKeepsItsPlan(t *testing.T) {
 			t.Fatalf("%s: the generic plan read %d days through %s, want 14, or filtered rows one by one:\n%s", c.what, days, c.index, plan)
 		}
 	}
+	// a key with a rare status among a scope's channels: the scope one
+	// condition, not a read per channel (h-3000 is a FAILED hook intent)
+	for scope, want := range map[string]int{"hook,pay": 1, "pay,sms": 0} {
+		f := IntentFilter{Limit: 51, Search: str("h-3000"), Status: str("FAILED"), Channels: strings.Split(scope, ",")}
+		var got []string
+		if err := ListIntents(ctx, conn, f, func(it effectdtype.IntentRow) bool { got = append(got, it.EventID); return true }); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != want {
+			t.Fatalf("a FAILED search among %s found %v, want %d intents", scope, got, want)
+		}
+	}
 }
 
 // explainExecute returns the plan of prepared statement name run with args
