@@ -56,6 +56,12 @@ var mutations = []mutation{
 	{name: "list since: the id mark taken after the time", file: "internal/query/id_before.sql",
 		from: "WHERE at < $1 ORDER BY at DESC", to: "WHERE at < $1 + interval '1 day' ORDER BY at DESC",
 		pkg: "./internal/query/", run: "^TestListSinceMark$"},
+	{name: "search: planned for its value at every call, over every day partition", file: "internal/query/intents.go",
+		from: "func (f IntentFilter) keyed() bool { return f.Search != nil || f.EventID != nil }", to: "func (f IntentFilter) keyed() bool { return false }",
+		pkg: "./internal/query/", run: "^TestSearchKeepsItsPlan$"},
+	{name: "search: the rows a key finds read in id order (the generic plan reads every row of every day)", file: "internal/query/intents.go",
+		from: `s.raw("WITH keyed AS MATERIALIZED (\n")`, to: `s.raw("WITH keyed AS NOT MATERIALIZED (\n")`,
+		pkg: "./internal/query/", run: "^TestSearchKeepsItsPlan$"},
 
 	// Retention by day partition: what is live or recent stays, the counts follow.
 	{name: "prune: a partition holding an IN_DOUBT intent dropped", file: "internal/query/partition_held.sql",

@@ -158,10 +158,11 @@ type IntentFilter struct {
 // delivery among a scope's channels channel by channel: a LATERAL join with a
 // LIMIT inside, which Citus refuses ("cannot push down this subquery"), so
 // in the distributed mode (flat) the scope is one condition, channel = ANY,
-// and each shard's partial index is read once for the whole scope.
+// and each shard's partial index is read once for the whole scope. A keyed
+// read is never read channel by channel: its key finds a few rows in any scope.
 func (f IntentFilter) perChannel() bool {
 	rare := (f.Status != nil && rareWords[*f.Status]) || (f.Delivery != nil && rareWords[*f.Delivery])
-	return rare && f.Channels != nil && f.Channel == nil && !f.flat
+	return rare && f.Channels != nil && f.Channel == nil && !f.flat && !f.keyed()
 }
 
 // inMode returns f as ListIntents runs it in db's mode: flat in the
@@ -180,7 +181,9 @@ func (f IntentFilter) inMode(ctx context.Context, db DB) (IntentFilter, error) {
 // Its statement holds a condition only for each filter present, and it is
 // planned for its values at every call (an unnamed statement): a prepared
 // catch-all (`$n IS NULL OR col = $n`) would switch to a generic plan after
-// five calls and lose the index a rare value needs.
+// five calls and lose the index a rare value needs. A statement that finds
+// its rows by key (keyed) is the exception: it is prepared and keeps its
+// plan.
 //
 // A list from a time on (Since) starts at the last id marked before that
 // time (id_marks), so it reads the rows added since, not the history before.
@@ -197,7 +200,10 @@ func ListIntents(ctx context.Context, db DB, f IntentFilter, yield func(effectdt
 		return err
 	}
 	sql, args := f.statement()
-	rows, err := db.Query(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...)
+	if !f.keyed() {
+		args = append([]any{pgx.QueryExecModeExec}, args...)
+	}
+	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
 		return err
 	}
@@ -214,6 +220,18 @@ func ListIntents(ctx context.Context, db DB, f IntentFilter, yield func(effectdt
 	return rows.Err()
 }
 
+// keyed reports whether f finds its rows by key, a search or an event id:
+// every day partition is probed through its (event_id, channel) key,
+// intents_provider_ref or intents_hashed_key, whatever the value, so a plan
+// made for the value is no better than the generic one. ListIntents runs such
+// a statement in the connection's own mode (pgx's statement cache: a named
+// statement, prepared once per connection), so PostgreSQL keeps its generic
+// plan after five runs. Planned for its values at every call, the plan over
+// every day partition and its indexes cost ten times the probes, and more
+// the more days held rows (issue 20: the fastest search 2.8–3.4 times slower
+// at 10 M retained intents than at 1 M).
+func (f IntentFilter) keyed() bool { return f.Search != nil || f.EventID != nil }
+
 // rareWords are the values of status and delivery that few rows hold at any
 // time, whatever history holds; each has partial indexes in id order, overall
 // and within a channel (migration 011).
@@ -226,12 +244,18 @@ var rareWords = map[string]bool{
 // rare status or delivery among a scope's channels is read channel by channel,
 // each in id order from its index, then merged: one index range per channel
 // instead of every such row of those channels (on one PostgreSQL: see
-// perChannel).
+// perChannel). The rows a key finds (keyed) are all found first, then sorted:
+// they are a few whatever history holds, and a plan that reads in id order
+// until the page is full (the generic plan of a LIMIT $2 it cannot see) would
+// read every row of every day to find them.
 func (f IntentFilter) statement() (string, []any) {
-	perChannel := f.perChannel()
+	perChannel, keyed := f.perChannel(), f.keyed()
 	s := newStmt("", f.After, f.Limit)
 	if perChannel {
 		s.raw("SELECT i.* FROM unnest(" + s.arg(f.Channels) + "::text[]) AS scope(channel) CROSS JOIN LATERAL (\n")
+	}
+	if keyed {
+		s.raw("WITH keyed AS MATERIALIZED (\n")
 	}
 	s.raw(listIntentsHead)
 	if f.Status != nil {
@@ -260,6 +284,9 @@ func (f IntentFilter) statement() (string, []any) {
 	}
 	if f.Search != nil {
 		s.and(searchCondition(*f.Search, s.arg))
+	}
+	if keyed {
+		s.raw(")\nSELECT * FROM keyed\n")
 	}
 	s.raw("ORDER BY id\nLIMIT $2")
 	if perChannel {
