@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -82,10 +83,17 @@ func TestCitusCountsOneRound(t *testing.T) {
 		}
 	}
 
-	// What the gauges say is what the rows say.
-	gauges, err := Gauges(ctx, pool)
-	if err != nil {
-		t.Fatal(err)
+	// What the gauges say is what the rows say, also once the statement
+	// runs on a generic plan (pgx prepares it: after five runs PostgreSQL may
+	// keep one plan for every value).
+	var gauges []ChannelGauges
+	for range 8 {
+		start := time.Now()
+		var err error
+		if gauges, err = Gauges(ctx, pool); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("gauges in %v", time.Since(start))
 	}
 	type figures struct {
 		pastLease, inDoubt, accepted, delivered, undelivered int64
@@ -155,4 +163,53 @@ func TestCitusCountsOneRound(t *testing.T) {
 		}
 	}
 	t.Logf("gauges: %v", got)
+}
+
+// BenchmarkCitusShardRound prints what one read over every shard costs on
+// this cluster, with serve's one connection per worker: the simplest such
+// statement (a count of the small counts table), the counts, the gauges, and a
+// read of one bucket for scale. 32 shards, as a producer with 32 buckets has,
+// each with 15 day partitions and 3,200 intents loaded.
+//
+//	go test -tags citus -run '^$' -bench CitusShardRound ./internal/query/
+func BenchmarkCitusShardRound(b *testing.B) {
+	pool := citusHistory(b, 32)
+	ctx := context.Background()
+	if err := LoadHistoryBuckets(ctx, pool, History{From: 0, N: 3_200, Final: 3_200}, 32); err != nil {
+		b.Fatal(err)
+	}
+	if err := VacuumHistory(ctx, pool); err != nil {
+		b.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SET citus.max_adaptive_executor_pool_size = 1`); err != nil {
+		b.Fatal(err)
+	}
+	for _, r := range []struct {
+		name string
+		sql  string
+		args []any
+	}{
+		{"every shard: count of intent_counts", `SELECT count(*) FROM effectd.intent_counts`, nil},
+		{"every shard: counts", channelCountsBucketSQL, []any{nil}},
+		{"every shard: gauges", channelGaugesBucketSQL, nil},
+		{"one bucket: its PENDING intents", `SELECT count(*) FROM effectd.intents WHERE bucket = 7 AND status = 'PENDING'`, nil},
+	} {
+		b.Run(r.name, func(b *testing.B) {
+			for b.Loop() {
+				rows, err := conn.Query(ctx, r.sql, r.args...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				rows.Close()
+				if err := rows.Err(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -21,7 +21,7 @@ func init() { pgtest.AtExit(citustest.Stop) }
 // citusHistory returns a pool on a fresh Citus database in the distributed
 // mode (32 buckets co-located with producer.orders, on shards shards) with
 // the channels bench, pay and sms and a partition per day of the last 15.
-func citusHistory(t *testing.T, shards int) *pgxpool.Pool {
+func citusHistory(t testing.TB, shards int) *pgxpool.Pool {
 	t.Helper()
 	citustest.Cluster(t)
 	pool := citustest.New(t)
