@@ -80,3 +80,16 @@ func OwnedBuckets(d *Dispatcher) []int {
 	}
 	return d.buckets.Owned()
 }
+
+// HeldSetting opens the pool a dispatcher with c holds its connections from,
+// as Start does, and returns the setting name on one of its connections.
+func HeldSetting(ctx context.Context, pool *pgxpool.Pool, c Config, name string) (string, error) {
+	held, err := openHeld(ctx, pool, c)
+	if err != nil {
+		return "", err
+	}
+	defer held.Close()
+	var v string
+	err = held.QueryRow(ctx, `SELECT current_setting($1)`, name).Scan(&v)
+	return v, err
+}

@@ -73,6 +73,13 @@ func heldConns(c Config) int { return c.Completers + 2 }
 // configuration, as many connections as they hold, and an application_name
 // that tells them apart in pg_stat_activity (pool's own, or "effectd", then
 // HeldSuffix). It connects lazily.
+//
+// On one PostgreSQL its connections also plan generically from the first run
+// (plan_cache_mode, unless pool's URL sets it): every statement they run is
+// written to keep the generic plan PostgreSQL would choose after five plans
+// for their values (TestClaimKeepsGenericPlan, TestCompleteKeepsGenericPlan,
+// TestTakeExpiredReadsOnlyItsDays), so those five plans, each over every day
+// partition, bought nothing. The distributed mode leaves the choice to Citus.
 func openHeld(ctx context.Context, pool *pgxpool.Pool, c Config) (*pgxpool.Pool, error) {
 	cfg := pool.Config()
 	cfg.MaxConns = int32(heldConns(c))
@@ -82,6 +89,9 @@ func openHeld(ctx context.Context, pool *pgxpool.Pool, c Config) (*pgxpool.Pool,
 		params = map[string]string{}
 	}
 	params["application_name"] = cmp.Or(params["application_name"], "effectd") + HeldSuffix
+	if _, set := params["plan_cache_mode"]; !set && c.Buckets == 0 {
+		params["plan_cache_mode"] = "force_generic_plan"
+	}
 	cfg.ConnConfig.RuntimeParams = params
 	return pgxpool.NewWithConfig(ctx, cfg)
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/policy"
@@ -108,5 +110,48 @@ func TestDispatchStatementsRunOnHeldConnections(t *testing.T) {
 	}
 	if ranHeld == 0 {
 		t.Error("no held connection ran a dispatch statement last")
+	}
+}
+
+// TestHeldConnectionsPlanGenerically: on one PostgreSQL the held connections
+// plan generically from the first run (their statements keep the generic plan
+// anyway, and the five plans for values before it each cover every day
+// partition); in the distributed mode Citus keeps its own choice; a URL that
+// sets plan_cache_mode is obeyed.
+func TestHeldConnectionsPlanGenerically(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		cfg  dispatcher.Config
+		url  string
+		want string
+	}{
+		{"one PostgreSQL", dispatcher.Config{}, "", "force_generic_plan"},
+		{"distributed mode", dispatcher.Config{Buckets: 8}, "", "auto"},
+		{"set in the URL", dispatcher.Config{}, "force_custom_plan", "force_custom_plan"},
+	} {
+		p := pool
+		if c.url != "" {
+			cfg := pool.Config()
+			cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = c.url
+			var err error
+			if p, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+		}
+		got, err := dispatcher.HeldSetting(ctx, p, c.cfg, "plan_cache_mode")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("%s: plan_cache_mode %s, want %s", c.name, got, c.want)
+		}
+		app, err := dispatcher.HeldSetting(ctx, p, c.cfg, "application_name")
+		if err != nil || !strings.HasSuffix(app, dispatcher.HeldSuffix) {
+			t.Errorf("%s: application_name %q (%v), want it to end with %q", c.name, app, err, dispatcher.HeldSuffix)
+		}
 	}
 }
