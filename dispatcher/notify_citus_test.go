@@ -25,7 +25,9 @@ import (
 // as Twilio's 21211 does: the notification's copy must mask it.
 type quotedErr struct{ providerErr }
 
-func (quotedErr) Error() string { return "twilio 21211: The 'To' number +15005550006 is not a valid phone number" }
+func (quotedErr) Error() string {
+	return "twilio 21211: The 'To' number +15005550006 is not a valid phone number"
+}
 
 // notifyScenario runs, on pool (the distributed mode with buckets buckets, or
 // one PostgreSQL with buckets 0), a dispatcher whose channels sms (twilio,

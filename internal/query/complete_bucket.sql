@@ -60,12 +60,16 @@ counted AS (
 -- its delivery, when it moved) that its channel's notify lists becomes a
 -- PENDING intent of the notify channel on this bucket, with event id
 -- <idempotency_key>:<outcome> (notify_key), ordering key the source's key, and
--- the copy of the source with the values its channel redacts masked in
--- last_error. Told once: the probe finds the event on the bucket in any day
--- partition, ON CONFLICT in today's. PENDING is counted in no delta.
--- (Citus runs each of these CTEs as a statement of its own, through
--- intermediate results; an INSERT … SELECT that joins a reference table to
--- them inserts nothing, so the channels are read in notices alone.)
+-- the copy of the source as the outcome left it, the values its channel
+-- redacts masked in last_error; occurred_at none. PENDING is counted in no
+-- delta. Told once: seen finds the event on the bucket in every day partition
+-- (one index probe each), ON CONFLICT in today's; the source row, locked by
+-- the update until the transaction ends, keeps a second writer of the same
+-- outcome out until this one's notice is there to be seen. Citus runs each of
+-- these CTEs as a statement of its own (seen on the bucket's shard, the rest
+-- from intermediate results on the coordinator, the insert copied to the
+-- shard); an INSERT … SELECT that joins a reference table to intermediate
+-- results inserts nothing there, so the channels are read in notices alone.
 outcomes AS (
     SELECT id, 1 AS ord, lower(status) AS outcome FROM updated WHERE status_moved
     UNION ALL

@@ -45,9 +45,6 @@ counted AS (
     HAVING sum(d.n) <> 0
 ),
 -- the producer's notifications, as on one PostgreSQL (complete_bucket.sql)
--- (Citus runs each of these CTEs as a statement of its own, through
--- intermediate results; an INSERT … SELECT that joins a reference table to
--- them inserts nothing, so the channels are read in notices alone.)
 outcomes AS (
     SELECT id, 1 AS ord, lower(status) AS outcome FROM changed WHERE status_moved
     UNION ALL

@@ -4,7 +4,8 @@
 -- $4 with detail $5 when $4 is not empty, as a compare-and-set; the attempt
 -- started at $6, with outcome $7, error $8 ('' = none) and provider
 -- reference $9. One single-shard statement, which also counts the move
--- (counted). A row when the delivery moved, telling what moved: the intent's
+-- (counted) and writes the producer's notification of it (notified, as in
+-- complete_bucket.sql). A row when the delivery moved, telling what moved: the intent's
 -- bucket, created_at, channel, status (unchanged), old and new delivery. Run
 -- it through query.RecordPollBucket.
 WITH moved AS (
@@ -34,9 +35,6 @@ counted AS (
     HAVING sum(d.n) <> 0
 ),
 -- the producer's notifications, as on one PostgreSQL (complete_bucket.sql)
--- (Citus runs each of these CTEs as a statement of its own, through
--- intermediate results; an INSERT … SELECT that joins a reference table to
--- them inserts nothing, so the channels are read in notices alone.)
 outcomes AS (
     SELECT id, 1 AS ord, lower(status) AS outcome FROM moved WHERE status_moved
     UNION ALL

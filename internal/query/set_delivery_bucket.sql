@@ -1,7 +1,8 @@
 -- set_delivery.sql in the distributed mode, for an intent of bucket $5:
 -- moves intent $1's delivery from $2 ('' = unknown) to $3 with detail $4
 -- ('' = none), as a compare-and-set, in one single-shard statement that also
--- counts the move (counted). The row returned tells what moved: the intent's
+-- counts the move (counted) and writes the producer's notification of it
+-- (notified, as in complete_bucket.sql). The row returned tells what moved: the intent's
 -- bucket, created_at, channel, status (unchanged), old and new delivery. No
 -- row: the delivery was no longer $2.
 WITH updated AS (
@@ -30,9 +31,6 @@ counted AS (
     HAVING sum(d.n) <> 0
 ),
 -- the producer's notifications, as on one PostgreSQL (complete_bucket.sql)
--- (Citus runs each of these CTEs as a statement of its own, through
--- intermediate results; an INSERT … SELECT that joins a reference table to
--- them inserts nothing, so the channels are read in notices alone.)
 outcomes AS (
     SELECT id, 1 AS ord, lower(status) AS outcome FROM updated WHERE status_moved
     UNION ALL

@@ -37,9 +37,6 @@ counted AS (
     WHERE status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED')
 ),
 -- the producer's notifications, as on one PostgreSQL (complete_bucket.sql)
--- (Citus runs each of these CTEs as a statement of its own, through
--- intermediate results; an INSERT … SELECT that joins a reference table to
--- them inserts nothing, so the channels are read in notices alone.)
 outcomes AS (
     SELECT id, 1 AS ord, lower(status) AS outcome FROM updated WHERE status_moved
     UNION ALL
