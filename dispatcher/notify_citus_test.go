@@ -35,8 +35,10 @@ func (quotedErr) Error() string {
 // webhook channel hook (registered, not served) of every outcome, and drives each kind of statement
 // that reaches one: completions (sent, failed; a webhook's delivered), an
 // operator's cancel and requeue (failed again: told once, though the first
-// notice is in another day partition), a bulk cancel, a provider event
-// (delivered, then its repeat) and a delivery poll (undelivered). It returns
+// notice is in another day partition), a bulk cancel, the reconciler's
+// settlement of a timed-out call (in_doubt), provider events (that call
+// settled sent; delivered, then its repeat) and a delivery poll
+// (undelivered). It returns
 // each notification as the producer would read it, with intent ids named by
 // their event id (the ids differ between databases), and whether it is on its
 // source's bucket.
@@ -44,8 +46,11 @@ func notifyScenario(t *testing.T, pool *pgxpool.Pool, buckets int) []string {
 	t.Helper()
 	ctx := context.Background()
 	p := &scripted{calls: map[string]int{}, answer: func(key string, n int) (string, error) {
-		if strings.HasSuffix(key, ":fail") {
+		switch {
+		case strings.HasSuffix(key, ":fail"):
 			return "", quotedErr{}
+		case strings.HasSuffix(key, ":maybe"):
+			return "", providerErr{retryable: true, maybeSent: true}
 		}
 		return "SM-" + key, nil
 	}}
@@ -112,11 +117,13 @@ func notifyScenario(t *testing.T, pool *pgxpool.Pool, buckets int) []string {
 	produce(4, "sms", "s4", true)
 	produce(5, "wh", "w5", false)
 	produce(6, "poll", "p6", false)
+	produce(7, "sms", "s7:maybe", false)
 	sent := wait("s1", "SENT")
 	failed := wait("s2:fail", "FAILED")
 	wait("w5", "SENT")
 	wait("p6", "SENT")
-	eventually(t, 30*time.Second, "sent, failed, sent and delivered, sent told", func() bool { return notices() == 5 })
+	maybe := wait("s7:maybe", "IN_DOUBT") // a Twilio call that timed out: the reconciler's settlement
+	eventually(t, 30*time.Second, "sent, failed, sent and delivered, sent, in_doubt told", func() bool { return notices() == 6 })
 
 	// the first notice of the failure moves to the next day's partition: the
 	// second failure must find it there
@@ -153,6 +160,10 @@ func notifyScenario(t *testing.T, pool *pgxpool.Pool, buckets int) []string {
 			t.Fatal(err)
 		}
 	}
+	// the timed-out call settled SENT by its callback
+	if _, err := d.RecordEvent(ctx, twilioEventOn("sms", maybe, "SM7", "sent", statemachine.Accepted)); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, 10*time.Second, "the poll", func() bool {
 		n, err := dispatcher.PollDeliveries(ctx, d)
 		if err != nil {
@@ -160,7 +171,7 @@ func notifyScenario(t *testing.T, pool *pgxpool.Pool, buckets int) []string {
 		}
 		return n == 1
 	})
-	eventually(t, 30*time.Second, "cancelled twice, delivered and undelivered told", func() bool { return notices() >= 9 })
+	eventually(t, 30*time.Second, "cancelled twice, delivered, sent and undelivered told", func() bool { return notices() >= 11 })
 
 	bucket := "0"
 	if buckets > 0 {
@@ -225,8 +236,9 @@ func twilioEventOn(channel string, id int64, sid, status string, delivery statem
 // trigger does on one PostgreSQL: the same event ids, idempotency and
 // ordering keys, payloads (the delivery as the outcome left it, the source
 // channel's redacted values masked) and each outcome told once, whether it is
-// reached by a completion, an operator, a bulk action, a provider event or a
-// delivery poll. The counts by status still equal the rows.
+// reached by a completion, the reconciler, an operator, a bulk action, a
+// provider event or a delivery poll. The counts by status still equal the
+// rows.
 func TestCitusNotify(t *testing.T) {
 	single := notifyScenario(t, pgtest.New(t), 0)
 	pool := citusPool(t, 8)
@@ -243,13 +255,15 @@ func TestCitusNotify(t *testing.T) {
 		`wh:w5:sent on hook`,
 		`wh:w5:delivered on hook`,
 		`poll:p6:undelivered on hook`,
+		`sms:s7:maybe:in_doubt on hook`,
+		`sms:s7:maybe:sent on hook`,
 	} {
 		if !slices.ContainsFunc(distributed, func(s string) bool { return strings.HasPrefix(s, want) }) {
 			t.Errorf("distributed mode: no notification %q in\n%s", want, strings.Join(distributed, "\n"))
 		}
 	}
-	if len(distributed) != 9 {
-		t.Errorf("distributed mode: %d notifications, want 9:\n%s", len(distributed), strings.Join(distributed, "\n"))
+	if len(distributed) != 11 {
+		t.Errorf("distributed mode: %d notifications, want 11:\n%s", len(distributed), strings.Join(distributed, "\n"))
 	}
 	checkCitusCounts(t, pool, "after the notifications")
 }
