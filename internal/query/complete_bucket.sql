@@ -3,8 +3,9 @@
 -- bucket, so that Citus runs it on the bucket's shard alone (the attempt rows
 -- are co-located with their intents). query.CompleteBucket runs it; the
 -- dispatcher writes a batch one bucket at a time. The rows it settles are
--- counted (intent_count_deltas, co-located too) in the same statement: in this
--- mode no trigger keeps the settled counts.
+-- counted (intent_count_deltas, co-located too) and the producer's
+-- notifications of their outcomes written (notified), in the same statement:
+-- in this mode no trigger does either.
 WITH input AS (
     -- now() as a column: Citus refuses a function that is not IMMUTABLE in
     -- a CASE of an UPDATE of a distributed table
@@ -36,7 +37,16 @@ updated AS (
       AND i.idempotency_key = input.key
       AND i.status = 'SENDING'
       AND i.attempts = input.attempts
-    RETURNING i.id, i.attempts, i.channel, i.created_at, i.status, i.delivery
+    RETURNING i.id, i.attempts, i.channel, i.created_at, i.status, i.delivery,
+              i.event_id, i.delivery_detail, i.provider_ref, i.last_error, i.idempotency_key,
+              -- the payload only where a copied error is to be masked (notices): the
+              -- rows come back to the coordinator
+              CASE WHEN i.last_error <> '' THEN i.payload END AS payload,
+              i.status <> 'SENDING' AS status_moved,
+              -- the delivery moved (from none) when this statement stamped it:
+              -- delivery_at is input.now only so, now() being this transaction's
+              -- start
+              input.delivery <> '' AND i.delivery_at = input.now AS delivery_moved
 ),
 -- the settled counts: each row settled here counts once under its UTC day,
 -- channel, status and delivery ('' for none); it was SENDING, counted in none
@@ -46,6 +56,61 @@ counted AS (
     FROM updated
     WHERE status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED')
     GROUP BY 2, 3, 4, 5
+),
+-- the producer's notifications (README, "Telling the producer"), as the
+-- notify trigger writes them on one PostgreSQL (migration 009's
+-- notify_outcomes): each outcome a row reached (its status, which was SENDING;
+-- its delivery, when it moved) that its channel's notify lists becomes a
+-- PENDING intent of the notify channel on this bucket, with event id
+-- <idempotency_key>:<outcome> (notify_key), ordering key the source's key, and
+-- the copy of the source as the outcome left it, the values its channel
+-- redacts masked in last_error; occurred_at none. PENDING is counted in no
+-- delta. Told once: seen finds the event on the bucket in every day partition
+-- (one index probe each), ON CONFLICT in today's; the source row, locked by
+-- the update until the transaction ends, keeps a second writer of the same
+-- outcome out until this one's notice is there to be seen. Citus runs each of
+-- these CTEs as a statement of its own (seen on the bucket's shard, the rest
+-- from intermediate results on the coordinator, the insert copied to the
+-- shard); an INSERT … SELECT that joins a reference table to intermediate
+-- results inserts nothing there, so the channels are read in notices alone.
+outcomes AS (
+    SELECT id, 1 AS ord, lower(status) AS outcome FROM updated WHERE status_moved
+    UNION ALL
+    SELECT id, 2, delivery FROM updated WHERE delivery_moved
+),
+notices AS (
+    SELECT x.* FROM (
+        SELECT u.id, o.ord, u.idempotency_key AS key, c.notify ->> 'channel' AS target, tc.max_payload,
+               effectd.notify_key(u.idempotency_key, o.outcome) AS event_id,
+               jsonb_build_object('type', 'effect.' || o.outcome, 'intent', jsonb_build_object(
+                   'id', u.id, 'event_id', u.event_id, 'channel', u.channel, 'status', u.status,
+                   'delivery', u.delivery, 'delivery_detail', u.delivery_detail, 'provider_ref', u.provider_ref,
+                   'last_error', effectd.redact_text(u.last_error, u.payload, c.redact))) AS payload
+        FROM updated u
+        JOIN outcomes o ON o.id = u.id
+        JOIN effectd.channels c ON c.name = u.channel AND c.notify IS NOT NULL
+        JOIN effectd.channels tc ON tc.name = c.notify ->> 'channel'
+        WHERE (c.notify -> 'on') ? o.outcome
+    ) x
+    WHERE pg_column_size(x.payload) <= x.max_payload
+),
+-- the probe: these events already on the bucket, in any day partition
+seen AS (
+    SELECT d.event_id, d.channel
+    FROM effectd.intents d
+    WHERE d.bucket = $16 AND d.event_id IN (SELECT event_id FROM notices)
+),
+notified AS (
+    INSERT INTO effectd.intents (bucket, event_id, channel, payload, idempotency_key, next_attempt_at, ordering_key)
+    SELECT $16, n.event_id, n.target, n.payload,
+           CASE WHEN octet_length(n.target) + 1 + octet_length(n.event_id) <= 255 THEN n.target || ':' || n.event_id
+                ELSE effectd.idempotency_key(n.target, n.event_id) END,
+           now(), n.key
+    FROM notices n
+    LEFT JOIN seen s ON s.event_id = n.event_id AND s.channel = n.target
+    WHERE s.event_id IS NULL
+    ORDER BY n.id, n.ord
+    ON CONFLICT DO NOTHING
 ),
 -- the rows not applied, and why: 'early' when a provider event settled the
 -- row SENT with the very reference this call returned (its callback attempt is

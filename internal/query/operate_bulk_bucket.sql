@@ -4,8 +4,9 @@
 -- attempts and delivery $5[i] ('' for none) to status $4[i], fenced on all
 -- three, never a SENDING row under a live lease; writes the change to the
 -- settled counts (intent_count_deltas: the row leaves its state and delivery
--- and enters the new ones) and an operator attempt of event $7 for each row
--- changed, in one statement on the bucket's shard. now() is read once in a
+-- and enters the new ones), the producer's notifications of the outcomes
+-- (notified) and an operator attempt of event $7 for each row changed, in one
+-- statement on the bucket's shard. now() is read once in a
 -- CTE: Citus refuses a function that is not IMMUTABLE in a CASE of an UPDATE
 -- of a distributed table. Returns the intents changed, whole (see
 -- intent_columns.sql).
@@ -28,7 +29,8 @@ changed AS (
       AND NOT (i.status = 'SENDING' AND i.lease_expires_at > now())
     RETURNING i.id, i.event_id, i.channel, i.payload, i.status, i.attempts, i.next_attempt_at, i.lease_expires_at,
         i.claimed_at, i.idempotency_key, i.provider_ref, i.last_error, i.ordering_key, i.occurred_at, i.created_at, i.updated_at,
-        i.delivery, i.delivery_detail, i.delivery_at, input.from_status, input.old_delivery
+        i.delivery, i.delivery_detail, i.delivery_at, input.from_status, input.old_delivery,
+        i.status <> input.from_status AS status_moved, coalesce(i.delivery, '') <> input.old_delivery AS delivery_moved
 ),
 counted AS (
     INSERT INTO effectd.intent_count_deltas (bucket, day, channel, status, delivery, n)
@@ -41,6 +43,46 @@ counted AS (
     WHERE d.status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED')
     GROUP BY d.day, d.channel, d.status, d.delivery
     HAVING sum(d.n) <> 0
+),
+-- the producer's notifications, as on one PostgreSQL (complete_bucket.sql)
+outcomes AS (
+    SELECT id, 1 AS ord, lower(status) AS outcome FROM changed WHERE status_moved
+    UNION ALL
+    SELECT id, 2, delivery FROM changed WHERE delivery_moved
+),
+notices AS (
+    SELECT x.* FROM (
+        SELECT u.id, o.ord, u.idempotency_key AS key, c.notify ->> 'channel' AS target, tc.max_payload,
+               effectd.notify_key(u.idempotency_key, o.outcome) AS event_id,
+               jsonb_build_object('type', 'effect.' || o.outcome, 'intent', jsonb_build_object(
+                   'id', u.id, 'event_id', u.event_id, 'channel', u.channel, 'status', u.status,
+                   'delivery', u.delivery, 'delivery_detail', u.delivery_detail, 'provider_ref', u.provider_ref,
+                   'last_error', effectd.redact_text(u.last_error, u.payload, c.redact))) AS payload
+        FROM changed u
+        JOIN outcomes o ON o.id = u.id
+        JOIN effectd.channels c ON c.name = u.channel AND c.notify IS NOT NULL
+        JOIN effectd.channels tc ON tc.name = c.notify ->> 'channel'
+        WHERE (c.notify -> 'on') ? o.outcome
+    ) x
+    WHERE pg_column_size(x.payload) <= x.max_payload
+),
+-- the probe: these events already on the bucket, in any day partition
+seen AS (
+    SELECT d.event_id, d.channel
+    FROM effectd.intents d
+    WHERE d.bucket = $6 AND d.event_id IN (SELECT event_id FROM notices)
+),
+notified AS (
+    INSERT INTO effectd.intents (bucket, event_id, channel, payload, idempotency_key, next_attempt_at, ordering_key)
+    SELECT $6, n.event_id, n.target, n.payload,
+           CASE WHEN octet_length(n.target) + 1 + octet_length(n.event_id) <= 255 THEN n.target || ':' || n.event_id
+                ELSE effectd.idempotency_key(n.target, n.event_id) END,
+           now(), n.key
+    FROM notices n
+    LEFT JOIN seen s ON s.event_id = n.event_id AND s.channel = n.target
+    WHERE s.event_id IS NULL
+    ORDER BY n.id, n.ord
+    ON CONFLICT DO NOTHING
 ),
 recorded AS (
     INSERT INTO effectd.attempts (bucket, intent_id, attempt, kind, started_at, finished_at, outcome, error, provider_ref)

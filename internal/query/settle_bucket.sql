@@ -2,9 +2,10 @@
 -- table it reads or writes is restricted to that bucket, so that only the
 -- bucket's shard is touched. now() is read once in a CTE: Citus refuses a
 -- function that is not IMMUTABLE in a CASE of an UPDATE of a distributed
--- table. The row it settles is counted (intent_count_deltas, co-located) in
--- the same statement: in this mode no trigger keeps the settled counts. Run it
--- through query.SettleBucket.
+-- table. The row it settles is counted (intent_count_deltas, co-located) and
+-- the producer's notification of its outcome written (notified) in the same
+-- statement: in this mode no trigger does either. Run it through
+-- query.SettleBucket.
 WITH t AS (SELECT now() AS now),
 updated AS (
     UPDATE effectd.intents
@@ -20,7 +21,14 @@ updated AS (
     FROM t
     WHERE bucket = $10 AND id = $1 AND idempotency_key = $9 AND status = $3 AND attempts = $2
       AND $3 IN ('SENDING', 'IN_DOUBT') -- what the deltas below count on
-    RETURNING id, claimed_at, channel, created_at, status, delivery
+    RETURNING id, claimed_at, channel, created_at, status, delivery,
+              event_id, delivery_detail, provider_ref, last_error, idempotency_key,
+              -- the payload only where a copied error is to be masked (notices): the
+              -- rows come back to the coordinator
+              CASE WHEN last_error <> '' THEN payload END AS payload,
+              status <> $3 AS status_moved,
+              -- the delivery moved (from none) when this statement stamped it
+              $4 = 'SENT' AND delivery_at = t.now AS delivery_moved
 ),
 -- the settled counts: the row counts once under its UTC day, channel, status
 -- and delivery when it is settled now; it was SENDING or IN_DOUBT ($3: a
@@ -30,6 +38,46 @@ counted AS (
     SELECT $10, (created_at AT TIME ZONE 'UTC')::date, channel, status, coalesce(delivery, ''), 1
     FROM updated
     WHERE status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED')
+),
+-- the producer's notifications, as on one PostgreSQL (complete_bucket.sql)
+outcomes AS (
+    SELECT id, 1 AS ord, lower(status) AS outcome FROM updated WHERE status_moved
+    UNION ALL
+    SELECT id, 2, delivery FROM updated WHERE delivery_moved
+),
+notices AS (
+    SELECT x.* FROM (
+        SELECT u.id, o.ord, u.idempotency_key AS key, c.notify ->> 'channel' AS target, tc.max_payload,
+               effectd.notify_key(u.idempotency_key, o.outcome) AS event_id,
+               jsonb_build_object('type', 'effect.' || o.outcome, 'intent', jsonb_build_object(
+                   'id', u.id, 'event_id', u.event_id, 'channel', u.channel, 'status', u.status,
+                   'delivery', u.delivery, 'delivery_detail', u.delivery_detail, 'provider_ref', u.provider_ref,
+                   'last_error', effectd.redact_text(u.last_error, u.payload, c.redact))) AS payload
+        FROM updated u
+        JOIN outcomes o ON o.id = u.id
+        JOIN effectd.channels c ON c.name = u.channel AND c.notify IS NOT NULL
+        JOIN effectd.channels tc ON tc.name = c.notify ->> 'channel'
+        WHERE (c.notify -> 'on') ? o.outcome
+    ) x
+    WHERE pg_column_size(x.payload) <= x.max_payload
+),
+-- the probe: these events already on the bucket, in any day partition
+seen AS (
+    SELECT d.event_id, d.channel
+    FROM effectd.intents d
+    WHERE d.bucket = $10 AND d.event_id IN (SELECT event_id FROM notices)
+),
+notified AS (
+    INSERT INTO effectd.intents (bucket, event_id, channel, payload, idempotency_key, next_attempt_at, ordering_key)
+    SELECT $10, n.event_id, n.target, n.payload,
+           CASE WHEN octet_length(n.target) + 1 + octet_length(n.event_id) <= 255 THEN n.target || ':' || n.event_id
+                ELSE effectd.idempotency_key(n.target, n.event_id) END,
+           now(), n.key
+    FROM notices n
+    LEFT JOIN seen s ON s.event_id = n.event_id AND s.channel = n.target
+    WHERE s.event_id IS NULL
+    ORDER BY n.id, n.ord
+    ON CONFLICT DO NOTHING
 ),
 recorded AS (
     INSERT INTO effectd.attempts (bucket, intent_id, attempt, kind, started_at, finished_at, outcome, error, provider_ref)

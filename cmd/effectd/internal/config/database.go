@@ -2,9 +2,7 @@ package config
 
 import (
 	"fmt"
-	"maps"
 	"regexp"
-	"slices"
 	"strings"
 
 	"github.com/effectd/effectd/migrations"
@@ -65,12 +63,6 @@ func ParseCitus(b []byte) (*migrations.Citus, error) {
 		return nil, bad("bucket_column", fmt.Sprintf("want a column name in lower case, got %s", quote(s.BucketColumn)))
 	case s.Buckets < 1 || s.Buckets > MaxBuckets:
 		return nil, bad("buckets", fmt.Sprintf("want 1 to %d (the bucket values the producer uses are 0..buckets-1), got %d", MaxBuckets, s.Buckets))
-	}
-	for _, name := range slices.Sorted(maps.Keys(f.Channels)) {
-		if f.Channels[name].Notify != nil {
-			p := []string{"channels", name, "notify"}
-			return nil, &Error{Path: p, Line: lineOf(root, p), Msg: "is not available with database.citus: notifications are sent by a trigger, which Citus refuses on a distributed table"}
-		}
 	}
 	return &migrations.Citus{Schema: schema, Table: table, Column: s.BucketColumn, Buckets: s.Buckets}, nil
 }
