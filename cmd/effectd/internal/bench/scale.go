@@ -214,16 +214,19 @@ func (e *env) dispatchOnHistory(ctx context.Context, url string, pool *pgxpool.P
 		e.opt.Events, onHistory[0], onHistory[1], retained, onEmpty[0], onEmpty[1], slowdown, verdict)
 
 	var p99History, p99Empty []float64
-	for range 2 {
+	var seconds []string
+	for i := range 2 {
 		r, err := e.liveInto(ctx, url, pool, cfg)
 		if err != nil {
 			return 0, nil, fmt.Errorf("live on %d retained: %w", retained, err)
 		}
 		p99History = append(p99History, r.q(.99))
+		seconds = append(seconds, fmt.Sprintf("    round %d on %d retained: %s", i+1, retained, msList(r.bySecond)))
 		if r, err = e.liveFresh(ctx); err != nil {
 			return 0, nil, fmt.Errorf("live on an empty table: %w", err)
 		}
 		p99Empty = append(p99Empty, r.q(.99))
+		seconds = append(seconds, fmt.Sprintf("    round %d on an empty table: %s", i+1, msList(r.bySecond)))
 	}
 	liveRatio := (p99History[0] + p99History[1]) / (p99Empty[0] + p99Empty[1])
 	verdict = ""
@@ -233,6 +236,7 @@ func (e *env) dispatchOnHistory(ctx context.Context, url string, pool *pgxpool.P
 	}
 	fmt.Fprintf(e.out, "  live at %d/s for %s, p99 commit → provider, two rounds: %.1f · %.1f ms on %d retained, %.1f · %.1f ms on an empty table: %.2fx (at most 1.25x)%s\n",
 		e.opt.Rate, e.opt.Duration, p99History[0], p99History[1], retained, p99Empty[0], p99Empty[1], liveRatio, verdict)
+	fmt.Fprintf(e.out, "  live p99 of the events committed in each second, ms:\n%s\n", strings.Join(seconds, "\n"))
 	return (p99History[0] + p99History[1]) / 2, broken, nil
 }
 
@@ -440,4 +444,13 @@ func loadHistory(ctx context.Context, pool *pgxpool.Pool, from, n, final int) er
 	// The load leaves gigabytes of dirty pages; the next checkpoint would flush
 	// them while the reads are timed.
 	return query.Checkpoint(ctx, pool)
+}
+
+// msList formats figures in ms, one decimal, separated by spaces.
+func msList(v []float64) string {
+	out := make([]string, len(v))
+	for i, x := range v {
+		out[i] = fmt.Sprintf("%.1f", x)
+	}
+	return strings.Join(out, " ")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -165,7 +166,27 @@ type lived struct {
 	offered    time.Duration
 	late       int64
 	lat        []time.Duration // commit → provider, sorted
+	bySecond   []float64       // the p99 in ms of the events committed in each second of the load
 	lost, dups int
+}
+
+// secondsP99 is the p99 in ms of the latencies of the events committed in
+// each second from start, lat[i] being the latency of the event committed at
+// commits[i].
+func secondsP99(start time.Time, commits []time.Time, lat []time.Duration) []float64 {
+	var buckets [][]time.Duration
+	for i, c := range commits {
+		s := max(int(c.Sub(start)/time.Second), 0)
+		for len(buckets) <= s {
+			buckets = append(buckets, nil)
+		}
+		buckets[s] = append(buckets[s], lat[i])
+	}
+	out := make([]float64, len(buckets))
+	for i, b := range buckets {
+		out[i] = lived{lat: slices.Sorted(slices.Values(b))}.q(.99)
+	}
+	return out
 }
 
 // q is the p-quantile of the latencies in milliseconds.
@@ -252,8 +273,9 @@ func (e *env) liveInto(ctx context.Context, url string, pool *pgxpool.Pool, cfg 
 		committed[id] = true
 		lat = append(lat, at["bench:"+id].Sub(c))
 	}
+	bySecond := secondsP99(start, commits, lat)
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	r = lived{n: n, offered: offered, late: late.Load(), lat: lat}
+	r = lived{n: n, offered: offered, late: late.Load(), lat: lat, bySecond: bySecond}
 	r.lost, r.dups = e.integrity(prefix, committed)
 	return r, nil
 }
