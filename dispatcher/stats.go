@@ -5,9 +5,11 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/statemachine"
 )
 
 // ChannelGauges are one channel's gauges.
@@ -19,15 +21,27 @@ func Gauges(ctx context.Context, pool *pgxpool.Pool) ([]ChannelGauges, error) {
 }
 
 // Stats returns the counts by status and the gauges of every channel that
-// sees admits (nil: every channel), and their totals.
+// sees admits (nil: every channel), and their totals. The counts and the
+// gauges are read at once, each on a connection of pool: in the distributed
+// mode each is a round of tasks over every shard, and the two rounds overlap.
 func Stats(ctx context.Context, pool *pgxpool.Pool, sees func(channel string) bool) (effectdtype.Stats, error) {
-	counts, err := channelCounts(ctx, pool, "")
-	if err != nil {
-		return effectdtype.Stats{}, fmt.Errorf("stats: counts: %w", err)
-	}
-	gauges, err := Gauges(ctx, pool)
-	if err != nil {
-		return effectdtype.Stats{}, fmt.Errorf("stats: gauges: %w", err)
+	var counts map[string]map[statemachine.State]int64
+	var gauges []ChannelGauges
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		if counts, err = channelCounts(gctx, pool, ""); err != nil {
+			return fmt.Errorf("stats: counts: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() (err error) {
+		if gauges, err = Gauges(gctx, pool); err != nil {
+			return fmt.Errorf("stats: gauges: %w", err)
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return effectdtype.Stats{}, err
 	}
 	out := effectdtype.Stats{Channels: map[string]effectdtype.ChannelStats{},
 		Totals: effectdtype.ChannelStats{Counts: zeroCounts(), CountsKind: effectdtype.CountsExact}}
