@@ -27,7 +27,7 @@ func TestStatsReadsCountsAndGaugesAtOnce(t *testing.T) {
 	held, most := 0, 0
 	second := make(chan struct{})
 	var once sync.Once
-	cfg.BeforeAcquire = func(ctx context.Context, _ *pgx.Conn) bool {
+	cfg.PrepareConn = func(ctx context.Context, _ *pgx.Conn) (bool, error) {
 		mu.Lock()
 		held++
 		most = max(most, held)
@@ -39,7 +39,7 @@ func TestStatsReadsCountsAndGaugesAtOnce(t *testing.T) {
 		case <-second:
 		case <-time.After(3 * time.Second):
 		}
-		return true
+		return true, nil
 	}
 	cfg.AfterRelease = func(*pgx.Conn) bool {
 		mu.Lock()
