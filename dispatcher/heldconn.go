@@ -32,15 +32,20 @@ import (
 // connection lifetime, so that the pool still renews it. Not safe for
 // concurrent use.
 type heldConn struct {
-	pool  *pgxpool.Pool
-	conn  *pgxpool.Conn
-	since time.Time
+	pool     *pgxpool.Pool
+	conn     *pgxpool.Conn
+	since    time.Time
+	lifetime time.Duration // the pool's MaxConnLifetime (0 or less: never renewed)
+	read     bool          // lifetime read (Config copies the whole configuration: once)
 }
 
 // use runs fn on the held connection, taking one from the pool first if none
 // is held.
 func (h *heldConn) use(ctx context.Context, fn func(db query.TxDB) error) error {
-	if h.conn != nil && time.Since(h.since) > h.pool.Config().MaxConnLifetime {
+	if !h.read {
+		h.lifetime, h.read = h.pool.Config().MaxConnLifetime, true
+	}
+	if h.conn != nil && h.lifetime > 0 && time.Since(h.since) > h.lifetime {
 		h.release()
 	}
 	if h.conn == nil {
