@@ -80,10 +80,13 @@ func TestPartitionHeldReadsIndexes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// the fullest (the first day holds as few rows as the hour of the run
+	// leaves it, and a partition of a few pages may rightly be read whole)
 	var name string
+	var most int64
 	for _, p := range expired {
-		if n, err := PartitionRows(ctx, pool, p.Name); err == nil && n > 0 && p.Parent == "intents" {
-			name = p.Name
+		if n, err := PartitionRows(ctx, pool, p.Name); err == nil && n > most && p.Parent == "intents" {
+			name, most = p.Name, n
 		}
 	}
 	if name == "" {
