@@ -31,8 +31,9 @@ const (
 // messaging service) created in [since, until): those Twilio dates as sent
 // from since to listSendSlack past until (Messages.json filtered by
 // DateSent> and DateSent<, every page), and, when the window reaches that
-// close to now, those still queued among the newest listQueuedLimit. Twilio
-// keeps no metadata: each message's Match is its recipient and body.
+// close to now, those still queued among the newest listQueuedLimit, or sent
+// since the first listing. Twilio keeps no metadata: each message's Match is
+// its recipient and body.
 func (p *Provider) List(ctx context.Context, since, until time.Time) ([]effect.Object, error) {
 	ctx, cancel := context.WithTimeout(ctx, max(p.timeout, ListTimeout))
 	defer cancel()
@@ -61,11 +62,15 @@ func (p *Provider) List(ctx context.Context, since, until time.Time) ([]effect.O
 	}
 	var out []effect.Object
 	seen := map[string]bool{}
-	for i, msg := range append(sent, queued...) {
+	for _, msg := range append(sent, queued...) {
 		sid := deref(msg.Sid)
-		if sid == "" || seen[sid] || (i >= len(sent) && deref(msg.DateSent) != "") {
-			continue // a queued listing's sent message is in the first listing, or outside the window
+		if sid == "" || seen[sid] {
+			continue
 		}
+		// A message of the newest listing that the first did not show was
+		// queued then, or has been sent since: a message that left the queue
+		// between the two listings is in neither as the other reads it. The
+		// window is judged by its creation below.
 		seen[sid] = true
 		if p.cfg.From == "" && deref(msg.MessagingServiceSid) != p.cfg.MessagingServiceSID {
 			continue

@@ -3,12 +3,16 @@ package twilio_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/providers/sandbox"
 	"github.com/effectd/effectd/providers/twilio"
 )
 
@@ -73,5 +77,45 @@ func TestList(t *testing.T) {
 	}
 	if _, listed := p.Match(sms(testTo, "x")); !listed {
 		t.Errorf("Match of a payload from the channel's sender: not listed")
+	}
+}
+
+// TestListMessageSentBetweenItsListings: a message still queued when List
+// reads the messages sent in the window, and sent by the time it reads the
+// newest ones, is listed: it is in neither listing as the other sees it. Seen
+// in a sweep of a test under load, which found the two SMS it had just sent
+// missing.
+func TestListMessageSentBetweenItsListings(t *testing.T) {
+	t.Parallel()
+	s := sandbox.New(sandbox.Options{})
+	s.SetTwilioQueueDelay(time.Hour)
+	sandboxed := s.Handler()
+	var lists atomic.Int32
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sandboxed.ServeHTTP(w, r)
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/Messages.json") && lists.Add(1) == 1 {
+			s.SetTwilioQueueDelay(0) // sent now, after the listing of the sent ones
+		}
+	}))
+	t.Cleanup(ts.Close)
+	p, err := twilio.New(twilio.Config{AccountSID: testAccount, AuthToken: "secret", From: testFrom, BaseURL: ts.URL, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	start := time.Now()
+	ref, err := p.Send(ctx, "", sms(testTo, "between"), meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := p.List(ctx, start.Add(-time.Minute), time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lists.Load() != 2 {
+		t.Fatalf("List read Messages.json %d times, want 2 (the sent, then the newest)", lists.Load())
+	}
+	if len(objs) != 1 || objs[0].Ref != ref {
+		t.Fatalf("listed %+v, want the message %s", objs, ref)
 	}
 }
