@@ -82,7 +82,9 @@ func claimBucket(ctx context.Context, db DB, p ClaimParams, bucket int64) ([]Cla
 }
 
 //go:embed complete_bucket.sql
-var completeBucketSQL string
+var completeBucketText string
+
+var completeBucketSQL = withNotices("complete_bucket.sql", completeBucketText)
 
 // CompleteBucket is Complete for a batch whose intents are all in bucket.
 // Citus runs its parts as several statements on the bucket's shard within
@@ -115,7 +117,9 @@ func TakeExpiredBucket(ctx context.Context, db DB, limit int, channels []string,
 }
 
 //go:embed settle_bucket.sql
-var settleBucketSQL string
+var settleBucketText string
+
+var settleBucketSQL = withNotices("settle_bucket.sql", settleBucketText)
 
 // SettleBucket is Settle for an intent of bucket.
 func SettleBucket(ctx context.Context, db DB, s Settlement, bucket int64) (applied bool, err error) {
@@ -126,7 +130,9 @@ func SettleBucket(ctx context.Context, db DB, s Settlement, bucket int64) (appli
 }
 
 //go:embed operate_bucket.sql
-var operateBucketSQL string
+var operateBucketText string
+
+var operateBucketSQL = withNotices("operate_bucket.sql", operateBucketText)
 
 //go:embed operator_attempt_bucket.sql
 var operatorAttemptBucketSQL string
@@ -168,7 +174,9 @@ func SettleByID(ctx context.Context, db DB, s Settlement) (applied bool, err err
 var intentsLockBucketSQL string
 
 //go:embed operate_bulk_bucket.sql
-var operateBulkBucketSQL string
+var operateBulkBucketText string
+
+var operateBulkBucketSQL = withNotices("operate_bulk_bucket.sql", operateBulkBucketText)
 
 // LockIntentsBucket reads intents ids of bucket, whole, by id, and locks them
 // until db's transaction ends. An id with no intent of bucket is left out.

@@ -26,13 +26,19 @@ var eventBucketByRefSQL string
 var eventIntentBucketSQL string
 
 //go:embed settle_by_event_bucket.sql
-var settleByEventBucketSQL string
+var settleByEventBucketText string
+
+var settleByEventBucketSQL = withNotices("settle_by_event_bucket.sql", settleByEventBucketText)
 
 //go:embed set_delivery_bucket.sql
-var setDeliveryBucketSQL string
+var setDeliveryBucketText string
+
+var setDeliveryBucketSQL = withNotices("set_delivery_bucket.sql", setDeliveryBucketText)
 
 //go:embed record_poll_bucket.sql
-var recordPollBucketSQL string
+var recordPollBucketText string
+
+var recordPollBucketSQL = withNotices("record_poll_bucket.sql", recordPollBucketText)
 
 //go:embed poll_due_bucket.sql
 var pollDueBucketSQL string

@@ -33,44 +33,6 @@ counted AS (
     GROUP BY d.day, d.channel, d.status, d.delivery
     HAVING sum(d.n) <> 0
 ),
--- the producer's notifications, as on one PostgreSQL (complete_bucket.sql)
-outcomes AS (
-    SELECT id, 1 AS ord, lower(status) AS outcome FROM updated WHERE status_moved
-    UNION ALL
-    SELECT id, 2, delivery FROM updated WHERE delivery_moved
-),
-notices AS (
-    SELECT x.* FROM (
-        SELECT u.id, o.ord, u.idempotency_key AS key, c.notify ->> 'channel' AS target, tc.max_payload,
-               effectd.notify_key(u.idempotency_key, o.outcome) AS event_id,
-               jsonb_build_object('type', 'effect.' || o.outcome, 'intent', jsonb_build_object(
-                   'id', u.id, 'event_id', u.event_id, 'channel', u.channel, 'status', u.status,
-                   'delivery', u.delivery, 'delivery_detail', u.delivery_detail, 'provider_ref', u.provider_ref,
-                   'last_error', effectd.redact_text(u.last_error, u.payload, c.redact))) AS payload
-        FROM updated u
-        JOIN outcomes o ON o.id = u.id
-        JOIN effectd.channels c ON c.name = u.channel AND c.notify IS NOT NULL
-        JOIN effectd.channels tc ON tc.name = c.notify ->> 'channel'
-        WHERE (c.notify -> 'on') ? o.outcome
-    ) x
-    WHERE pg_column_size(x.payload) <= x.max_payload
-),
--- the probe: these events already on the bucket, in any day partition
-seen AS (
-    SELECT d.event_id, d.channel
-    FROM effectd.intents d
-    WHERE d.bucket = $5 AND d.event_id IN (SELECT event_id FROM notices)
-),
-notified AS (
-    INSERT INTO effectd.intents (bucket, event_id, channel, payload, idempotency_key, next_attempt_at, ordering_key)
-    SELECT $5, n.event_id, n.target, n.payload,
-           CASE WHEN octet_length(n.target) + 1 + octet_length(n.event_id) <= 255 THEN n.target || ':' || n.event_id
-                ELSE effectd.idempotency_key(n.target, n.event_id) END,
-           now(), n.key
-    FROM notices n
-    LEFT JOIN seen s ON s.event_id = n.event_id AND s.channel = n.target
-    WHERE s.event_id IS NULL
-    ORDER BY n.id, n.ord
-    ON CONFLICT DO NOTHING
-)
+-- the producer's notifications (notices_bucket.sql)
+{{notices "updated" 5}}
 SELECT bucket, created_at, channel, status AS old_status, status, old_delivery, delivery FROM updated
