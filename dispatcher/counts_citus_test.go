@@ -218,7 +218,7 @@ VALUES (3, 'next-day', 'c', '{}', 'c:next-day', $1::timestamptz + interval '1 ho
 
 // TestCitusCountsReadNoHistory: in the distributed mode the counts and
 // gauges read only the live rows of intents (the partial indexes of every
-// shard), never the settled history: with 3,000 settled intents and 6 live
+// shard), never the settled history: with 30,000 settled intents and 6 live
 // ones, every scan of an intents shard, on every worker, returns or filters
 // out at most a few rows.
 func TestCitusCountsReadNoHistory(t *testing.T) {
@@ -228,7 +228,7 @@ func TestCitusCountsReadNoHistory(t *testing.T) {
 		`INSERT INTO effectd.channels (name, provider) VALUES ('c', 'webhook'), ('d', 'twilio')`,
 		`INSERT INTO effectd.intents (bucket, event_id, channel, payload, idempotency_key, status, delivery)
 		 SELECT g % 8, 'h' || g, CASE WHEN g % 2 = 0 THEN 'c' ELSE 'd' END, '{}', 'h' || g, 'SENT', 'delivered'
-		 FROM generate_series(1, 3000) g`,
+		 FROM generate_series(1, 30000) g`,
 		`INSERT INTO effectd.intents (bucket, event_id, channel, payload, idempotency_key, status, lease_expires_at)
 		 SELECT g % 8, 'l' || g, 'c', '{}', 'l' || g, CASE g % 3 WHEN 0 THEN 'PENDING' WHEN 1 THEN 'SENDING' ELSE 'IN_DOUBT' END,
 		        CASE WHEN g % 3 = 1 THEN now() - interval '1 minute' END
@@ -288,7 +288,7 @@ func TestCitusCountsReadNoHistory(t *testing.T) {
 		}
 		t.Logf("%s%s: %d rows of intents read in %d scans of intents shards", r.file, r.args, read, scans)
 		if scans == 0 || read > 30 {
-			t.Errorf("%s%s reads %d rows of intents in %d scans with 6 live rows and 3,000 settled:\n%s",
+			t.Errorf("%s%s reads %d rows of intents in %d scans with 6 live rows and 30,000 settled:\n%s",
 				r.file, r.args, read, scans, strings.Join(lines, "\n"))
 		}
 	}

@@ -10,22 +10,18 @@
 -- each shard as one task and the coordinator adds up the shards' partial
 -- sums: one round of tasks. Written as separate aggregates by channel (a CTE
 -- per state), each was a round of its own over every shard
--- (TestCitusCountsOneRound).
+-- (TestCitusCountsOneRound). The three live states are one scan of intents
+-- (a BitmapOr of the three partial indexes in each day partition): a shard's
+-- task plans each day partition once, not once per state, and that planning,
+-- not the rows, was most of a task's time (docs/scale.md, "Counts on Citus").
 SELECT c.name, k.status, k.n
 FROM effectd.channels c
 JOIN (
     SELECT channel, status, sum(n)::bigint AS n
     FROM (
         SELECT bucket, channel, status, count(*) AS n
-        FROM effectd.intents WHERE status = 'PENDING'
-        GROUP BY bucket, channel, status
-        UNION ALL
-        SELECT bucket, channel, status, count(*)
-        FROM effectd.intents WHERE status = 'SENDING' AND lease_expires_at IS NOT NULL
-        GROUP BY bucket, channel, status
-        UNION ALL
-        SELECT bucket, channel, status, count(*)
-        FROM effectd.intents WHERE status = 'IN_DOUBT'
+        FROM effectd.intents
+        WHERE status = 'PENDING' OR (status = 'SENDING' AND lease_expires_at IS NOT NULL) OR status = 'IN_DOUBT'
         GROUP BY bucket, channel, status
         UNION ALL
         SELECT bucket, channel, status, n FROM effectd.intent_counts

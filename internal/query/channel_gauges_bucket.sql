@@ -6,7 +6,9 @@
 -- Every arm of the union groups by bucket (or reads a counts table whole), so
 -- Citus sends the whole union to each shard as one task and the coordinator
 -- combines the shards' partial figures: one round of tasks, where a CTE per
--- figure was a round each (TestCitusCountsOneRound).
+-- figure was a round each (TestCitusCountsOneRound). The three live figures
+-- are one scan of intents (a BitmapOr of the partial indexes in each day
+-- partition), so a task plans each day partition once (channel_counts_bucket.sql).
 SELECT c.name,
        coalesce(extract(epoch FROM now() - g.due_at), 0)::float8,
        coalesce(g.past_lease, 0), coalesce(g.in_doubt, 0),
@@ -18,19 +20,15 @@ LEFT JOIN (
            sum(accepted)::bigint AS accepted, sum(delivered)::bigint AS delivered,
            sum(undelivered)::bigint AS undelivered
     FROM (
-        SELECT bucket, channel, min(next_attempt_at) AS due_at,
-               0::bigint AS past_lease, 0::bigint AS in_doubt,
+        SELECT bucket, channel,
+               min(next_attempt_at) FILTER (WHERE status = 'PENDING' AND next_attempt_at <= now() AND isfinite(next_attempt_at)) AS due_at,
+               count(*) FILTER (WHERE status = 'SENDING' AND lease_expires_at < now()) AS past_lease,
+               count(*) FILTER (WHERE status = 'IN_DOUBT') AS in_doubt,
                0::bigint AS accepted, 0::bigint AS delivered, 0::bigint AS undelivered
         FROM effectd.intents
-        WHERE status = 'PENDING' AND next_attempt_at <= now() AND isfinite(next_attempt_at)
-        GROUP BY bucket, channel
-        UNION ALL
-        SELECT bucket, channel, NULL, count(*), 0, 0, 0, 0
-        FROM effectd.intents WHERE status = 'SENDING' AND lease_expires_at < now()
-        GROUP BY bucket, channel
-        UNION ALL
-        SELECT bucket, channel, NULL, 0, count(*), 0, 0, 0
-        FROM effectd.intents WHERE status = 'IN_DOUBT'
+        WHERE (status = 'PENDING' AND next_attempt_at <= now())
+           OR (status = 'SENDING' AND lease_expires_at < now())
+           OR status = 'IN_DOUBT'
         GROUP BY bucket, channel
         UNION ALL
         SELECT bucket, channel, NULL, 0, 0,
