@@ -221,12 +221,12 @@ func (e *env) dispatchOnHistory(ctx context.Context, url string, pool *pgxpool.P
 			return 0, nil, fmt.Errorf("live on %d retained: %w", retained, err)
 		}
 		p99History = append(p99History, r.q(.99))
-		seconds = append(seconds, fmt.Sprintf("    round %d on %d retained: %s", i+1, retained, msList(r.bySecond)))
+		seconds = append(seconds, fmt.Sprintf("    round %d on %d retained: %s\n      %s", i+1, retained, msList(r.bySecond), r.stages))
 		if r, err = e.liveFresh(ctx); err != nil {
 			return 0, nil, fmt.Errorf("live on an empty table: %w", err)
 		}
 		p99Empty = append(p99Empty, r.q(.99))
-		seconds = append(seconds, fmt.Sprintf("    round %d on an empty table: %s", i+1, msList(r.bySecond)))
+		seconds = append(seconds, fmt.Sprintf("    round %d on an empty table: %s\n      %s", i+1, msList(r.bySecond), r.stages))
 	}
 	liveRatio := (p99History[0] + p99History[1]) / (p99Empty[0] + p99Empty[1])
 	verdict = ""

@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -153,6 +155,7 @@ func (e *env) live(ctx context.Context) error {
 		r.n, e.opt.Rate, r.offered.Seconds(), e.opt.Producers, warmUpPerProducer, r.late)
 	fmt.Fprintf(e.out, "  dispatcher: 1 instance, webhook channel, concurrency %d\n", e.opt.Concurrency)
 	fmt.Fprintf(e.out, "  commit → provider latency: p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, max %.1f ms\n", r.q(.50), r.q(.95), r.q(.99), r.q(1))
+	fmt.Fprintf(e.out, "  %s\n", r.stages)
 	fmt.Fprintf(e.out, "  lost %d, duplicates %d\n", r.lost, r.dups)
 	if r.lost+r.dups > 0 {
 		return fmt.Errorf("lost %d, duplicates %d", r.lost, r.dups)
@@ -167,6 +170,7 @@ type lived struct {
 	late       int64
 	lat        []time.Duration // commit → provider, sorted
 	bySecond   []float64       // the p99 in ms of the events committed in each second of the load
+	stages     string          // where the slowest events' time went (liveStages)
 	lost, dups int
 }
 
@@ -274,10 +278,69 @@ func (e *env) liveInto(ctx context.Context, url string, pool *pgxpool.Pool, cfg 
 		lat = append(lat, at["bench:"+id].Sub(c))
 	}
 	bySecond := secondsP99(start, commits, lat)
+	stages, err := liveStages(ctx, pool, prefix, start, commits, at)
+	if err != nil {
+		return r, err
+	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	r = lived{n: n, offered: offered, late: late.Load(), lat: lat, bySecond: bySecond}
+	r = lived{n: n, offered: offered, late: late.Load(), lat: lat, bySecond: bySecond, stages: stages}
 	r.lost, r.dups = e.integrity(prefix, committed)
 	return r, nil
+}
+
+// liveStages says where the time of a live run's slowest events went: for
+// the 1% of events (committed at commits[i] as prefix<i>, received by the
+// provider at at["bench:"+id]) with the longest commit → provider latency, and
+// for all of them, the median of each stage: commit → claim (the claim
+// transaction's start, claimed_at), claim → call (the attempt's start), call
+// → provider. Read from the day partitions the run wrote (created and
+// started after start, less a minute).
+func liveStages(ctx context.Context, pool *pgxpool.Pool, prefix string, start time.Time, commits []time.Time, at map[string]time.Time) (string, error) {
+	rows, err := pool.Query(ctx, `
+		SELECT i.event_id, i.claimed_at, a.started_at
+		FROM effectd.intents i
+		JOIN effectd.attempts a ON a.intent_id = i.id AND a.attempt = 1 AND a.kind = 'send' AND a.started_at >= $2
+		WHERE i.channel = 'bench' AND i.created_at >= $2 AND i.event_id LIKE $1 || '%'`, prefix, start.Add(-time.Minute))
+	if err != nil {
+		return "", fmt.Errorf("live stages: %w", err)
+	}
+	type stage struct{ claim, call, provider, total time.Duration }
+	by := map[string]stage{}
+	var id string
+	var claimed, called time.Time
+	_, err = pgx.ForEachRow(rows, []any{&id, &claimed, &called}, func() error {
+		var i int
+		if _, err := fmt.Sscanf(strings.TrimPrefix(id, prefix), "%d", &i); err != nil || i >= len(commits) {
+			return fmt.Errorf("live stages: event %q", id)
+		}
+		got := at["bench:"+id]
+		by[id] = stage{claim: claimed.Sub(commits[i]), call: called.Sub(claimed), provider: got.Sub(called), total: got.Sub(commits[i])}
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("live stages: %w", err)
+	}
+	all := slices.Collect(maps.Values(by))
+	if len(all) == 0 {
+		return "", fmt.Errorf("live stages: no attempt of %s* found", prefix)
+	}
+	slices.SortFunc(all, func(a, b stage) int { return cmp.Compare(b.total, a.total) })
+	median := func(ss []stage, f func(stage) time.Duration) float64 {
+		ds := make([]time.Duration, len(ss))
+		for i, s := range ss {
+			ds[i] = f(s)
+		}
+		slices.Sort(ds)
+		return float64(ds[len(ds)/2]) / float64(time.Millisecond)
+	}
+	line := func(ss []stage) string {
+		return fmt.Sprintf("commit → claim %.1f, claim → call %.1f, call → provider %.1f ms",
+			median(ss, func(s stage) time.Duration { return s.claim }),
+			median(ss, func(s stage) time.Duration { return s.call }),
+			median(ss, func(s stage) time.Duration { return s.provider }))
+	}
+	slowest := all[:max(len(all)/100, 1)]
+	return fmt.Sprintf("the slowest 1%%: %s; all: %s (medians)", line(slowest), line(all)), nil
 }
 
 // warmUpPerProducer is how many events each producer commits, all producers
