@@ -37,12 +37,13 @@ type Options struct {
 	Duration    time.Duration // live and producer: how long to offer
 	SlowLatency time.Duration // slow: provider latency per call
 	SlowEvents  int
-	Concurrency int    // in-flight calls per instance (drain, live)
-	SlowConc    int    // in-flight calls per instance (slow)
-	MemEvents   int    // memory: backlog drained while resident memory is sampled
-	Durable     bool   // fsync and synchronous_commit on (default off: see the README)
-	Keep        bool   // keep the data directory
-	Profile     string // directory for CPU profiles of each effectd serve run
+	Concurrency int      // in-flight calls per instance (drain, live)
+	SlowConc    int      // in-flight calls per instance (slow)
+	MemEvents   int      // memory: backlog drained while resident memory is sampled
+	Durable     bool     // fsync and synchronous_commit on (default off: see the README)
+	PGSettings  []string // extra name=value settings of the bench's PostgreSQL, applied last
+	Keep        bool     // keep the data directory
+	Profile     string   // directory for CPU profiles of each effectd serve run
 
 	StartupEvents int // startup: backlog waiting when serve is started
 	StartupRuns   int // startup: how many starts
@@ -93,7 +94,7 @@ func Run(ctx context.Context, opt Options, out io.Writer) error {
 		defer os.RemoveAll(dir)
 	}
 	os.Chmod(dir, 0o755) // the postgres user must reach pg/ inside it when running as root
-	settings := []string{"max_wal_size=4GB", "checkpoint_timeout=30min"}
+	settings := append([]string{"max_wal_size=4GB", "checkpoint_timeout=30min"}, opt.PGSettings...)
 	pg, err := localpg.Start(ctx, filepath.Join(dir, "pg"), localpg.Options{Fast: !opt.Durable, Settings: settings})
 	if err != nil {
 		return err
