@@ -25,11 +25,15 @@ type claimed struct {
 // Idle waits: after an empty claim the claimer polls again after 1, 2, 4 and
 // 8 ms, then tells producers to NOTIFY and waits for that, or its idle wait
 // at most. After a claim that was not full it pauses claimPause, so that a
-// trickle of intents is claimed in small batches rather than one by one.
+// trickle of intents is claimed in small batches rather than one by one. The
+// flag that tells producers to NOTIFY holds for waitingHolds idle waits
+// (at least minWaitingHold) and is set again while the claimer still waits.
 const (
-	spinSteps  = 4
-	spinMax    = 8 * time.Millisecond
-	claimPause = time.Millisecond
+	spinSteps      = 4
+	spinMax        = 8 * time.Millisecond
+	claimPause     = time.Millisecond
+	waitingHolds   = 10
+	minWaitingHold = time.Second
 )
 
 // claimer claims due intents for every channel with room and hands them to
@@ -41,6 +45,8 @@ type claimer struct {
 	turn     int           // distributed mode: which owned bucket claims first
 	idleWait time.Duration // longest sleep when nothing is due and no NOTIFY arrives
 	conn     heldConn      // claims and the wake-up flag run on it
+	// waitingSet is when this claimer last set the wake-up flag
+	waitingSet time.Time
 }
 
 // Start claims until Stop.
@@ -86,14 +92,30 @@ func (cl *claimer) run(ctx context.Context) {
 				waiting = true
 			}
 		default:
+			// still idle: keep the flag from expiring (SetWaiting writes
+			// only once half of its hold has passed)
+			if time.Since(cl.waitingSet) > cl.waitingHold()/2 {
+				if err := cl.setWaiting(ctx, true); err != nil {
+					cl.d.logDB(ctx, "setting the wake-up flag", err)
+				}
+			}
 			cl.sleep(ctx, cl.idleWait)
 		}
 	}
 }
 
+// waitingHold is how long the wake-up flag holds once set.
+func (cl *claimer) waitingHold() time.Duration {
+	return max(waitingHolds*cl.idleWait, minWaitingHold)
+}
+
 // setWaiting tells producers whether to NOTIFY on commit.
 func (cl *claimer) setWaiting(ctx context.Context, waiting bool) error {
-	return cl.conn.use(ctx, func(db query.TxDB) error { return query.SetWaiting(ctx, db, waiting) })
+	err := cl.conn.use(ctx, func(db query.TxDB) error { return query.SetWaiting(ctx, db, waiting, cl.waitingHold()) })
+	if err == nil && waiting {
+		cl.waitingSet = time.Now()
+	}
+	return err
 }
 
 // sleep waits for dur, a wake-up, a freed slot or the end of ctx.

@@ -450,6 +450,63 @@ func TestIdleDispatcherWokenByNotify(t *testing.T) {
 	t.Logf("sent %s after the commit", time.Since(start).Round(time.Millisecond))
 }
 
+// TestWakeupFlagHoldsWhileIdleOnly: the flag that makes producers NOTIFY
+// holds for a bounded time, an idle dispatcher sets it again before it
+// expires, and once the dispatcher stops it expires by itself: a dispatcher
+// that stopped or died while idle used to leave it set, and every producer's
+// commit NOTIFYed, one at a time (migration 015).
+func TestWakeupFlagHoldsWhileIdleOnly(t *testing.T) {
+	t.Parallel()
+	p := &scripted{calls: map[string]int{}, answer: func(string, int) (string, error) { return "ref", nil }}
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	chans := []dispatcher.Channel{{Name: "c", Kind: "webhook", Provider: keyedProvider{p}, Policy: fastPolicy("webhook")}}
+	d, err := func() (*dispatcher.Dispatcher, error) {
+		if err := dispatcher.Register(ctx, pool, chans); err != nil {
+			return nil, err
+		}
+		return dispatcher.New(pool, dispatcher.Config{Channels: chans, PollInterval: 20 * time.Millisecond})
+	}()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// until as an epoch, and whether producers NOTIFY now
+	flag := func() (until float64, notify bool) {
+		pool.QueryRow(ctx, `SELECT coalesce(extract(epoch FROM until), 0), waiting AND coalesce(until > now(), false) FROM effectd.wakeup`).
+			Scan(&until, &notify)
+		return until, notify
+	}
+	var first float64
+	eventually(t, 5*time.Second, "the idle dispatcher asks for NOTIFY", func() bool {
+		u, on := flag()
+		first = u
+		return on
+	})
+	var lead float64
+	if err := pool.QueryRow(ctx, `SELECT extract(epoch FROM until - now()) FROM effectd.wakeup`).Scan(&lead); err != nil {
+		t.Fatal(err)
+	}
+	if lead > 1.5 {
+		t.Fatalf("the flag holds for %.1f s more, want at most the hold (1 s at a 20 ms poll)", lead)
+	}
+	eventually(t, 5*time.Second, "the idle dispatcher sets the flag again before it expires", func() bool {
+		u, on := flag()
+		return on && u > first
+	})
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := d.Stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the flag of a stopped dispatcher expires", func() bool {
+		_, on := flag()
+		return !on
+	})
+}
+
 // TestStopDrainsAndRecords: Stop lets in-flight calls finish until its context
 // ends, cancels the rest, and records every outcome: no row is left SENDING.
 func TestStopDrainsAndRecords(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"strings"
+	"time"
 )
 
 // effectd.wakeup and the effectd_wakeup channel: how a producer's commit wakes
@@ -21,9 +22,11 @@ var listenWakeupSQL string
 var listenWakeup = withoutComments(listenWakeupSQL)
 
 // SetWaiting says whether effectd.enqueue NOTIFYs effectd_wakeup on commit:
-// true while a dispatcher waits for work.
-func SetWaiting(ctx context.Context, db DB, waiting bool) error {
-	_, err := db.Exec(ctx, setWaitingSQL, waiting)
+// true while a dispatcher waits for work, for at most holdFor unless set
+// again. A flag left set by a dispatcher that stopped or died would have made
+// every producer's commit NOTIFY, and such commits run one at a time.
+func SetWaiting(ctx context.Context, db DB, waiting bool, holdFor time.Duration) error {
+	_, err := db.Exec(ctx, setWaitingSQL, waiting, interval(holdFor))
 	return err
 }
 
