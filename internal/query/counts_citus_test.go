@@ -167,8 +167,10 @@ func TestCitusCountsOneRound(t *testing.T) {
 
 // BenchmarkCitusShardRound prints what one read over every shard costs on
 // this cluster, with serve's one connection per worker: the simplest such
-// statement (a count of the small counts table), the counts, the gauges, and a
-// read of one bucket for scale. 32 shards, as a producer with 32 buckets has,
+// statement (a count of the small counts table), the counts, the gauges, the
+// floor of a search (an event id probed in every day partition of every
+// shard: what any read that names neither a bucket nor a time window pays),
+// and a read of one bucket for scale. 32 shards, as a producer with 32 buckets has,
 // each with 15 day partitions and 3,200 intents loaded.
 //
 //	go test -tags citus -run '^$' -bench CitusShardRound ./internal/query/
@@ -197,6 +199,9 @@ func BenchmarkCitusShardRound(b *testing.B) {
 		{"every shard: count of intent_counts", `SELECT count(*) FROM effectd.intent_counts`, nil},
 		{"every shard: counts", channelCountsBucketSQL, []any{nil}},
 		{"every shard: gauges", channelGaugesBucketSQL, nil},
+		// the floor of a read that names no bucket and no time window (a
+		// search): one index probe in every day partition of every shard
+		{"every shard: one event id probed in every day", `SELECT count(*) FROM effectd.intents WHERE event_id = 'absent'`, nil},
 		{"one bucket: its PENDING intents", `SELECT count(*) FROM effectd.intents WHERE bucket = 7 AND status = 'PENDING'`, nil},
 	} {
 		b.Run(r.name, func(b *testing.B) {
