@@ -49,6 +49,12 @@ func channelCounts(ctx context.Context, db query.DB, name string) (map[string]ma
 	if err != nil {
 		return nil, err
 	}
+	return countsByChannel(counts), nil
+}
+
+// countsByChannel returns counts by channel and status, every state of a
+// channel with a count listed.
+func countsByChannel(counts []query.StatusCount) map[string]map[statemachine.State]int64 {
 	out := map[string]map[statemachine.State]int64{}
 	for _, c := range counts {
 		if out[c.Channel] == nil {
@@ -56,7 +62,7 @@ func channelCounts(ctx context.Context, db query.DB, name string) (map[string]ma
 		}
 		out[c.Channel][c.Status] = c.N
 	}
-	return out, nil
+	return out
 }
 
 // ListChannels returns, by name, every channel that sees admits (nil: every

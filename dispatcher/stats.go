@@ -5,11 +5,9 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
-	"github.com/effectd/effectd/statemachine"
 )
 
 // ChannelGauges are one channel's gauges.
@@ -21,28 +19,14 @@ func Gauges(ctx context.Context, pool *pgxpool.Pool) ([]ChannelGauges, error) {
 }
 
 // Stats returns the counts by status and the gauges of every channel that
-// sees admits (nil: every channel), and their totals. The counts and the
-// gauges are read at once, each on a connection of pool: in the distributed
-// mode each is a round of tasks over every shard, and the two rounds overlap.
+// sees admits (nil: every channel), and their totals, read together
+// (query.Figures: in the distributed mode one round of tasks over the shards).
 func Stats(ctx context.Context, pool *pgxpool.Pool, sees func(channel string) bool) (effectdtype.Stats, error) {
-	var counts map[string]map[statemachine.State]int64
-	var gauges []ChannelGauges
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() (err error) {
-		if counts, err = channelCounts(gctx, pool, ""); err != nil {
-			return fmt.Errorf("stats: counts: %w", err)
-		}
-		return nil
-	})
-	g.Go(func() (err error) {
-		if gauges, err = Gauges(gctx, pool); err != nil {
-			return fmt.Errorf("stats: gauges: %w", err)
-		}
-		return nil
-	})
-	if err := g.Wait(); err != nil {
-		return effectdtype.Stats{}, err
+	statusCounts, gauges, err := query.Figures(ctx, pool)
+	if err != nil {
+		return effectdtype.Stats{}, fmt.Errorf("stats: %w", err)
 	}
+	counts := countsByChannel(statusCounts)
 	out := effectdtype.Stats{Channels: map[string]effectdtype.ChannelStats{},
 		Totals: effectdtype.ChannelStats{Counts: zeroCounts(), CountsKind: effectdtype.CountsExact}}
 	t := &out.Totals

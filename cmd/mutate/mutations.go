@@ -366,6 +366,9 @@ var mutations = []mutation{
 	{name: "citus: a provider event's delivery not counted", file: "internal/query/set_delivery_bucket.sql",
 		from: "    WHERE d.status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED')", to: "    WHERE false",
 		pkg: "./dispatcher/", run: "^TestCitusProviderEvents$", tags: "citus"},
+	{name: "citus: stats' figures leave IN_DOUBT out", file: "internal/query/channel_figures_bucket.sql",
+		from: "WHERE status = 'PENDING' OR (status = 'SENDING' AND lease_expires_at IS NOT NULL) OR status = 'IN_DOUBT'", to: "WHERE status = 'PENDING' OR (status = 'SENDING' AND lease_expires_at IS NOT NULL)",
+		pkg: "./internal/query/", run: "^TestCitusCountsOneRound$", tags: "citus"},
 	// ... and so are the producer's notifications of outcomes (notify).
 	{name: "citus: an outcome told again when its first notice is in another day", file: "internal/query/notices_bucket.sql",
 		from: "LEFT JOIN seen s ON s.event_id = n.event_id AND s.channel = n.target", to: "LEFT JOIN seen s ON false",

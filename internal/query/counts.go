@@ -119,6 +119,63 @@ func Gauges(ctx context.Context, db DB) ([]ChannelGauges, error) {
 	})
 }
 
+//go:embed channel_figures_bucket.sql
+var channelFiguresBucketSQL string
+
+// Figures reads what ChannelCounts (of every registered channel) and Gauges
+// read, together: in the distributed mode one round of tasks over the shards
+// (channel_figures_bucket.sql), where the two reads were a round each; on one
+// PostgreSQL the two reads, one after the other.
+func Figures(ctx context.Context, db DB) ([]StatusCount, []ChannelGauges, error) {
+	distributed, err := Distributed(ctx, db)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !distributed {
+		counts, err := ChannelCounts(ctx, db, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		gauges, err := Gauges(ctx, db)
+		return counts, gauges, err
+	}
+	rows, err := db.Query(ctx, channelFiguresBucketSQL)
+	if err != nil {
+		return nil, nil, err
+	}
+	var counts []StatusCount
+	var gauges []ChannelGauges
+	var channel string
+	var status *string
+	var n, pastLease, accepted, delivered, undelivered int64
+	var age float64
+	_, err = pgx.ForEachRow(rows, []any{&channel, &status, &n, &age, &pastLease, &accepted, &delivered, &undelivered}, func() error {
+		if len(gauges) == 0 || gauges[len(gauges)-1].Channel != channel {
+			gauges = append(gauges, ChannelGauges{Channel: channel})
+		}
+		if status == nil {
+			return nil
+		}
+		if n > 0 {
+			counts = append(counts, StatusCount{Channel: channel, Status: statemachine.State(*status), N: n})
+		}
+		g := &gauges[len(gauges)-1]
+		g.OldestPendingAge = max(g.OldestPendingAge, age)
+		g.SendingPastLease += pastLease
+		if statemachine.State(*status) == statemachine.InDoubt {
+			g.InDoubt += n
+		}
+		g.Deliveries.Accepted += accepted
+		g.Deliveries.Delivered += delivered
+		g.Deliveries.Undelivered += undelivered
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return counts, gauges, nil
+}
+
 //go:embed distributed.sql
 var distributedSQL string
 

@@ -3,9 +3,11 @@
 package query
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -69,6 +71,7 @@ func TestCitusCountsOneRound(t *testing.T) {
 		{"counts of every channel", channelCountsBucketSQL, []any{nil}},
 		{"counts of one channel", channelCountsBucketSQL, []any{&pay}},
 		{"gauges", channelGaugesBucketSQL, nil},
+		{"counts and gauges together (stats)", channelFiguresBucketSQL, nil},
 	} {
 		var plan []byte
 		if err := pool.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+r.sql, r.args...).Scan(&plan); err != nil {
@@ -163,15 +166,48 @@ func TestCitusCountsOneRound(t *testing.T) {
 		}
 	}
 	t.Logf("gauges: %v", got)
+
+	// Figures (stats) reads in one round what ChannelCounts and Gauges read
+	// in two: the same counts, the same gauges.
+	counts, err := ChannelCounts(ctx, pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 8 {
+		figCounts, figGauges, err := Figures(ctx, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.SortFunc(figCounts, func(a, b StatusCount) int {
+			return cmp.Or(cmp.Compare(a.Channel, b.Channel), cmp.Compare(a.Status, b.Status))
+		})
+		slices.SortFunc(counts, func(a, b StatusCount) int {
+			return cmp.Or(cmp.Compare(a.Channel, b.Channel), cmp.Compare(a.Status, b.Status))
+		})
+		if fmt.Sprint(figCounts) != fmt.Sprint(counts) {
+			t.Fatalf("Figures counts %v, ChannelCounts %v", figCounts, counts)
+		}
+		if len(figGauges) != len(gauges) {
+			t.Fatalf("Figures gauges of %d channels, Gauges of %d", len(figGauges), len(gauges))
+		}
+		for i, g := range figGauges {
+			w := gauges[i]
+			if g.Channel != w.Channel || g.SendingPastLease != w.SendingPastLease || g.InDoubt != w.InDoubt ||
+				g.Deliveries != w.Deliveries || g.OldestPendingAge > w.OldestPendingAge+2 || g.OldestPendingAge < w.OldestPendingAge-2 {
+				t.Fatalf("Figures gauges %+v, Gauges %+v", g, w)
+			}
+		}
+	}
 }
 
 // BenchmarkCitusShardRound prints what one read over every shard costs on
 // this cluster, with serve's one connection per worker: the simplest such
-// statement (a count of the small counts table), the counts, the gauges, the
-// floor of a search (an event id probed in every day partition of every
-// shard: what any read that names neither a bucket nor a time window pays),
-// and a read of one bucket for scale. 32 shards, as a producer with 32 buckets has,
-// each with 15 day partitions and 3,200 intents loaded.
+// statement (a count of the small counts table), the counts, the gauges, both
+// together as stats reads them, the floor of a search (an event id probed in
+// every day partition of every shard: what any read that names neither a
+// bucket nor a time window pays), and a read of one bucket for scale. 32
+// shards, as a producer with 32 buckets has, each with 15 day partitions and
+// 3,200 intents loaded.
 //
 //	go test -tags citus -run '^$' -bench CitusShardRound ./internal/query/
 func BenchmarkCitusShardRound(b *testing.B) {
@@ -199,6 +235,7 @@ func BenchmarkCitusShardRound(b *testing.B) {
 		{"every shard: count of intent_counts", `SELECT count(*) FROM effectd.intent_counts`, nil},
 		{"every shard: counts", channelCountsBucketSQL, []any{nil}},
 		{"every shard: gauges", channelGaugesBucketSQL, nil},
+		{"every shard: counts and gauges together (stats)", channelFiguresBucketSQL, nil},
 		// the floor of a read that names no bucket and no time window (a
 		// search): one index probe in every day partition of every shard
 		{"every shard: one event id probed in every day", `SELECT count(*) FROM effectd.intents WHERE event_id = 'absent'`, nil},
