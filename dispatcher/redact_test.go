@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/pgtest"
@@ -92,15 +93,20 @@ func TestFailureLogMasksRedactedFields(t *testing.T) {
 	if !strings.Contains(got.LastError, "+15558675309") {
 		t.Errorf("last_error %q: want the provider's text as it came", got.LastError)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	// the line is written once the outcome is: after the status this test
+	// waited for, not before
 	line := ""
-	for l := range strings.SplitSeq(logs.String(), "\n") {
-		if strings.Contains(l, "provider call failed") {
-			line = l
+	eventually(t, 5*time.Second, "the failure's log line", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for l := range strings.SplitSeq(logs.String(), "\n") {
+			if strings.Contains(l, "provider call failed") {
+				line = l
+			}
 		}
-	}
-	if line == "" || strings.Contains(line, "5558675309") || strings.Contains(line, "424242") || !strings.Contains(line, "***") {
+		return line != ""
+	})
+	if strings.Contains(line, "5558675309") || strings.Contains(line, "424242") || !strings.Contains(line, "***") {
 		t.Errorf("failure log line %q: want the number and text masked", line)
 	}
 }
