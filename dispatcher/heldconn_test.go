@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/dispatcher"
@@ -60,9 +61,16 @@ func TestDispatchStatementsRunOnHeldConnections(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	// The test's own reads run on a connection of their own: on one of the
+	// shared pool's, they would replace the last query a backend shows.
+	watch, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close(ctx)
 	eventually(t, 60*time.Second, "every intent SENT", func() bool {
 		var n int
-		pool.QueryRow(ctx, `SELECT count(*) FROM effectd.intents WHERE status = 'SENT'`).Scan(&n)
+		watch.QueryRow(ctx, `SELECT count(*) FROM effectd.intents WHERE status = 'SENT'`).Scan(&n)
 		return n == events
 	})
 
@@ -74,7 +82,7 @@ func TestDispatchStatementsRunOnHeldConnections(t *testing.T) {
 		"wake-up flag":          "-- Sets effectd.wakeup.waiting",
 		"taking expired leases": "-- Takes up to $1 SENDING intents",
 	}
-	rows, err := pool.Query(ctx, `SELECT pid, application_name, query FROM pg_stat_activity
+	rows, err := watch.Query(ctx, `SELECT pid, application_name, query FROM pg_stat_activity
 		WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`)
 	if err != nil {
 		t.Fatal(err)
