@@ -57,7 +57,7 @@ func (cl *claimer) Start(ctx context.Context) { cl.start(ctx, cl.run) }
 func (cl *claimer) Stop() { cl.stop() }
 
 func (cl *claimer) run(ctx context.Context) {
-	cl.conn = heldConn{pool: cl.d.held}
+	cl.conn = newHeldConn(cl.d.held)
 	defer cl.conn.release()
 	idle := 0
 	waiting := false // this instance asked producers to NOTIFY

@@ -63,7 +63,7 @@ func (cs *completers) Stop() {
 
 func (cs *completers) run() {
 	defer cs.wg.Done()
-	conn := heldConn{pool: cs.d.held}
+	conn := newHeldConn(cs.d.held)
 	defer conn.release()
 	batch := make([]completion, 0, cs.batch)
 	for first := range cs.queue {

@@ -36,15 +36,17 @@ type heldConn struct {
 	conn     *pgxpool.Conn
 	since    time.Time
 	lifetime time.Duration // the pool's MaxConnLifetime (0 or less: never renewed)
-	read     bool          // lifetime read (Config copies the whole configuration: once)
+}
+
+// newHeldConn returns a heldConn of pool, holding nothing yet. It reads the
+// pool's connection lifetime once: Config copies the whole configuration.
+func newHeldConn(pool *pgxpool.Pool) heldConn {
+	return heldConn{pool: pool, lifetime: pool.Config().MaxConnLifetime}
 }
 
 // use runs fn on the held connection, taking one from the pool first if none
 // is held.
 func (h *heldConn) use(ctx context.Context, fn func(db query.TxDB) error) error {
-	if !h.read {
-		h.lifetime, h.read = h.pool.Config().MaxConnLifetime, true
-	}
 	if h.conn != nil && h.lifetime > 0 && time.Since(h.since) > h.lifetime {
 		h.release()
 	}

@@ -44,7 +44,7 @@ func (rc *reconciler) Start(ctx context.Context) { rc.start(ctx, rc.run) }
 func (rc *reconciler) Stop() { rc.stop() }
 
 func (rc *reconciler) run(ctx context.Context) {
-	rc.conn = heldConn{pool: rc.d.held}
+	rc.conn = newHeldConn(rc.d.held)
 	defer rc.conn.release()
 	every(ctx, rc.interval, rc.d.settle, func() {
 		for ctx.Err() == nil {

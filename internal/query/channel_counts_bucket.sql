@@ -13,7 +13,7 @@
 -- (TestCitusCountsOneRound). The three live states are one scan of intents
 -- (a BitmapOr of the three partial indexes in each day partition): a shard's
 -- task plans each day partition once, not once per state, and that planning,
--- not the rows, was most of a task's time (docs/scale.md, "Counts on Citus").
+-- not the rows, was most of a task's time (docs/scale.md, "Counts").
 SELECT c.name, k.status, k.n
 FROM effectd.channels c
 JOIN (

@@ -84,6 +84,11 @@ func ChannelCounts(ctx context.Context, db DB, channel *string) ([]StatusCount, 
 	} else if distributed {
 		sql = channelCountsBucketSQL
 	}
+	return readCounts(ctx, db, sql, channel)
+}
+
+// readCounts runs sql, channel_counts.sql or its bucket variant.
+func readCounts(ctx context.Context, db DB, sql string, channel *string) ([]StatusCount, error) {
 	rows, err := db.Query(ctx, sql, channel)
 	if err != nil {
 		return nil, err
@@ -107,6 +112,11 @@ func Gauges(ctx context.Context, db DB) ([]ChannelGauges, error) {
 	} else if distributed {
 		sql = channelGaugesBucketSQL
 	}
+	return readGauges(ctx, db, sql)
+}
+
+// readGauges runs sql, channel_gauges.sql or its bucket variant.
+func readGauges(ctx context.Context, db DB, sql string) ([]ChannelGauges, error) {
 	rows, err := db.Query(ctx, sql)
 	if err != nil {
 		return nil, err
@@ -132,11 +142,11 @@ func Figures(ctx context.Context, db DB) ([]StatusCount, []ChannelGauges, error)
 		return nil, nil, err
 	}
 	if !distributed {
-		counts, err := ChannelCounts(ctx, db, nil)
+		counts, err := readCounts(ctx, db, channelCountsSQL, nil)
 		if err != nil {
 			return nil, nil, err
 		}
-		gauges, err := Gauges(ctx, db)
+		gauges, err := readGauges(ctx, db, channelGaugesSQL)
 		return counts, gauges, err
 	}
 	rows, err := db.Query(ctx, channelFiguresBucketSQL)

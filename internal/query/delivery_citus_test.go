@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/internal/citustest"
@@ -99,15 +98,7 @@ func TestCitusEventLookupProbesIndexes(t *testing.T) {
 				t.Fatalf("%s: %v", s, err)
 			}
 		}
-		rows, err := tx.Query(ctx, "EXPLAIN (COSTS OFF) "+sql, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.Join(lines, "\n")
+		return planOf(t, tx, "EXPLAIN (COSTS OFF) "+sql, args...)
 	}
 	scan := regexp.MustCompile(`(Seq Scan|Index Scan|Index Only Scan|Bitmap Index Scan)( using)? (on )?(\S+)`)
 	for _, tc := range []struct {

@@ -2,7 +2,7 @@
 -- distributed mode, written by the statement that moved the rows: the CTEs
 -- below end every statement of this mode that settles an intent or moves its
 -- delivery (complete, settle, operate, operate_bulk, settle_by_event,
--- set_delivery, record_poll). noticesBucket (notices_bucket.go) puts them
+-- set_delivery, record_poll). withNotices (notices_bucket.go) puts them
 -- into each, MOVED naming that statement's CTE of the rows it moved and
 -- $BUCKET its bucket parameter. MOVED has, for each moved row, the intent as
 -- the move left it (id, event_id, channel, status, delivery,

@@ -33,7 +33,13 @@ func explain(t *testing.T, setup []string, sql string, args ...any) string {
 			t.Fatalf("%.60s: %v", s, err)
 		}
 	}
-	rows, err := tx.Query(ctx, "EXPLAIN "+sql, args...)
+	return planOf(t, tx, "EXPLAIN "+sql, args...)
+}
+
+// planOf runs explain, an EXPLAIN statement, on db and returns its lines.
+func planOf(t testing.TB, db DB, explain string, args ...any) string {
+	t.Helper()
+	rows, err := db.Query(context.Background(), explain, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,14 +406,6 @@ func explainExecute(t *testing.T, conn *pgx.Conn, name string, args []any) strin
 			t.Fatalf("argument %d of %s: %T", i+1, name, a)
 		}
 	}
-	rows, err := conn.Query(context.Background(), fmt.Sprintf(`EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) EXECUTE %s(%s)`,
+	return planOf(t, conn, fmt.Sprintf(`EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) EXECUTE %s(%s)`,
 		pgx.Identifier{name}.Sanitize(), strings.Join(lits, ", ")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Join(lines, "\n")
 }

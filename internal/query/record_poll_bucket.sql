@@ -4,8 +4,8 @@
 -- $4 with detail $5 when $4 is not empty, as a compare-and-set; the attempt
 -- started at $6, with outcome $7, error $8 ('' = none) and provider
 -- reference $9. One single-shard statement, which also counts the move
--- (counted) and writes the producer's notification of it (notified, as in
--- complete_bucket.sql). A row when the delivery moved, telling what moved: the intent's
+-- (counted) and writes the producer's notification of it (notified,
+-- notices_bucket.sql). A row when the delivery moved, telling what moved: the intent's
 -- bucket, created_at, channel, status (unchanged), old and new delivery. Run
 -- it through query.RecordPollBucket.
 WITH moved AS (

@@ -2,7 +2,7 @@
 -- moves intent $1's delivery from $2 ('' = unknown) to $3 with detail $4
 -- ('' = none), as a compare-and-set, in one single-shard statement that also
 -- counts the move (counted) and writes the producer's notification of it
--- (notified, as in complete_bucket.sql). The row returned tells what moved: the intent's
+-- (notified, notices_bucket.sql). The row returned tells what moved: the intent's
 -- bucket, created_at, channel, status (unchanged), old and new delivery. No
 -- row: the delivery was no longer $2.
 WITH updated AS (

@@ -9,10 +9,9 @@
 -- 2. Citus refuses triggers on distributed tables: the producer check moves
 --    into effectd.enqueue (enqueue_bucketed), the settled counts are written
 --    by the statements that change intents (step 4), and so are the notify
---    trigger's notifications of a channel's outcomes (the notified CTE of
---    complete_bucket.sql and the other statements of internal/query that
---    move an intent of a bucket to an outcome: on its bucket, in the same
---    transaction).
+--    trigger's notifications of a channel's outcomes (internal/query's
+--    notices_bucket.sql, written into each statement that moves an intent of
+--    a bucket to an outcome: on its bucket, in the same transaction).
 -- 3. intents and attempts gain bucket (existing rows: bucket 0), and each
 --    partition's unique keys gain it in front: every unique key of a
 --    distributed table contains its distribution column. (Their parents have

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -305,7 +304,7 @@ func liveStages(ctx context.Context, pool *pgxpool.Pool, prefix string, start ti
 		return "", fmt.Errorf("live stages: %w", err)
 	}
 	type stage struct{ claim, call, provider, total time.Duration }
-	by := map[string]stage{}
+	var all []stage
 	var id string
 	var claimed, called time.Time
 	_, err = pgx.ForEachRow(rows, []any{&id, &claimed, &called}, func() error {
@@ -314,13 +313,12 @@ func liveStages(ctx context.Context, pool *pgxpool.Pool, prefix string, start ti
 			return fmt.Errorf("live stages: event %q", id)
 		}
 		got := at["bench:"+id]
-		by[id] = stage{claim: claimed.Sub(commits[i]), call: called.Sub(claimed), provider: got.Sub(called), total: got.Sub(commits[i])}
+		all = append(all, stage{claim: claimed.Sub(commits[i]), call: called.Sub(claimed), provider: got.Sub(called), total: got.Sub(commits[i])})
 		return nil
 	})
 	if err != nil {
 		return "", fmt.Errorf("live stages: %w", err)
 	}
-	all := slices.Collect(maps.Values(by))
 	if len(all) == 0 {
 		return "", fmt.Errorf("live stages: no attempt of %s* found", prefix)
 	}
