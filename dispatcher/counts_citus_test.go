@@ -218,9 +218,9 @@ VALUES (3, 'next-day', 'c', '{}', 'c:next-day', $1::timestamptz + interval '1 ho
 
 // TestCitusCountsReadNoHistory: in the distributed mode the counts, the
 // gauges and both together (stats) read only the live rows of intents (the
-// partial indexes of every shard), never the settled history: with 30,000 settled intents and 6 live
-// ones, every scan of an intents shard, on every worker, returns or filters
-// out at most a few rows.
+// partial indexes of every shard), never the settled history: with 30,000
+// settled intents and 6 live ones, every scan of an intents shard, on every
+// worker, returns or filters out at most a few rows.
 func TestCitusCountsReadNoHistory(t *testing.T) {
 	pool := citusPool(t, 8)
 	ctx := context.Background()
