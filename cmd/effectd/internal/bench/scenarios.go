@@ -293,34 +293,49 @@ func (e *env) liveInto(ctx context.Context, url string, pool *pgxpool.Pool, cfg 
 // for all of them, the median of each stage: commit → claim (the claim
 // transaction's start, claimed_at), claim → call (the attempt's start), call
 // → provider. Read from the day partitions the run wrote (created and
-// started after start, less a minute).
+// started after start, less a minute), once every event's attempt is
+// recorded: the provider holds a call before its outcome is written, and the
+// run ends when the provider holds them all. After stagesWait, the events
+// recorded by then.
 func liveStages(ctx context.Context, pool *pgxpool.Pool, prefix string, start time.Time, commits []time.Time, at map[string]time.Time) (string, error) {
-	rows, err := pool.Query(ctx, `
-		SELECT i.event_id, i.claimed_at, a.started_at
-		FROM effectd.intents i
-		JOIN effectd.attempts a ON a.intent_id = i.id AND a.attempt = 1 AND a.kind = 'send' AND a.started_at >= $2
-		WHERE i.channel = 'bench' AND i.created_at >= $2 AND i.event_id LIKE $1 || '%'`, prefix, start.Add(-time.Minute))
-	if err != nil {
-		return "", fmt.Errorf("live stages: %w", err)
-	}
 	type stage struct{ claim, call, provider, total time.Duration }
 	var all []stage
-	var id string
-	var claimed, called time.Time
-	_, err = pgx.ForEachRow(rows, []any{&id, &claimed, &called}, func() error {
-		var i int
-		if _, err := fmt.Sscanf(strings.TrimPrefix(id, prefix), "%d", &i); err != nil || i >= len(commits) {
-			return fmt.Errorf("live stages: event %q", id)
+	deadline := time.Now().Add(stagesWait)
+	for {
+		rows, err := pool.Query(ctx, `
+			SELECT i.event_id, i.claimed_at, a.started_at
+			FROM effectd.intents i
+			JOIN effectd.attempts a ON a.intent_id = i.id AND a.attempt = 1 AND a.kind = 'send' AND a.started_at >= $2
+			WHERE i.channel = 'bench' AND i.created_at >= $2 AND i.event_id LIKE $1 || '%'`, prefix, start.Add(-time.Minute))
+		if err != nil {
+			return "", fmt.Errorf("live stages: %w", err)
 		}
-		got := at["bench:"+id]
-		all = append(all, stage{claim: claimed.Sub(commits[i]), call: called.Sub(claimed), provider: got.Sub(called), total: got.Sub(commits[i])})
-		return nil
-	})
-	if err != nil {
-		return "", fmt.Errorf("live stages: %w", err)
+		all = all[:0]
+		var id string
+		var claimed, called time.Time
+		_, err = pgx.ForEachRow(rows, []any{&id, &claimed, &called}, func() error {
+			var i int
+			if _, err := fmt.Sscanf(strings.TrimPrefix(id, prefix), "%d", &i); err != nil || i >= len(commits) {
+				return fmt.Errorf("live stages: event %q", id)
+			}
+			got := at["bench:"+id]
+			all = append(all, stage{claim: claimed.Sub(commits[i]), call: called.Sub(claimed), provider: got.Sub(called), total: got.Sub(commits[i])})
+			return nil
+		})
+		if err != nil {
+			return "", fmt.Errorf("live stages: %w", err)
+		}
+		if len(all) >= len(commits) || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(100 * time.Millisecond): // polling the completers' writes, with a deadline
+		}
 	}
 	if len(all) == 0 {
-		return "", fmt.Errorf("live stages: no attempt of %s* found", prefix)
+		return "", fmt.Errorf("live stages: no attempt of %s* recorded within %s", prefix, stagesWait)
 	}
 	slices.SortFunc(all, func(a, b stage) int { return cmp.Compare(b.total, a.total) })
 	median := func(ss []stage, f func(stage) time.Duration) float64 {
@@ -338,8 +353,16 @@ func liveStages(ctx context.Context, pool *pgxpool.Pool, prefix string, start ti
 			median(ss, func(s stage) time.Duration { return s.provider }))
 	}
 	slowest := all[:max(len(all)/100, 1)]
-	return fmt.Sprintf("the slowest 1%%: %s; all: %s (medians)", line(slowest), line(all)), nil
+	of := ""
+	if len(all) < len(commits) {
+		of = fmt.Sprintf(" of the %d events recorded within %s", len(all), stagesWait)
+	}
+	return fmt.Sprintf("the slowest 1%%%s: %s; all: %s (medians)", of, line(slowest), line(all)), nil
 }
+
+// stagesWait bounds how long liveStages waits for a run's attempts to be
+// recorded.
+const stagesWait = 30 * time.Second
 
 // warmUpPerProducer is how many events each producer commits, all producers
 // at once, before a live run's clock starts: the producer connections the
