@@ -93,3 +93,9 @@ func HeldSetting(ctx context.Context, pool *pgxpool.Pool, c Config, name string)
 	err = held.QueryRow(ctx, `SELECT current_setting($1)`, name).Scan(&v)
 	return v, err
 }
+
+// HeldPool opens the pool a dispatcher with c holds its connections from, as
+// Start does.
+func HeldPool(ctx context.Context, pool *pgxpool.Pool, c Config) (*pgxpool.Pool, error) {
+	return openHeld(ctx, pool, c)
+}

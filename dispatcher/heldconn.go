@@ -81,12 +81,8 @@ func heldConns(c Config) int { return c.Completers + 2 }
 // that tells them apart in pg_stat_activity (pool's own, or "effectd", then
 // HeldSuffix). It connects lazily.
 //
-// On one PostgreSQL its connections also plan generically from the first run
-// (plan_cache_mode, unless pool's URL sets it): every statement they run is
-// written to keep the generic plan PostgreSQL would choose after five plans
-// for their values (TestClaimKeepsGenericPlan, TestCompleteKeepsGenericPlan,
-// TestTakeExpiredReadsOnlyItsDays), so those five plans, each over every day
-// partition, bought nothing. The distributed mode leaves the choice to Citus.
+// On one PostgreSQL its connections also take heldSettings, unless pool's URL
+// sets them. The distributed mode leaves both choices to Citus.
 func openHeld(ctx context.Context, pool *pgxpool.Pool, c Config) (*pgxpool.Pool, error) {
 	cfg := pool.Config()
 	cfg.MaxConns = int32(heldConns(c))
@@ -96,11 +92,38 @@ func openHeld(ctx context.Context, pool *pgxpool.Pool, c Config) (*pgxpool.Pool,
 		params = map[string]string{}
 	}
 	params["application_name"] = cmp.Or(params["application_name"], "effectd") + HeldSuffix
-	if _, set := params["plan_cache_mode"]; !set && c.Buckets == 0 {
-		params["plan_cache_mode"] = "force_generic_plan"
+	if c.Buckets == 0 {
+		for name, value := range heldSettings {
+			if _, set := params[name]; !set {
+				params[name] = value
+			}
+		}
 	}
 	cfg.ConnConfig.RuntimeParams = params
 	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// heldSettings are the settings of the held connections on one PostgreSQL.
+//
+// plan_cache_mode: they plan generically from the first run. Every statement
+// they run is written to keep the generic plan PostgreSQL would choose after
+// five plans for their values (TestClaimKeepsGenericPlan,
+// TestCompleteKeepsGenericPlan, TestTakeExpiredReadsOnlyItsDays), so those five
+// plans, each over every day partition, bought nothing.
+//
+// enable_seqscan: a plan is kept until a relation it reads changes, and it is
+// often made while today's partition is empty (a fresh deployment, each new
+// day's first claims). A sequential scan of an empty partition costs less than
+// any index, so the claim's update planned then read the whole day at every
+// claim once the day filled (8 ms a claim at 8,000 rows), until an ANALYZE of
+// the partition made PostgreSQL plan again: up to a minute after midnight,
+// whole runs in the bench. Every statement the held connections run reads its
+// rows through an index (the plan tests above); with sequential scans off, a
+// plan made on an empty day reads it through them too
+// (TestHeldPlansReadIndexesAsTheDayFills).
+var heldSettings = map[string]string{
+	"plan_cache_mode": "force_generic_plan",
+	"enable_seqscan":  "off",
 }
 
 // HeldSuffix ends the application_name of the connections the dispatch
