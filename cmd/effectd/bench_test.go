@@ -119,10 +119,10 @@ func TestBenchScale(t *testing.T) {
 	if !regexp.MustCompile(`drain of 500, two rounds: \d+ · \d+ intents/s on 20000 retained, \d+ · \d+ on an empty table`).MatchString(out.String()) {
 		t.Errorf("output lacks the drain on history against an empty table")
 	}
-	if !regexp.MustCompile(`live at 100/s for 1s, p99 commit → provider, two rounds: [\d.]+ · [\d.]+ ms on 20000 retained`).MatchString(out.String()) {
+	if !regexp.MustCompile(`live at 100/s for 1s, p99 commit → provider, 3 rounds each: [\d.]+ · [\d.]+ · [\d.]+ ms on 20000 retained`).MatchString(out.String()) {
 		t.Errorf("output lacks the live latency on history against an empty table")
 	}
-	if m := regexp.MustCompile(`prune: (\d+) partitions \((\d+) intents, the two oldest days\) dropped`).FindStringSubmatch(out.String()); m == nil || m[1] == "0" || m[2] == "0" {
-		t.Errorf("output lacks the drop of the two oldest days' partitions, or it dropped no intent")
+	if m := regexp.MustCompile(`prune: (\d+) partitions \((\d+) intents, the four oldest days, in 3 rounds\) dropped`).FindStringSubmatch(out.String()); m == nil || m[1] == "0" || m[2] == "0" {
+		t.Errorf("output lacks the drop of the four oldest days' partitions, or it dropped no intent")
 	}
 }

@@ -81,11 +81,16 @@ var bucketed = history{
 // the history, prints how many intents that removed at what rate, and checks
 // on every worker that no shard of a dropped partition is left.
 func (e *env) citusPrune(ctx context.Context, url string, pool *pgxpool.Pool, cfg string) (broken []string, err error) {
+	const horizon = 13 * 24 * time.Hour
+	rows, err := expiredRows(ctx, pool, horizon)
+	if err != nil {
+		return nil, err
+	}
 	in, err := e.serve(ctx, url, cfg, false)
 	if err != nil {
 		return nil, err
 	}
-	p := dropExpired(ctx, pool, 13*24*time.Hour)
+	p := dropExpired(ctx, pool, horizon, rows)
 	if serr := in.stop(); serr != nil && p.err == nil {
 		p.err = fmt.Errorf("effectd serve: %w", serr)
 	}

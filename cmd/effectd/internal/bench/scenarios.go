@@ -302,25 +302,33 @@ func liveStages(ctx context.Context, pool *pgxpool.Pool, prefix string, start ti
 	var all []stage
 	deadline := time.Now().Add(stagesWait)
 	for {
-		rows, err := pool.Query(ctx, `
-			SELECT i.event_id, i.claimed_at, a.started_at
-			FROM effectd.intents i
-			JOIN effectd.attempts a ON a.intent_id = i.id AND a.attempt = 1 AND a.kind = 'send' AND a.started_at >= $2
-			WHERE i.channel = 'bench' AND i.created_at >= $2 AND i.event_id LIKE $1 || '%'`, prefix, start.Add(-time.Minute))
-		if err != nil {
-			return "", fmt.Errorf("live stages: %w", err)
-		}
 		all = all[:0]
-		var id string
-		var claimed, called time.Time
-		_, err = pgx.ForEachRow(rows, []any{&id, &claimed, &called}, func() error {
-			var i int
-			if _, err := fmt.Sscanf(strings.TrimPrefix(id, prefix), "%d", &i); err != nil || i >= len(commits) {
-				return fmt.Errorf("live stages: event %q", id)
+		// One hash join: the fresh database's partitions have no statistics
+		// yet, and the nested loop planned for them took seconds of a core.
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SET LOCAL enable_nestloop = off`); err != nil {
+				return err
 			}
-			got := at["bench:"+id]
-			all = append(all, stage{claim: claimed.Sub(commits[i]), call: called.Sub(claimed), provider: got.Sub(called), total: got.Sub(commits[i])})
-			return nil
+			rows, err := tx.Query(ctx, `
+				SELECT i.event_id, i.claimed_at, a.started_at
+				FROM effectd.intents i
+				JOIN effectd.attempts a ON a.intent_id = i.id AND a.attempt = 1 AND a.kind = 'send' AND a.started_at >= $2
+				WHERE i.channel = 'bench' AND i.created_at >= $2 AND i.event_id LIKE $1 || '%'`, prefix, start.Add(-time.Minute))
+			if err != nil {
+				return err
+			}
+			var id string
+			var claimed, called time.Time
+			_, err = pgx.ForEachRow(rows, []any{&id, &claimed, &called}, func() error {
+				var i int
+				if _, err := fmt.Sscanf(strings.TrimPrefix(id, prefix), "%d", &i); err != nil || i >= len(commits) {
+					return fmt.Errorf("event %q", id)
+				}
+				got := at["bench:"+id]
+				all = append(all, stage{claim: claimed.Sub(commits[i]), call: called.Sub(claimed), provider: got.Sub(called), total: got.Sub(commits[i])})
+				return nil
+			})
+			return err
 		})
 		if err != nil {
 			return "", fmt.Errorf("live stages: %w", err)
