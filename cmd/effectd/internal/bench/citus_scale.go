@@ -126,5 +126,5 @@ func loadBucketHistory(ctx context.Context, pool *pgxpool.Pool, from, n, final i
 	if err := query.Checkpoint(ctx, pool); err != nil {
 		return err
 	}
-	return query.CheckpointWorkers(ctx, pool)
+	return checkpoint(ctx, pool, query.CheckpointWorkers)
 }
