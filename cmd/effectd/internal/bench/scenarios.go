@@ -165,6 +165,7 @@ func (e *env) live(ctx context.Context) error {
 // lived is what one live run measured.
 type lived struct {
 	n          int
+	start      time.Time // when the load's clock started
 	offered    time.Duration
 	late       int64
 	lat        []time.Duration // commit → provider, sorted
@@ -282,7 +283,7 @@ func (e *env) liveInto(ctx context.Context, url string, pool *pgxpool.Pool, cfg 
 		return r, err
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	r = lived{n: n, offered: offered, late: late.Load(), lat: lat, bySecond: bySecond, stages: stages}
+	r = lived{n: n, start: start, offered: offered, late: late.Load(), lat: lat, bySecond: bySecond, stages: stages}
 	r.lost, r.dups = e.integrity(prefix, committed)
 	return r, nil
 }
