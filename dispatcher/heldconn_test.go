@@ -202,15 +202,7 @@ func TestHeldPlansReadIndexesAsTheDayFills(t *testing.T) {
 		WHERE statement LIKE '-- Claim up to%' AND generic_plans > 0`).Scan(&name); err != nil {
 		t.Fatalf("the claim's generic plan on the held connection: %v", err)
 	}
-	rows, err := conn.Query(ctx, `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) EXECUTE `+name+`('hook', '30 seconds', 10, 0, 0)`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan := strings.Join(lines, "\n")
+	plan := pgtest.Plan(t, conn, `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) EXECUTE `+name+`('hook', '30 seconds', 10, 0, 0)`)
 	if !strings.Contains(plan, "rows=5 ") {
 		t.Fatalf("the claim did not take the 5 due intents:\n%s", plan)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -164,4 +165,25 @@ func ClusterWithFiles(t testing.TB, name string, files map[string][]byte, settin
 	}
 	t.Cleanup(func() { pg.Stop() })
 	return pg
+}
+
+// Querier is what Plan reads a plan through: a pool, a connection or a
+// transaction.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Plan runs explain (an EXPLAIN statement) with args on db and returns its
+// lines, joined by newlines; it fails t on an error.
+func Plan(t testing.TB, db Querier, explain string, args ...any) string {
+	t.Helper()
+	rows, err := db.Query(context.Background(), explain, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
 }

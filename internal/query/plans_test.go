@@ -39,15 +39,7 @@ func explain(t *testing.T, setup []string, sql string, args ...any) string {
 // planOf runs explain, an EXPLAIN statement, on db and returns its lines.
 func planOf(t testing.TB, db DB, explain string, args ...any) string {
 	t.Helper()
-	rows, err := db.Query(context.Background(), explain, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Join(lines, "\n")
+	return pgtest.Plan(t, db, explain, args...)
 }
 
 // between returns the part of s from the first from up to the next to, or ""
