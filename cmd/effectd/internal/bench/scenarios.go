@@ -155,6 +155,7 @@ func (e *env) live(ctx context.Context) error {
 	fmt.Fprintf(e.out, "  dispatcher: 1 instance, webhook channel, concurrency %d\n", e.opt.Concurrency)
 	fmt.Fprintf(e.out, "  commit → provider latency: p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, max %.1f ms\n", r.q(.50), r.q(.95), r.q(.99), r.q(1))
 	fmt.Fprintf(e.out, "  %s\n", r.stages)
+	fmt.Fprintf(e.out, "  p99 of the events committed in each second, ms: %s\n", msList(r.bySecond))
 	fmt.Fprintf(e.out, "  lost %d, duplicates %d\n", r.lost, r.dups)
 	if r.lost+r.dups > 0 {
 		return fmt.Errorf("lost %d, duplicates %d", r.lost, r.dups)
