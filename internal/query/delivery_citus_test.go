@@ -98,7 +98,7 @@ func TestCitusEventLookupProbesIndexes(t *testing.T) {
 				t.Fatalf("%s: %v", s, err)
 			}
 		}
-		return planOf(t, tx, "EXPLAIN (COSTS OFF) "+sql, args...)
+		return pgtest.Plan(t, tx, "EXPLAIN (COSTS OFF) "+sql, args...)
 	}
 	scan := regexp.MustCompile(`(Seq Scan|Index Scan|Index Only Scan|Bitmap Index Scan)( using)? (on )?(\S+)`)
 	for _, tc := range []struct {

@@ -93,7 +93,7 @@ func TestPartitionHeldReadsIndexes(t *testing.T) {
 		t.Fatalf("no expired intents partition with rows among %v", expired)
 	}
 	sql := strings.ReplaceAll(partitionHeldSQL, "effectd.partition ", pgx.Identifier{"effectd", name}.Sanitize()+" ")
-	plan := planOf(t, pool, "EXPLAIN "+sql, "240 hours")
+	plan := pgtest.Plan(t, pool, "EXPLAIN "+sql, "240 hours")
 	if strings.Contains(plan, "Seq Scan on "+name) || !strings.Contains(plan, name+"_prunable") ||
 		!strings.Contains(plan, "channel = ANY") {
 		t.Errorf("partition_held.sql on %s reads the partition otherwise than by its indexes:\n%s", name, plan)

@@ -33,13 +33,7 @@ func explain(t *testing.T, setup []string, sql string, args ...any) string {
 			t.Fatalf("%.60s: %v", s, err)
 		}
 	}
-	return planOf(t, tx, "EXPLAIN "+sql, args...)
-}
-
-// planOf runs explain, an EXPLAIN statement, on db and returns its lines.
-func planOf(t testing.TB, db DB, explain string, args ...any) string {
-	t.Helper()
-	return pgtest.Plan(t, db, explain, args...)
+	return pgtest.Plan(t, tx, "EXPLAIN "+sql, args...)
 }
 
 // between returns the part of s from the first from up to the next to, or ""
@@ -398,6 +392,6 @@ func explainExecute(t *testing.T, conn *pgx.Conn, name string, args []any) strin
 			t.Fatalf("argument %d of %s: %T", i+1, name, a)
 		}
 	}
-	return planOf(t, conn, fmt.Sprintf(`EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) EXECUTE %s(%s)`,
+	return pgtest.Plan(t, conn, fmt.Sprintf(`EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) EXECUTE %s(%s)`,
 		pgx.Identifier{name}.Sanitize(), strings.Join(lits, ", ")))
 }

@@ -123,8 +123,8 @@ func loadBucketHistory(ctx context.Context, pool *pgxpool.Pool, from, n, final i
 	if err := query.VacuumHistory(ctx, pool); err != nil {
 		return err
 	}
-	if err := query.Checkpoint(ctx, pool); err != nil {
+	if err := query.CheckpointWorkers(ctx, pool); err != nil {
 		return err
 	}
-	return checkpoint(ctx, pool, query.CheckpointWorkers)
+	return checkpoint(ctx, pool)
 }

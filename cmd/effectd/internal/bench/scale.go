@@ -533,15 +533,15 @@ func loadHistory(ctx context.Context, pool *pgxpool.Pool, from, n, final int) er
 	}
 	// The load leaves gigabytes of dirty pages; the next checkpoint would flush
 	// them while the reads are timed.
-	return checkpoint(ctx, pool, query.Checkpoint)
+	return checkpoint(ctx, pool)
 }
 
-// checkpoint runs cp (a CHECKPOINT) on pool, then flushes the machine's
-// dirty pages to disk. With fsync off a checkpoint only hands its pages to
-// the operating system, whose writeback then ran during the reads timed next:
+// checkpoint runs a CHECKPOINT on pool, then flushes the machine's dirty
+// pages to disk. With fsync off a checkpoint only hands its pages to the
+// operating system, whose writeback then ran during the reads timed next:
 // 445,812 blocks written in the second the 10 M reads began, both cores busy.
-func checkpoint(ctx context.Context, pool *pgxpool.Pool, cp func(context.Context, query.DB) error) error {
-	if err := cp(ctx, pool); err != nil {
+func checkpoint(ctx context.Context, pool *pgxpool.Pool) error {
+	if err := query.Checkpoint(ctx, pool); err != nil {
 		return err
 	}
 	syscall.Sync()
@@ -576,7 +576,7 @@ func vacuumIntents(ctx context.Context, pool *pgxpool.Pool) (time.Duration, erro
 			return 0, fmt.Errorf("vacuum before a live round: %w", err)
 		}
 	}
-	if err := checkpoint(ctx, pool, query.Checkpoint); err != nil {
+	if err := checkpoint(ctx, pool); err != nil {
 		return 0, fmt.Errorf("checkpoint before a live round: %w", err)
 	}
 	return time.Since(start), nil
