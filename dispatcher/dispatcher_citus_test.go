@@ -35,6 +35,12 @@ func init() {
 // distributed by bucket, migrated and distributed with buckets buckets.
 func citusPool(t *testing.T, buckets int) *pgxpool.Pool {
 	t.Helper()
+	return citusPoolDays(t, buckets, migrations.DefaultPartitionDays)
+}
+
+// citusPoolDays is citusPool with partitions of days days made after migrate.
+func citusPoolDays(t *testing.T, buckets, days int) *pgxpool.Pool {
+	t.Helper()
 	citusCluster = citustest.Cluster(t)
 	pool := citustest.New(t)
 	ctx := context.Background()
@@ -42,7 +48,7 @@ func citusPool(t *testing.T, buckets int) *pgxpool.Pool {
 	if err := migrations.Up(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := migrations.Distribute(ctx, pool, migrations.Citus{Schema: "producer", Table: "orders", Column: "bucket", Buckets: buckets}); err != nil {
+	if _, err := migrations.Distribute(ctx, pool, migrations.Citus{Schema: "producer", Table: "orders", Column: "bucket", Buckets: buckets, PartitionDays: days}); err != nil {
 		t.Fatal(err)
 	}
 	return pool

@@ -7,28 +7,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/query"
 )
 
-// TestCitusDropExpiredPartitions: on the distributed layout the pruner's own
+// TestCitusDropExpiredPartitions: on the distributed layout with day
+// partitions (partition_days 1) the pruner's own
 // statements drop the expired day partitions of a loaded history on every
 // shard (none of their shards is left on a worker) and keep the rest; and an
 // expired partition holding a row changed within the horizon is held. Before
 // partition_held.sql was written without a LATERAL join, Citus refused the
 // check ("cannot push down this subquery") and nothing was ever dropped.
 func TestCitusDropExpiredPartitions(t *testing.T) {
-	pool := citusPool(t, 32)
+	pool := loadedHistory(t, 1)
 	ctx := context.Background()
-	if err := query.AddChannels(ctx, pool, map[string]string{"bench": "webhook", "pay": "stripe", "sms": "twilio"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := query.DayPartitions(ctx, pool, 15); err != nil {
-		t.Fatal(err)
-	}
-	if err := query.LoadHistoryBuckets(ctx, pool, query.History{N: 3000, Final: 3000}, 32); err != nil {
-		t.Fatal(err)
-	}
 	count := func(where string, args ...any) (n int64) {
 		t.Helper()
 		if err := pool.QueryRow(ctx, `SELECT count(*) FROM effectd.intents WHERE `+where, args...).Scan(&n); err != nil {
@@ -89,5 +83,89 @@ func TestCitusDropExpiredPartitions(t *testing.T) {
 	}
 	if held != 1 {
 		t.Errorf("held %d partitions, want 1", held)
+	}
+}
+
+// loadedHistory is a distributed database with partitions of days days, 3,000
+// intents over the 15 days before today loaded into 32 buckets.
+func loadedHistory(t *testing.T, days int) *pgxpool.Pool {
+	t.Helper()
+	pool := citusPoolDays(t, 32, days)
+	ctx := context.Background()
+	if err := query.AddChannels(ctx, pool, map[string]string{"bench": "webhook", "pay": "stripe", "sms": "twilio"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := query.DayPartitions(ctx, pool, 15); err != nil {
+		t.Fatal(err)
+	}
+	if err := query.LoadHistoryBuckets(ctx, pool, query.History{N: 3000, Final: 3000}, 32); err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
+// TestCitusDropExpiredWeeks: with partitions a week wide (the default), the
+// 15 days of a loaded history are in at most 3 partitions of intents, and the
+// pruner drops a week only once all of it has expired: at a horizon three
+// days into the second week that holds rows, it drops the first on every
+// shard and keeps the second, whose rows older than the horizon wait for it.
+func TestCitusDropExpiredWeeks(t *testing.T) {
+	pool := loadedHistory(t, 7)
+	ctx := context.Background()
+	count := func(where string, args ...any) (n int64) {
+		t.Helper()
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM effectd.intents WHERE `+where, args...).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	parts, err := query.ExpiredPartitions(ctx, pool, -30*24*time.Hour) // every partition, oldest first
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ended, weeks []query.Partition
+	for _, p := range parts {
+		if p.Parent != "intents" || !p.Upper.Time.Before(time.Now()) {
+			continue
+		}
+		ended = append(ended, p)
+		if len(weeks) > 0 || count(`created_at >= $1 AND created_at < $2`, p.Lower.Time, p.Upper.Time) > 0 {
+			weeks = append(weeks, p)
+		}
+	}
+	if len(ended) < 2 || len(ended) > 3 || len(weeks) < 2 {
+		t.Fatalf("the intents partitions ended before now: %+v, from the first with rows %+v; want the 15 days before today in 2 or 3, two with rows", ended, weeks)
+	}
+	first, second := weeks[0], weeks[1]
+	if first.Upper.Time.Weekday() != time.Monday || second.Upper.Time.Sub(second.Lower.Time) != 7*24*time.Hour {
+		t.Fatalf("first %s to %s, second %s to %s: not weeks", first.Lower.Time, first.Upper.Time, second.Lower.Time, second.Upper.Time)
+	}
+	cut := second.Lower.Time.Add(3 * 24 * time.Hour)
+	horizon := time.Since(cut)
+	inFirst, total := count(`created_at < $1`, first.Upper.Time), count(`true`)
+	pastHorizon := count(`created_at < $1`, cut)
+	if pastHorizon <= inFirst {
+		t.Fatalf("%d intents in the first week, %d before %s: the second week holds none past the horizon", inFirst, pastHorizon, cut)
+	}
+
+	dropped, held, err := dispatcher.DropExpiredPartitions(ctx, pool, horizon, nil)
+	if err != nil {
+		t.Fatalf("DropExpiredPartitions: %v", err)
+	}
+	var names []string
+	for _, p := range dropped {
+		names = append(names, p.Name)
+		if p.Parent == "intents" && p.Upper.Time.After(first.Upper.Time) {
+			t.Errorf("dropped %s (to %s); want the weeks to %s only", p.Name, p.Upper.Time, first.Upper.Time)
+		}
+	}
+	if len(names) == 0 || held != 0 {
+		t.Fatalf("dropped %v, held %d; want the first week", names, held)
+	}
+	if left, err := query.ShardsLeft(ctx, pool, names); err != nil || left != 0 {
+		t.Errorf("tables of the dropped partitions left on the workers: %d, %v; want 0", left, err)
+	}
+	if n := count(`true`); n != total-inFirst {
+		t.Errorf("%d intents left, want %d: the second week's %d rows past the horizon stay with it", n, total-inFirst, pastHorizon-inFirst)
 	}
 }

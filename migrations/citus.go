@@ -14,11 +14,31 @@ import (
 // Citus is the distributed mode as database.citus configures it: effectd's
 // large tables are distributed by a column bucket co-located with the
 // producer's table Schema.Table, whose distribution column Column holds the
-// values 0..Buckets-1.
+// values 0..Buckets-1. Each partition of those tables made from then on
+// covers PartitionDays UTC days (DefaultPartitionDays when 0).
 type Citus struct {
 	Schema, Table string
 	Column        string
 	Buckets       int
+	PartitionDays int
+}
+
+// DefaultPartitionDays is how many days one partition covers in the
+// distributed mode unless database.citus.partition_days says otherwise: a
+// read without a bucket plans every partition on every shard, and a week
+// keeps a 15-day retention in 3 or 4 of them (migration 016).
+const DefaultPartitionDays = 7
+
+// MaxPartitionDays bounds PartitionDays (effectd.citus.partition_days).
+const MaxPartitionDays = 31
+
+// Days is how many days one partition covers: PartitionDays, or
+// DefaultPartitionDays when it is 0.
+func (c Citus) Days() int {
+	if c.PartitionDays == 0 {
+		return DefaultPartitionDays
+	}
+	return c.PartitionDays
 }
 
 // Qualified is the producer's table as schema.table.
@@ -61,7 +81,7 @@ func Distribute(ctx context.Context, pool *pgxpool.Pool, c Citus) (done []string
 		if _, err := tx.Exec(ctx, distributeSQL); err != nil {
 			return err
 		}
-		if err := tx.QueryRow(ctx, `SELECT effectd.distribute($1, $2, $3)`, c.Qualified(), c.Column, c.Buckets).Scan(&done); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT effectd.distribute($1, $2, $3, $4)`, c.Qualified(), c.Column, c.Buckets, c.Days()).Scan(&done); err != nil {
 			return err
 		}
 		// the lookups a read without a bucket needs (citus/lookups.sql)
@@ -88,8 +108,8 @@ func Mode(ctx context.Context, db interface {
 }) (*Citus, error) {
 	var c Citus
 	var qualified string
-	err := db.QueryRow(ctx, `SELECT colocate_with, bucket_column, buckets FROM effectd.citus WHERE id = 1`).
-		Scan(&qualified, &c.Column, &c.Buckets)
+	err := db.QueryRow(ctx, `SELECT colocate_with, bucket_column, buckets, partition_days FROM effectd.citus WHERE id = 1`).
+		Scan(&qualified, &c.Column, &c.Buckets, &c.PartitionDays)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -43,7 +44,7 @@ func citusDB(t *testing.T) (*pgxpool.Pool, migrations.Citus) {
 	if err := migrations.Up(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	c := migrations.Citus{Schema: "producer", Table: "orders", Column: "bucket", Buckets: 8}
+	c := migrations.Citus{Schema: "producer", Table: "orders", Column: "bucket", Buckets: 8, PartitionDays: migrations.DefaultPartitionDays}
 	done, err := migrations.Distribute(ctx, pool, c)
 	if err != nil {
 		t.Fatal(err)
@@ -254,5 +255,96 @@ FROM effectd.partitions p WHERE p.parent = 'intents' ORDER BY p.lower DESC LIMIT
 	var left int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_dist_shard WHERE logicalrelid::text = 'effectd.' || $1`, name).Scan(&left); err != nil || left != 0 {
 		t.Fatalf("shards of %s left: %d, %v", name, left, err)
+	}
+}
+
+// TestCitusPartitionsSpanWeeks: in the distributed mode a partition made
+// after migrate covers a week, Monday to Monday (DefaultPartitionDays), the
+// first one cut where the day partitions migrate made end: the partitions of
+// each table are contiguous, never overlap, and the three tables have the
+// same bounds. Changing partition_days changes the partitions made after.
+func TestCitusPartitionsSpanWeeks(t *testing.T) {
+	pool, c := citusDB(t)
+	ctx := context.Background()
+	type span struct {
+		name         string
+		lower, upper time.Time
+	}
+	spans := func(parent string) (out []span) {
+		t.Helper()
+		rows, _ := pool.Query(ctx, `SELECT name, lower, upper FROM effectd.partitions WHERE parent = $1 AND lower > '-infinity' ORDER BY lower`, parent)
+		out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (s span, err error) {
+			err = r.Scan(&s.name, &s.lower, &s.upper)
+			return s, err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	const day = 24 * time.Hour
+	days := spans("intents") // migrate's: the 3 days after tomorrow
+	if len(days) != 3 || days[0].upper.Sub(days[0].lower) != day {
+		t.Fatalf("migrate made %+v; want 3 day partitions", days)
+	}
+	dayEnd := days[len(days)-1].upper
+	if _, err := pool.Exec(ctx, `SELECT effectd.add_partitions(24)`); err != nil {
+		t.Fatal(err)
+	}
+	intents := spans("intents")
+	weeks := intents[len(days):]
+	if len(weeks) < 3 || len(weeks) > 5 {
+		t.Fatalf("24 days ahead took %d partitions after the day ones: %+v; want 3 to 5 weeks", len(weeks), weeks)
+	}
+	for i, w := range weeks {
+		monday := w.upper.Weekday() == time.Monday && w.upper.Equal(w.upper.Truncate(day))
+		switch {
+		case !monday:
+			t.Errorf("%s ends %s, not on a Monday at midnight UTC", w.name, w.upper)
+		case i == 0 && !w.lower.Equal(dayEnd):
+			t.Errorf("the first week %s begins %s, not where the day partitions end (%s)", w.name, w.lower, dayEnd)
+		case i > 0 && w.upper.Sub(w.lower) != 7*day:
+			t.Errorf("%s covers %s to %s, not a week", w.name, w.lower, w.upper)
+		}
+	}
+	for i := 1; i < len(intents); i++ {
+		if !intents[i].lower.Equal(intents[i-1].upper) {
+			t.Errorf("%s begins %s, %s ended %s: not contiguous", intents[i].name, intents[i].lower, intents[i-1].name, intents[i-1].upper)
+		}
+	}
+	if last := intents[len(intents)-1].upper; last.Before(time.Now().Add(24 * day)) {
+		t.Errorf("partitions end %s, before 24 days from now", last)
+	}
+	for _, parent := range []string{"attempts", "provider_events"} {
+		other := spans(parent)
+		if len(other) != len(intents) {
+			t.Fatalf("%s has %d partitions, intents %d", parent, len(other), len(intents))
+		}
+		for i := range other {
+			if !other[i].lower.Equal(intents[i].lower) || !other[i].upper.Equal(intents[i].upper) {
+				t.Errorf("%s %s covers %s to %s, intents %s to %s", parent, other[i].name, other[i].lower, other[i].upper, intents[i].lower, intents[i].upper)
+			}
+		}
+	}
+
+	// one day a partition again, from the next partition made on
+	c.PartitionDays = 1
+	if _, err := migrations.Distribute(ctx, pool, c); err != nil {
+		t.Fatal(err)
+	}
+	if mode, err := migrations.Mode(ctx, pool); err != nil || mode.Days() != 1 {
+		t.Fatalf("Mode after partition_days 1: %+v, %v", mode, err)
+	}
+	if _, err := pool.Exec(ctx, `SELECT effectd.add_partitions(40)`); err != nil {
+		t.Fatal(err)
+	}
+	after := spans("intents")
+	for _, p := range after[len(intents):] {
+		if p.upper.Sub(p.lower) != day {
+			t.Errorf("%s covers %s to %s after partition_days 1, not a day", p.name, p.lower, p.upper)
+		}
+	}
+	if len(after) == len(intents) {
+		t.Error("add_partitions(40) made nothing")
 	}
 }

@@ -55,7 +55,7 @@ func runMigrate(ctx context.Context, args []string, getenv env, stdout, stderr i
 		for _, d := range done {
 			fmt.Fprintf(stdout, "effectd: %s\n", d)
 		}
-		fmt.Fprintf(stdout, "effectd: distributed mode: %d buckets of %s.%s\n", citus.Buckets, citus.Qualified(), citus.Column)
+		fmt.Fprintf(stdout, "effectd: distributed mode: %d buckets of %s.%s, partitions of %d days\n", citus.Buckets, citus.Qualified(), citus.Column, citus.Days())
 	}
 	if err := dispatcher.Register(ctx, pool, chans); err != nil {
 		return err

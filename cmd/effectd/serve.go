@@ -234,9 +234,12 @@ func checkMode(ctx context.Context, pool *pgxpool.Pool, want *migrations.Citus) 
 		return 0, errors.New("serve: database.citus is set, but the database is not distributed: run effectd migrate --config (or serve --migrate) against the Citus coordinator")
 	case want == nil:
 		return 0, fmt.Errorf("serve: the database is distributed (co-located with %s): set database.citus in the configuration", have.Qualified())
-	case *have != *want:
+	case have.Buckets != want.Buckets || have.Qualified() != want.Qualified() || have.Column != want.Column:
 		return 0, fmt.Errorf("serve: database.citus says %d buckets of %s.%s, the database %d of %s.%s: run effectd migrate --config",
 			want.Buckets, want.Qualified(), want.Column, have.Buckets, have.Qualified(), have.Column)
+	case have.Days() != want.Days():
+		return 0, fmt.Errorf("serve: database.citus.partition_days says %d, the database makes partitions of %d days: run effectd migrate --config",
+			want.Days(), have.Days())
 	}
 	return have.Buckets, nil
 }

@@ -354,6 +354,12 @@ var mutations = []mutation{
 	// The distributed mode (Citus; -tags citus, a coordinator and two workers
 	// per test binary): the settled counts are written by the statements
 	// themselves, no trigger.
+	{name: "citus: partitions a day wide whatever partition_days says", file: "migrations/016_partition_days.up.sql",
+		from: "width int := coalesce((SELECT c.partition_days FROM effectd.citus c WHERE c.id = 1), 1);", to: "width int := 1;",
+		pkg: "./dispatcher/", run: "^TestCitusDropExpiredWeeks$", tags: "citus"},
+	{name: "citus: a week's partition laid over the days it overlaps", file: "migrations/016_partition_days.up.sql",
+		from: "SELECT greatest(first::timestamp AT TIME ZONE 'UTC', max(p.upper)) INTO lo", to: "SELECT first::timestamp AT TIME ZONE 'UTC' INTO lo",
+		pkg: "./migrations/", run: "^TestCitusPartitionsSpanWeeks$", tags: "citus"},
 	{name: "citus: a completion's count delta not written", file: "internal/query/complete_bucket.sql",
 		from: "WHERE status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED')\n    GROUP BY 2, 3, 4, 5", to: "WHERE false\n    GROUP BY 2, 3, 4, 5",
 		pkg: "./dispatcher/", run: "^TestCitusCountsFollowChanges$", tags: "citus"},

@@ -36,8 +36,11 @@
 --    read only there (provider_events: an event's bucket is known only once
 --    its intent is found, an orphan has none, and a repeat must be found
 --    whatever its bucket; partitions, audit, sessions, bulk snapshots).
--- 6. effectd.citus records the mode, which enqueue and serve read.
-CREATE OR REPLACE FUNCTION effectd.distribute(colocate_with text, bucket_column text, buckets int) RETURNS text[]
+-- 6. effectd.citus records the mode, which enqueue and serve read, and how
+--    many days a partition made from now on covers (migration 016; those
+--    made before keep theirs).
+DROP FUNCTION IF EXISTS effectd.distribute(text, text, int);
+CREATE OR REPLACE FUNCTION effectd.distribute(colocate_with text, bucket_column text, buckets int, partition_days int) RETURNS text[]
 LANGUAGE plpgsql AS $$
 DECLARE
     producer regclass := to_regclass(colocate_with);
@@ -127,12 +130,14 @@ BEGIN
         END IF;
     END LOOP;
 
-    INSERT INTO effectd.citus AS c (id, colocate_with, bucket_column, bucket_type, buckets)
-    VALUES (1, distribute.colocate_with, distribute.bucket_column, typ, distribute.buckets)
-    ON CONFLICT (id) DO UPDATE SET buckets = excluded.buckets, bucket_column = excluded.bucket_column, bucket_type = excluded.bucket_type
-    WHERE (c.buckets, c.bucket_column, c.bucket_type) IS DISTINCT FROM (excluded.buckets, excluded.bucket_column, excluded.bucket_type);
+    INSERT INTO effectd.citus AS c (id, colocate_with, bucket_column, bucket_type, buckets, partition_days)
+    VALUES (1, distribute.colocate_with, distribute.bucket_column, typ, distribute.buckets, distribute.partition_days)
+    ON CONFLICT (id) DO UPDATE SET buckets = excluded.buckets, bucket_column = excluded.bucket_column, bucket_type = excluded.bucket_type,
+                                   partition_days = excluded.partition_days
+    WHERE (c.buckets, c.bucket_column, c.bucket_type, c.partition_days)
+          IS DISTINCT FROM (excluded.buckets, excluded.bucket_column, excluded.bucket_type, excluded.partition_days);
     IF FOUND THEN
-        done := done || format('effectd.citus: %s buckets of %s.%s', buckets, colocate_with, bucket_column);
+        done := done || format('effectd.citus: %s buckets of %s.%s, partitions of %s days', buckets, colocate_with, bucket_column, partition_days);
     END IF;
     RETURN done;
 END

@@ -76,12 +76,18 @@ var bucketed = history{
 	skipped: citusSkipped,
 }
 
-// citusPrune drops, through the pruner's own statements, the partitions of
-// the two oldest days (a retention lowered to 13 days) while serve runs on
-// the history, prints how many intents that removed at what rate, and checks
-// on every worker that no shard of a dropped partition is left.
+// citusPrune drops, through the pruner's own statements, the oldest
+// partitions holding the history's rows (a retention lowered to a minute
+// less than the time since the one holding the first loaded day ends: a week
+// wide in this mode, so which days that is depends on the weekday) while
+// serve runs on the history, prints how many intents that removed at what
+// rate, and checks on every worker that no shard of a dropped partition is
+// left.
 func (e *env) citusPrune(ctx context.Context, url string, pool *pgxpool.Pool, cfg string) (broken []string, err error) {
-	const horizon = 13 * 24 * time.Hour
+	horizon, err := firstDayHorizon(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := expiredRows(ctx, pool, horizon)
 	if err != nil {
 		return nil, err
@@ -107,9 +113,26 @@ func (e *env) citusPrune(ctx context.Context, url string, pool *pgxpool.Pool, cf
 		verdict = "  NOT DROPPED EVERYWHERE"
 		broken = append(broken, "prune")
 	}
-	fmt.Fprintf(e.out, "  prune: %d partitions (%d intents, the two oldest days) dropped on every shard in %.2fs = %.0f rows/s while serve ran; shards of them left on the workers: %d%s\n",
-		p.partitions, p.rows, p.took.Seconds(), rate, left, verdict)
+	fmt.Fprintf(e.out, "  prune: %d partitions (%d intents, the days to %s) dropped on every shard in %.2fs = %.0f rows/s while serve ran; shards of them left on the workers: %d%s\n",
+		p.partitions, p.rows, time.Now().Add(-horizon).UTC().Format("2006-01-02 15:04"), p.took.Seconds(), rate, left, verdict)
 	return broken, nil
+}
+
+// firstDayHorizon is a minute less than the time since the intents
+// partition holding the history's first loaded day (14 days ago,
+// query.History) ended: the retention that expires it and those before it.
+func firstDayHorizon(ctx context.Context, pool *pgxpool.Pool) (time.Duration, error) {
+	all, err := query.ExpiredPartitions(ctx, pool, -365*24*time.Hour)
+	if err != nil {
+		return 0, err
+	}
+	first := time.Now().Add(-14 * 24 * time.Hour)
+	for _, p := range all {
+		if p.Parent == "intents" && !first.Before(p.Lower.Time) && first.Before(p.Upper.Time) {
+			return time.Since(p.Upper.Time) - time.Minute, nil
+		}
+	}
+	return 0, fmt.Errorf("no intents partition holds %s", first)
 }
 
 // loadBucketHistory adds n settled intents after the first `from` into a

@@ -19,6 +19,9 @@ type CitusSpec struct {
 	ColocateWith string `yaml:"colocate_with"` // schema.table
 	BucketColumn string `yaml:"bucket_column"` // its distribution column
 	Buckets      int    `yaml:"buckets"`       // the producer uses bucket values 0..Buckets-1
+	// PartitionDays is how many UTC days one partition of effectd's
+	// distributed tables covers; nil: migrations.DefaultPartitionDays.
+	PartitionDays *int `yaml:"partition_days"`
 }
 
 // MaxBuckets bounds database.citus.buckets: each bucket is a lease row, and
@@ -63,8 +66,15 @@ func ParseCitus(b []byte) (*migrations.Citus, error) {
 		return nil, bad("bucket_column", fmt.Sprintf("want a column name in lower case, got %s", quote(s.BucketColumn)))
 	case s.Buckets < 1 || s.Buckets > MaxBuckets:
 		return nil, bad("buckets", fmt.Sprintf("want 1 to %d (the bucket values the producer uses are 0..buckets-1), got %d", MaxBuckets, s.Buckets))
+	case s.PartitionDays != nil && (*s.PartitionDays < 1 || *s.PartitionDays > migrations.MaxPartitionDays):
+		return nil, bad("partition_days", fmt.Sprintf("want 1 to %d (the UTC days one partition of intents, attempts and provider events covers; %d unless set), got %d",
+			migrations.MaxPartitionDays, migrations.DefaultPartitionDays, *s.PartitionDays))
 	}
-	return &migrations.Citus{Schema: schema, Table: table, Column: s.BucketColumn, Buckets: s.Buckets}, nil
+	days := migrations.DefaultPartitionDays
+	if s.PartitionDays != nil {
+		days = *s.PartitionDays
+	}
+	return &migrations.Citus{Schema: schema, Table: table, Column: s.BucketColumn, Buckets: s.Buckets, PartitionDays: days}, nil
 }
 
 // splitQualified splits schema.table, each part an identifier.

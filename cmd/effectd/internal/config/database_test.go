@@ -16,9 +16,13 @@ func TestParseCitus(t *testing.T) {
 		t.Fatalf("without database.citus: %+v, %v; want nil, nil", c, err)
 	}
 	c, err = ParseCitus([]byte(hook + "database:\n  citus:\n    colocate_with: producer.orders\n    bucket_column: bucket\n    buckets: 32\n"))
-	want := migrations.Citus{Schema: "producer", Table: "orders", Column: "bucket", Buckets: 32}
+	want := migrations.Citus{Schema: "producer", Table: "orders", Column: "bucket", Buckets: 32, PartitionDays: migrations.DefaultPartitionDays}
 	if err != nil || c == nil || *c != want {
 		t.Fatalf("ParseCitus = %+v, %v; want %+v", c, err, want)
+	}
+	c, err = ParseCitus([]byte(hook + "database:\n  citus:\n    colocate_with: producer.orders\n    bucket_column: bucket\n    buckets: 32\n    partition_days: 1\n"))
+	if want.PartitionDays = 1; err != nil || c == nil || *c != want {
+		t.Fatalf("ParseCitus with partition_days = %+v, %v; want %+v", c, err, want)
 	}
 	for _, tc := range []struct{ name, citus, want string }{
 		{"no table", "bucket_column: b, buckets: 4", "database.citus.colocate_with: line 6: is required"},
@@ -31,6 +35,8 @@ func TestParseCitus(t *testing.T) {
 		{"no buckets", "colocate_with: p.o, bucket_column: b", "database.citus.buckets: line 6: want 1 to 4096"},
 		{"too many", "colocate_with: p.o, bucket_column: b, buckets: 5000", "database.citus.buckets: line 6: want 1 to 4096"},
 		{"not a number", "colocate_with: p.o, bucket_column: b, buckets: many", "database.citus.buckets: line 6: cannot unmarshal"},
+		{"no days", "colocate_with: p.o, bucket_column: b, buckets: 4, partition_days: 0", "database.citus.partition_days: line 6: want 1 to 31"},
+		{"too many days", "colocate_with: p.o, bucket_column: b, buckets: 4, partition_days: 32", "database.citus.partition_days: line 6: want 1 to 31"},
 		{"unknown key", "colocate_with: p.o, bucket_column: b, buckets: 4, shards: 2", "database.citus: line 6: field shards not found"},
 	} {
 		_, err := ParseCitus([]byte(hook + "database:\n  citus: {" + tc.citus + "}\n"))
