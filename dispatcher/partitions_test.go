@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/policy"
 )
@@ -94,5 +95,68 @@ func TestDropsExpiredPartitions(t *testing.T) {
 	r.pool.QueryRow(ctx, `SELECT count(*) FROM effectd.intents WHERE channel = 'c' AND status = 'SENT'`).Scan(&sent)
 	if counted != sent {
 		t.Fatalf("the settled counts say %d SENT, the table holds %d", counted, sent)
+	}
+}
+
+// TestDropsExpiredPartitionsTogether: on one PostgreSQL the expired
+// partitions of intents, attempts and provider events are dropped in one
+// transaction (an event trigger records the transaction of every DROP), so
+// that each session using the tables plans its statements again once; while
+// an open transaction holds intents longer than the lock wait allows, they
+// are dropped one by one instead (each detached concurrently: a transaction
+// of its own), and none is left.
+func TestDropsExpiredPartitionsTogether(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, busy := range []bool{false, true} {
+		pool := pgtest.New(t)
+		if err := query.DayPartitions(ctx, pool, 4); err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{
+			`CREATE TABLE public.drops (xid xid8, name text)`,
+			`CREATE FUNCTION public.record_drop() RETURNS event_trigger LANGUAGE plpgsql AS $$
+			 BEGIN
+			     INSERT INTO public.drops SELECT pg_current_xact_id(), object_name
+			     FROM pg_event_trigger_dropped_objects() WHERE object_type = 'table';
+			 END $$`,
+			`CREATE EVENT TRIGGER record_drop ON sql_drop EXECUTE FUNCTION public.record_drop()`,
+		} {
+			if _, err := pool.Exec(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		if busy {
+			open, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := open.Exec(ctx, `SELECT count(*) FROM effectd.intents`); err != nil {
+				t.Fatal(err)
+			}
+			// held for longer than every try of the drop together
+			time.AfterFunc(3*(query.PartitionLockWait+query.PartitionLockPause)+time.Second, func() { open.Rollback(ctx) })
+		}
+		// the days to the day before yesterday: 3 of intents, and 2 each of
+		// attempts and provider events (such a partition waits until the
+		// intents partition of the day after it is gone)
+		today := time.Now().UTC().Truncate(24 * time.Hour)
+		dropped, held, err := dispatcher.DropExpiredPartitions(ctx, pool, time.Since(today.Add(-time.Hour)))
+		if err != nil || held != 0 {
+			t.Fatalf("busy %v: DropExpiredPartitions: %v, held %d", busy, err, held)
+		}
+		var tables, xacts int
+		if err := pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT xid) FROM public.drops`).Scan(&tables, &xacts); err != nil {
+			t.Fatal(err)
+		}
+		if len(dropped) != 7 || tables != len(dropped) {
+			t.Fatalf("busy %v: dropped %d partitions, %d tables; want 7", busy, len(dropped), tables)
+		}
+		if !busy && xacts != 1 {
+			t.Errorf("dropped %d partitions in %d transactions, want 1", tables, xacts)
+		}
+		if busy && xacts != tables {
+			t.Errorf("with intents busy: dropped %d partitions in %d transactions, want one each", tables, xacts)
+		}
 	}
 }

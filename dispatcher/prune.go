@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/internal/query"
@@ -111,7 +112,7 @@ func (pr *pruner) dropExpired(ctx context.Context, horizon time.Duration) error 
 	held := 0
 	err := query.FinishDetaches(ctx, pr.d.pool)
 	if err == nil {
-		dropped, held, err = DropExpiredPartitions(ctx, pr.d.pool, horizon, nil)
+		dropped, held, err = DropExpiredPartitions(ctx, pr.d.pool, horizon)
 	}
 	for _, p := range dropped {
 		pr.d.m.partitionsDropped.WithLabelValues(p.Parent).Inc()
@@ -129,42 +130,74 @@ func (pr *pruner) dropExpired(ctx context.Context, horizon time.Duration) error 
 	return nil
 }
 
+// dropTogetherTries is how many times DropExpiredPartitions tries to take
+// the partitioned tables' locks at once (query.DropTogether) before it drops
+// the partitions one at a time, concurrently.
+const dropTogetherTries = 3
+
 // DropExpiredPartitions drops, as the pruner does, the day partitions that
 // ended more than horizon ago: intents first, each unless it holds a live row
 // or one changed within the horizon (then it is held); then the attempts and
-// provider events partitions no intents partition left may need. before, when
-// set, sees each partition just before it is dropped. It returns the
-// partitions dropped and how many intents partitions were held.
-func DropExpiredPartitions(ctx context.Context, pool *pgxpool.Pool, horizon time.Duration, before func(query.Partition) error) (dropped []query.Partition, held int, err error) {
-	for _, intents := range []bool{true, false} {
-		expired, err := query.ExpiredPartitions(ctx, pool, horizon)
-		if err != nil {
+// provider events partitions no intents partition left may need. It returns
+// the partitions dropped and how many intents partitions were held.
+//
+// On one PostgreSQL it drops them all in one transaction under the three
+// tables' locks (query.DropTogether), so that the sessions using the tables
+// plan their statements again once, not at every step of every partition;
+// the checks of what is held then see no row change. When those locks are
+// not free (a transaction holding one for longer than
+// query.PartitionLockWait, dropTogetherTries times), and always in the
+// distributed mode (Citus detaches a partition of a distributed table only
+// plainly, on every shard), each partition is detached and dropped on its
+// own, concurrently where PostgreSQL allows it (query.DropPartition).
+func DropExpiredPartitions(ctx context.Context, pool *pgxpool.Pool, horizon time.Duration) (dropped []query.Partition, held int, err error) {
+	distributed, err := query.Distributed(ctx, pool)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !distributed {
+		err = query.DropTogether(ctx, pool, dropTogetherTries, func(tx pgx.Tx) error {
+			dropped, held = nil, 0 // a try that gave up dropped nothing
+			return dropEach(ctx, tx, horizon, func(p query.Partition) error { return query.DropAttached(ctx, tx, p) }, &dropped, &held)
+		})
+		if !errors.Is(err, query.ErrPartitionBusy) {
 			return dropped, held, err
+		}
+		dropped, held = nil, 0
+	}
+	err = dropEach(ctx, pool, horizon, func(p query.Partition) error { return query.DropPartition(ctx, pool, p) }, &dropped, &held)
+	return dropped, held, err
+}
+
+// dropEach lists on db the partitions that ended more than horizon ago and
+// drops each with drop, intents first and each unless it is held, then the
+// attempts and provider events partitions the intents left allow, adding
+// them to dropped and the intents partitions held to held.
+func dropEach(ctx context.Context, db query.DB, horizon time.Duration, drop func(query.Partition) error, dropped *[]query.Partition, held *int) error {
+	for _, intents := range []bool{true, false} {
+		expired, err := query.ExpiredPartitions(ctx, db, horizon)
+		if err != nil {
+			return err
 		}
 		for _, p := range expired {
 			if (p.Parent == "intents") != intents {
 				continue
 			}
 			if intents {
-				keep, err := query.PartitionHeld(ctx, pool, p.Name, horizon)
+				keep, err := query.PartitionHeld(ctx, db, p.Name, horizon)
 				if err != nil {
-					return dropped, held, err
+					return err
 				}
 				if keep {
-					held++
+					*held++
 					continue
 				}
 			}
-			if before != nil {
-				if err := before(p); err != nil {
-					return dropped, held, err
-				}
+			if err := drop(p); err != nil {
+				return err
 			}
-			if err := query.DropPartition(ctx, pool, p); err != nil {
-				return dropped, held, err
-			}
-			dropped = append(dropped, p)
+			*dropped = append(*dropped, p)
 		}
 	}
-	return dropped, held, nil
+	return nil
 }

@@ -39,7 +39,7 @@ func TestCitusDropExpiredPartitions(t *testing.T) {
 		t.Fatalf("no intent before %s: the load does not reach the oldest days", cut)
 	}
 
-	dropped, held, err := dispatcher.DropExpiredPartitions(ctx, pool, 13*day, nil)
+	dropped, held, err := dispatcher.DropExpiredPartitions(ctx, pool, 13*day)
 	if err != nil {
 		t.Fatalf("DropExpiredPartitions: %v", err)
 	}
@@ -72,7 +72,7 @@ func TestCitusDropExpiredPartitions(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE effectd.intents SET updated_at = now() WHERE bucket = $1 AND event_id = $2`, bucket, event); err != nil {
 		t.Fatal(err)
 	}
-	dropped, held, err = dispatcher.DropExpiredPartitions(ctx, pool, 12*day, nil)
+	dropped, held, err = dispatcher.DropExpiredPartitions(ctx, pool, 12*day)
 	if err != nil {
 		t.Fatalf("DropExpiredPartitions: %v", err)
 	}
@@ -148,7 +148,7 @@ func TestCitusDropExpiredWeeks(t *testing.T) {
 		t.Fatalf("%d intents in the first week, %d before %s: the second week holds none past the horizon", inFirst, pastHorizon, cut)
 	}
 
-	dropped, held, err := dispatcher.DropExpiredPartitions(ctx, pool, horizon, nil)
+	dropped, held, err := dispatcher.DropExpiredPartitions(ctx, pool, horizon)
 	if err != nil {
 		t.Fatalf("DropExpiredPartitions: %v", err)
 	}

@@ -83,6 +83,12 @@ var mutations = []mutation{
 		from: "i.lower < p.upper + interval '1 day'", to: "i.lower < p.lower",
 		pkg: "./dispatcher/", run: "^TestDropsExpiredPartitions$"},
 
+	{name: "prune: expired partitions dropped one by one, each session planning again at every step", file: "dispatcher/prune.go",
+		from: "\tif !distributed {\n\t\terr = query.DropTogether(", to: "\tif !distributed && false {\n\t\terr = query.DropTogether(",
+		pkg: "./dispatcher/", run: "^TestDropsExpiredPartitionsTogether$"},
+	{name: "prune: the tables' locks waited for without bound while a transaction holds them", file: "internal/query/partitions.go",
+		from: "if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d`, PartitionLockWait.Milliseconds())); err != nil {", to: "if _, err := tx.Exec(ctx, `SELECT 1`); err != nil {",
+		pkg: "./dispatcher/", run: "^TestDropsExpiredPartitionsTogether$"},
 	{name: "prune: a channel that keeps less than a day left to its partitions", file: "dispatcher/prune.go",
 		from: "if keep >= horizon && keep >= partitionSpan {", to: "if keep >= horizon {",
 		pkg: "./dispatcher/", run: "^TestPruneOneInstanceAtATime$"},
