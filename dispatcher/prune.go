@@ -141,10 +141,12 @@ const dropTogetherTries = 3
 // provider events partitions no intents partition left may need. It returns
 // the partitions dropped and how many intents partitions were held.
 //
-// On one PostgreSQL it drops them all in one transaction under the three
-// tables' locks (query.DropTogether), so that the sessions using the tables
-// plan their statements again once, not at every step of every partition;
-// the checks of what is held then see no row change. When those locks are
+// On one PostgreSQL it detaches and forgets them all in one transaction under
+// the three tables' locks (query.DropTogether), so that the sessions using
+// the tables plan their statements again once, not at every step of every
+// partition, and the checks of what is held see no row change; then it drops
+// their tables (query.DropDetachedTables, which also drops any a crash left
+// detached). When those locks are
 // not free (a transaction holding one for longer than
 // query.PartitionLockWait, dropTogetherTries times), and always in the
 // distributed mode (Citus detaches a partition of a distributed table only
@@ -156,18 +158,35 @@ func DropExpiredPartitions(ctx context.Context, pool *pgxpool.Pool, horizon time
 		return nil, 0, err
 	}
 	if !distributed {
+		// the tables' locks stop every producer for a moment: not taken at
+		// a prune that has nothing to drop
+		var none []query.Partition
+		if err := dropEach(ctx, pool, horizon, func(p query.Partition) error { return errSomething }, &none, &held); err == nil {
+			_, err = query.DropDetachedTables(ctx, pool)
+			return nil, held, err
+		} else if !errors.Is(err, errSomething) {
+			return nil, 0, err
+		}
 		err = query.DropTogether(ctx, pool, dropTogetherTries, func(tx pgx.Tx) error {
-			dropped, held = nil, 0 // a try that gave up dropped nothing
-			return dropEach(ctx, tx, horizon, func(p query.Partition) error { return query.DropAttached(ctx, tx, p) }, &dropped, &held)
+			dropped, held = nil, 0 // a try that gave up changed nothing
+			return dropEach(ctx, tx, horizon, func(p query.Partition) error { return query.DetachForget(ctx, tx, p) }, &dropped, &held)
 		})
-		if !errors.Is(err, query.ErrPartitionBusy) {
+		if err == nil {
+			_, err = query.DropDetachedTables(ctx, pool)
 			return dropped, held, err
+		}
+		if !errors.Is(err, query.ErrPartitionBusy) {
+			return nil, 0, err
 		}
 		dropped, held = nil, 0
 	}
 	err = dropEach(ctx, pool, horizon, func(p query.Partition) error { return query.DropPartition(ctx, pool, p) }, &dropped, &held)
 	return dropped, held, err
 }
+
+// errSomething stops a dry run of dropEach at the first partition it would
+// drop.
+var errSomething = errors.New("a partition to drop")
 
 // dropEach lists on db the partitions that ended more than horizon ago and
 // drops each with drop, intents first and each unless it is held, then the

@@ -38,6 +38,9 @@ var partitionsPendingSQL string
 //go:embed partitions_lock_parents.sql
 var partitionsLockParentsSQL string
 
+//go:embed partitions_detached_left.sql
+var partitionsDetachedLeftSQL string
+
 // Partition is one day partition of intents, attempts or provider_events, as
 // effectd.partitions lists it. Lower is -infinity for <table>_p0, the table a
 // deployment had before partitions.
@@ -154,8 +157,9 @@ func withLockWait(ctx context.Context, pool *pgxpool.Pool, name string, step fun
 // partitioned tables' ACCESS EXCLUSIVE locks (partitions_lock_parents.sql),
 // waiting at most PartitionLockWait for them, and tries again after
 // PartitionLockPause while they, or a lock step asks for, are not free,
-// tries times in all; then it returns ErrPartitionBusy. step may drop any attached partition of them
-// with DropAttached, and sees nothing change in them while it runs.
+// tries times in all; then it returns ErrPartitionBusy. step may detach and
+// forget any partition of them with DetachForget, and sees nothing change in
+// them while it runs; DropDetachedTables then drops the detached tables.
 //
 // Each detach or drop of a partition makes every session plan again each
 // statement it has cached that reads the partitioned table: DETACH …
@@ -164,10 +168,11 @@ func withLockWait(ctx context.Context, pool *pgxpool.Pool, name string, step fun
 // connection, the claimer and each completer plan over every day partition
 // about ten times within a second or two (in PostgreSQL's log, under the live
 // load of the scale bench: enqueues of 40–165 ms, claims bound in 110–222 ms
-// after each step). Dropped together they are one change: each statement is
+// after each step). Detached together they are one change: each statement is
 // planned again once. The price is the lock: while it waits for the
-// transactions that use the tables (at most PartitionLockWait a try), every
-// new statement on them waits behind it.
+// transactions that use the tables (at most PartitionLockWait a try), and
+// while step runs, every new statement on them waits behind it; so step only
+// detaches (catalog rows), and the tables' files go after the commit.
 func DropTogether(ctx context.Context, pool *pgxpool.Pool, tries int, step func(tx pgx.Tx) error) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
@@ -176,11 +181,11 @@ func DropTogether(ctx context.Context, pool *pgxpool.Pool, tries int, step func(
 	defer conn.Release()
 	for try := 1; ; try++ {
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			// the lock of each partition detached waits as long (autovacuum
+			// may hold one), the parents' held meanwhile
 			if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d`, PartitionLockWait.Milliseconds())); err != nil {
 				return err
 			}
-			// the lock of each partition dropped waits as long (autovacuum
-			// may hold one), the parents' held meanwhile
 			if _, err := tx.Exec(ctx, partitionsLockParentsSQL); err != nil {
 				return err
 			}
@@ -200,15 +205,51 @@ func DropTogether(ctx context.Context, pool *pgxpool.Pool, tries int, step func(
 	}
 }
 
-// DropAttached drops partition p, still attached to its parent, in tx, which
-// holds the parent's ACCESS EXCLUSIVE lock (DropTogether), and forgets it as
-// DropPartition does.
-func DropAttached(ctx context.Context, tx pgx.Tx, p Partition) error {
-	if _, err := tx.Exec(ctx, `DROP TABLE `+pgx.Identifier{"effectd", p.Name}.Sanitize()); err != nil {
-		return fmt.Errorf("drop %s: %w", p.Name, err)
+// DetachForget detaches partition p plainly in tx, which holds its parent's
+// ACCESS EXCLUSIVE lock (DropTogether), unless it is detached already, and
+// forgets it as DropPartition does: its registry row and, for intents, the
+// settled counts of its days. Its table stays until DropDetachedTables.
+func DetachForget(ctx context.Context, tx pgx.Tx, p Partition) error {
+	table := pgx.Identifier{"effectd", p.Name}.Sanitize()
+	var attached, pending, concurrently bool
+	if err := tx.QueryRow(ctx, partitionAttachedSQL, table, p.Parent).Scan(&attached, &pending, &concurrently); err != nil {
+		return err
+	}
+	if attached {
+		how := ""
+		if pending {
+			how = " FINALIZE"
+		}
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`ALTER TABLE %s DETACH PARTITION %s%s`, pgx.Identifier{"effectd", p.Parent}.Sanitize(), table, how)); err != nil {
+			return fmt.Errorf("detach %s: %w", p.Name, err)
+		}
 	}
 	_, err := tx.Exec(ctx, partitionForgetSQL, p.Name, p.Parent, p.Lower, p.Upper)
 	return err
+}
+
+// DropDetachedTables drops the tables DetachForget left (partitions_detached_left.sql),
+// each in a transaction of its own under the same bounded lock wait as
+// DropPartition, and returns their names. None is a partition any more, so
+// dropping them makes no session plan again.
+func DropDetachedTables(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
+	rows, err := pool.Query(ctx, partitionsDetachedLeftSQL)
+	if err != nil {
+		return nil, err
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	for i, name := range names {
+		if err := withLockWait(ctx, pool, name, func(conn *pgx.Conn) error {
+			_, err := conn.Exec(ctx, `DROP TABLE IF EXISTS `+pgx.Identifier{"effectd", name}.Sanitize())
+			return err
+		}); err != nil {
+			return names[:i], err
+		}
+	}
+	return names, nil
 }
 
 // dropPartition is one try of DropPartition on conn.
