@@ -51,6 +51,7 @@ DECLARE
     t        text;
     r        record;
     done     text[] := '{}';
+    have_none boolean;
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
         RAISE EXCEPTION 'database.citus: this database has no citus extension; run CREATE EXTENSION citus on the coordinator and on every worker'
@@ -138,6 +139,29 @@ BEGIN
           IS DISTINCT FROM (excluded.buckets, excluded.bucket_column, excluded.bucket_type, excluded.partition_days);
     IF FOUND THEN
         done := done || format('effectd.citus: %s buckets of %s.%s, partitions of %s days', buckets, colocate_with, bucket_column, partition_days);
+    END IF;
+
+    -- 7. The day partitions made ahead before the mode was set (migration
+    --    013 makes 3), wholly in the future and empty, are made again as wide
+    --    as partition_days says (each but one that ends a span, which would
+    --    come back the same), so that a new cluster does not plan them on
+    --    every shard at every read until they expire.
+    IF distribute.partition_days > 1 THEN
+        FOR r IN
+            SELECT p.name, p.parent FROM effectd.partitions p
+            WHERE p.lower >= ((now() AT TIME ZONE 'UTC')::date + 1)::timestamp AT TIME ZONE 'UTC'
+              AND p.upper - p.lower = interval '1 day'
+              -- one that ends a span is what add_partition makes again
+              AND ((p.upper AT TIME ZONE 'UTC')::date - date '1970-01-05') % distribute.partition_days <> 0
+            ORDER BY p.lower, p.parent
+        LOOP
+            EXECUTE format('SELECT NOT EXISTS (SELECT 1 FROM effectd.%I)', r.name) INTO have_none;
+            CONTINUE WHEN NOT have_none;
+            EXECUTE format('DROP TABLE effectd.%I', r.name);
+            DELETE FROM effectd.partitions WHERE name = r.name;
+            done := done || format('effectd.%s: an empty day partition ahead, made again %s days wide', r.name, distribute.partition_days);
+        END LOOP;
+        PERFORM effectd.add_partitions(3);
     END IF;
     RETURN done;
 END
