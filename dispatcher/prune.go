@@ -146,12 +146,11 @@ const dropTogetherTries = 3
 // the tables plan their statements again once, not at every step of every
 // partition, and the checks of what is held see no row change; then it drops
 // their tables (query.DropDetachedTables, which also drops any a crash left
-// detached). When those locks are
-// not free (a transaction holding one for longer than
-// query.PartitionLockWait, dropTogetherTries times), and always in the
-// distributed mode (Citus detaches a partition of a distributed table only
-// plainly, on every shard), each partition is detached and dropped on its
-// own, concurrently where PostgreSQL allows it (query.DropPartition).
+// detached). When those locks are not free (a transaction holding one for
+// longer than query.PartitionLockWait, dropTogetherTries times), and always
+// in the distributed mode (Citus detaches a partition of a distributed table
+// only plainly, on every shard), each partition is detached and dropped on
+// its own, concurrently where PostgreSQL allows it (query.DropPartition).
 func DropExpiredPartitions(ctx context.Context, pool *pgxpool.Pool, horizon time.Duration) (dropped []query.Partition, held int, err error) {
 	distributed, err := query.Distributed(ctx, pool)
 	if err != nil {
@@ -181,6 +180,9 @@ func DropExpiredPartitions(ctx context.Context, pool *pgxpool.Pool, horizon time
 		dropped, held = nil, 0
 	}
 	err = dropEach(ctx, pool, horizon, func(p query.Partition) error { return query.DropPartition(ctx, pool, p) }, &dropped, &held)
+	if err == nil && !distributed {
+		_, err = query.DropDetachedTables(ctx, pool)
+	}
 	return dropped, held, err
 }
 
