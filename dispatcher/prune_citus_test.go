@@ -23,13 +23,7 @@ import (
 func TestCitusDropExpiredPartitions(t *testing.T) {
 	pool := loadedHistory(t, 1)
 	ctx := context.Background()
-	count := func(where string, args ...any) (n int64) {
-		t.Helper()
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM effectd.intents WHERE `+where, args...).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	count := intentCounter(t, pool)
 	const day = 24 * time.Hour
 	today := time.Now().UTC().Truncate(day)
 	// the partitions that ended 13 days ago or before: the oldest two
@@ -112,13 +106,7 @@ func loadedHistory(t *testing.T, days int) *pgxpool.Pool {
 func TestCitusDropExpiredWeeks(t *testing.T) {
 	pool := loadedHistory(t, 7)
 	ctx := context.Background()
-	count := func(where string, args ...any) (n int64) {
-		t.Helper()
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM effectd.intents WHERE `+where, args...).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	count := intentCounter(t, pool)
 	parts, err := query.ExpiredPartitions(ctx, pool, -30*24*time.Hour) // every partition, oldest first
 	if err != nil {
 		t.Fatal(err)
@@ -167,5 +155,17 @@ func TestCitusDropExpiredWeeks(t *testing.T) {
 	}
 	if n := count(`true`); n != total-inFirst {
 		t.Errorf("%d intents left, want %d: the second week's %d rows past the horizon stay with it", n, total-inFirst, pastHorizon-inFirst)
+	}
+}
+
+// intentCounter counts the intents of pool that match a condition, failing t
+// on an error.
+func intentCounter(t *testing.T, pool *pgxpool.Pool) func(where string, args ...any) int64 {
+	return func(where string, args ...any) (n int64) {
+		t.Helper()
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM effectd.intents WHERE `+where, args...).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
 	}
 }

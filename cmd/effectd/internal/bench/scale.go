@@ -77,34 +77,28 @@ func scaleReads() []scaleRead {
 // 1.25 times worse, or when the prune removes fewer than 5 times the live rate
 // a second or raises the live p99 more than 1.25 times.
 func (e *env) scale(ctx context.Context) error {
-	url, pool, cfg, err := e.fresh(ctx, e.opt.Concurrency, "")
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	if err := historyLayout(ctx, pool); err != nil {
-		return err
-	}
-	sizes := []int{max(e.opt.ScaleRows/10, 1000), e.opt.ScaleRows}
-	medians, err := e.timeAtSizes(ctx, url, pool, cfg, sizes, singleNode)
-	if err != nil {
-		return err
-	}
-	broken := e.printReads(sizes, medians, nil)
-	p99, drainBroken, err := e.dispatchOnHistory(ctx, url, pool, cfg, sizes[1])
-	if err != nil {
-		return err
-	}
-	broken = append(broken, drainBroken...)
-	pruneBroken, err := e.pruneWhileLive(ctx, url, pool, cfg, p99)
-	if err != nil {
-		return err
-	}
-	broken = append(broken, pruneBroken...)
-	if len(broken) > 0 {
-		return fmt.Errorf("%d figures broke their budget or grew with history: %v", len(broken), broken)
-	}
-	return nil
+	return e.onEmptyLayout(ctx, func(url string, pool *pgxpool.Pool, cfg string) error {
+		sizes := []int{max(e.opt.ScaleRows/10, 1000), e.opt.ScaleRows}
+		medians, err := e.timeAtSizes(ctx, url, pool, cfg, sizes, singleNode)
+		if err != nil {
+			return err
+		}
+		broken := e.printReads(sizes, medians, nil)
+		p99, drainBroken, err := e.dispatchOnHistory(ctx, url, pool, cfg, sizes[1])
+		if err != nil {
+			return err
+		}
+		broken = append(broken, drainBroken...)
+		pruneBroken, err := e.pruneWhileLive(ctx, url, pool, cfg, p99)
+		if err != nil {
+			return err
+		}
+		broken = append(broken, pruneBroken...)
+		if len(broken) > 0 {
+			return fmt.Errorf("%d figures broke their budget or grew with history: %v", len(broken), broken)
+		}
+		return nil
+	})
 }
 
 // history is how timeAtSizes loads one layout's history: load adds n intents
@@ -272,8 +266,8 @@ func historyLayout(ctx context.Context, pool *pgxpool.Pool) error {
 }
 
 // onEmptyLayout runs f on a fresh database with the history's layout and no
-// rows (historyLayout): what the dispatch figures on the history are
-// compared with. Every statement that reads or writes intents opens and locks
+// rows (historyLayout): where the scale scenario loads its history, and what
+// the dispatch figures on the history are compared with. Every statement that reads or writes intents opens and locks
 // each of its partitions, so a table of 19 partitions costs more at every
 // enqueue, claim and completion than the 4 a fresh database has, rows or
 // none (effectd.enqueue: 245 µs against 166 µs in pg_stat_statements under
