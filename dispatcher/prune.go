@@ -156,33 +156,35 @@ func DropExpiredPartitions(ctx context.Context, pool *pgxpool.Pool, horizon time
 	if err != nil {
 		return nil, 0, err
 	}
-	if !distributed {
-		// the tables' locks stop every producer for a moment: not taken at
-		// a prune that has nothing to drop
-		var none []query.Partition
-		if err := dropEach(ctx, pool, horizon, func(p query.Partition) error { return errSomething }, &none, &held); err == nil {
-			_, err = query.DropDetachedTables(ctx, pool)
-			return nil, held, err
-		} else if !errors.Is(err, errSomething) {
-			return nil, 0, err
-		}
-		err = query.DropTogether(ctx, pool, dropTogetherTries, func(tx pgx.Tx) error {
-			dropped, held = nil, 0 // a try that gave up changed nothing
-			return dropEach(ctx, tx, horizon, func(p query.Partition) error { return query.DetachForget(ctx, tx, p) }, &dropped, &held)
-		})
-		if err == nil {
-			_, err = query.DropDetachedTables(ctx, pool)
-			return dropped, held, err
-		}
-		if !errors.Is(err, query.ErrPartitionBusy) {
-			return nil, 0, err
-		}
-		dropped, held = nil, 0
+	oneByOne := func(p query.Partition) error { return query.DropPartition(ctx, pool, p) }
+	if distributed {
+		err = dropEach(ctx, pool, horizon, oneByOne, &dropped, &held)
+		return dropped, held, err
 	}
-	err = dropEach(ctx, pool, horizon, func(p query.Partition) error { return query.DropPartition(ctx, pool, p) }, &dropped, &held)
-	if err == nil && !distributed {
+	dropped, held, err = dropTogether(ctx, pool, horizon)
+	if errors.Is(err, query.ErrPartitionBusy) {
+		dropped, held = nil, 0
+		err = dropEach(ctx, pool, horizon, oneByOne, &dropped, &held)
+	}
+	if err == nil {
 		_, err = query.DropDetachedTables(ctx, pool)
 	}
+	return dropped, held, err
+}
+
+// dropTogether detaches and forgets in one transaction (query.DropTogether)
+// what dropEach would drop, after a dry run on pool: the tables' locks stop
+// every producer for a moment, and are not taken at a prune that has nothing
+// to drop. The tables detached are left to query.DropDetachedTables.
+func dropTogether(ctx context.Context, pool *pgxpool.Pool, horizon time.Duration) (dropped []query.Partition, held int, err error) {
+	var none []query.Partition
+	if err := dropEach(ctx, pool, horizon, func(query.Partition) error { return errSomething }, &none, &held); !errors.Is(err, errSomething) {
+		return nil, held, err
+	}
+	err = query.DropTogether(ctx, pool, dropTogetherTries, func(tx pgx.Tx) error {
+		dropped, held = nil, 0 // a try that gave up changed nothing
+		return dropEach(ctx, tx, horizon, func(p query.Partition) error { return query.DetachForget(ctx, tx, p) }, &dropped, &held)
+	})
 	return dropped, held, err
 }
 

@@ -84,10 +84,10 @@ var mutations = []mutation{
 		pkg: "./dispatcher/", run: "^TestDropsExpiredPartitions$"},
 
 	{name: "prune: expired partitions dropped one by one, each session planning again at every step", file: "dispatcher/prune.go",
-		from: "\tif !distributed {\n\t\t// the tables' locks stop", to: "\tif !distributed && false {\n\t\t// the tables' locks stop",
+		from: "dropped, held, err = dropTogether(ctx, pool, horizon)", to: "err = query.ErrPartitionBusy",
 		pkg: "./dispatcher/", run: "^TestDropsExpiredPartitionsTogether$"},
 	{name: "prune: the tables' locks waited for without bound while a transaction holds them", file: "internal/query/partitions.go",
-		from: "if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d`, PartitionLockWait.Milliseconds())); err != nil {", to: "if _, err := tx.Exec(ctx, `SELECT 1`); err != nil {",
+		from: "if _, err := conn.Exec(ctx, fmt.Sprintf(`SET lock_timeout = %d`, PartitionLockWait.Milliseconds())); err != nil {", to: "if _, err := conn.Exec(ctx, `SELECT 1`); err != nil {",
 		pkg: "./dispatcher/", run: "^TestDropsExpiredPartitionsTogether$"},
 	{name: "prune: a channel that keeps less than a day left to its partitions", file: "dispatcher/prune.go",
 		from: "if keep >= horizon && keep >= partitionSpan {", to: "if keep >= horizon {",

@@ -116,14 +116,14 @@ var ErrPartitionBusy = errors.New("partition busy: its lock was not free in time
 // stopped half way (a crash, a cancelled context, a lock not free) is
 // finished by the next call, or by FinishDetaches.
 func DropPartition(ctx context.Context, pool *pgxpool.Pool, p Partition) error {
-	return withLockWait(ctx, pool, p.Name, func(conn *pgx.Conn) error { return dropPartition(ctx, conn, p) })
+	return withLockWait(ctx, pool, p.Name, PartitionLockTries, func(conn *pgx.Conn) error { return dropPartition(ctx, conn, p) })
 }
 
 // withLockWait runs step on one connection of pool with lock_timeout set to
 // PartitionLockWait, and again after PartitionLockPause while it fails for a
-// lock that was not free, PartitionLockTries times in all; then it returns
+// lock that was not free, tries times in all; then it returns
 // ErrPartitionBusy for name.
-func withLockWait(ctx context.Context, pool *pgxpool.Pool, name string, step func(*pgx.Conn) error) error {
+func withLockWait(ctx context.Context, pool *pgxpool.Pool, name string, tries int, step func(*pgx.Conn) error) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -142,7 +142,7 @@ func withLockWait(ctx context.Context, pool *pgxpool.Pool, name string, step fun
 		if !lockNotFree(err) {
 			return err
 		}
-		if try == PartitionLockTries {
+		if try >= tries {
 			return fmt.Errorf("%s: %w", name, ErrPartitionBusy)
 		}
 		select {
@@ -174,35 +174,16 @@ func withLockWait(ctx context.Context, pool *pgxpool.Pool, name string, step fun
 // while step runs, every new statement on them waits behind it; so step only
 // detaches (catalog rows), and the tables' files go after the commit.
 func DropTogether(ctx context.Context, pool *pgxpool.Pool, tries int, step func(tx pgx.Tx) error) error {
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Release()
-	for try := 1; ; try++ {
-		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			// the lock of each partition detached waits as long (autovacuum
-			// may hold one), the parents' held meanwhile
-			if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d`, PartitionLockWait.Milliseconds())); err != nil {
-				return err
-			}
+	// the lock of each partition detached waits as long (autovacuum may hold
+	// one), the parents' held meanwhile
+	return withLockWait(ctx, pool, "intents, attempts and provider_events together", tries, func(conn *pgx.Conn) error {
+		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, partitionsLockParentsSQL); err != nil {
 				return err
 			}
 			return step(tx)
 		})
-		if !lockNotFree(err) {
-			return err
-		}
-		if try >= tries {
-			return fmt.Errorf("intents, attempts and provider_events together: %w", ErrPartitionBusy)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(PartitionLockPause):
-		}
-	}
+	})
 }
 
 // DetachForget detaches partition p plainly in tx, which holds its parent's
@@ -210,22 +191,36 @@ func DropTogether(ctx context.Context, pool *pgxpool.Pool, tries int, step func(
 // forgets it as DropPartition does: its registry row and, for intents, the
 // settled counts of its days. Its table stays until DropDetachedTables.
 func DetachForget(ctx context.Context, tx pgx.Tx, p Partition) error {
-	table := pgx.Identifier{"effectd", p.Name}.Sanitize()
-	var attached, pending, concurrently bool
-	if err := tx.QueryRow(ctx, partitionAttachedSQL, table, p.Parent).Scan(&attached, &pending, &concurrently); err != nil {
+	if err := detach(ctx, tx, p, false); err != nil {
 		return err
-	}
-	if attached {
-		how := ""
-		if pending {
-			how = " FINALIZE"
-		}
-		if _, err := tx.Exec(ctx, fmt.Sprintf(`ALTER TABLE %s DETACH PARTITION %s%s`, pgx.Identifier{"effectd", p.Parent}.Sanitize(), table, how)); err != nil {
-			return fmt.Errorf("detach %s: %w", p.Name, err)
-		}
 	}
 	_, err := tx.Exec(ctx, partitionForgetSQL, p.Name, p.Parent, p.Lower, p.Upper)
 	return err
+}
+
+// detach detaches p from its parent on db unless it is detached already:
+// it finishes a detach left pending (FINALIZE), and detaches CONCURRENTLY
+// when concurrently says so and the parent allows it; plainly otherwise
+// (partition_attached.sql). Citus refuses DETACH … CONCURRENTLY on a
+// distributed table: there a plain detach takes its lock on every shard of
+// the parent for a moment.
+func detach(ctx context.Context, db DB, p Partition, concurrently bool) error {
+	table := pgx.Identifier{"effectd", p.Name}.Sanitize()
+	var attached, pending, allowed bool
+	if err := db.QueryRow(ctx, partitionAttachedSQL, table, p.Parent).Scan(&attached, &pending, &allowed); err != nil || !attached {
+		return err
+	}
+	how := ""
+	switch {
+	case pending:
+		how = " FINALIZE"
+	case concurrently && allowed:
+		how = " CONCURRENTLY"
+	}
+	if _, err := db.Exec(ctx, fmt.Sprintf(`ALTER TABLE %s DETACH PARTITION %s%s`, pgx.Identifier{"effectd", p.Parent}.Sanitize(), table, how)); err != nil {
+		return fmt.Errorf("detach %s: %w", p.Name, err)
+	}
+	return nil
 }
 
 // DropDetachedTables drops the tables DetachForget left (partitions_detached_left.sql),
@@ -242,7 +237,7 @@ func DropDetachedTables(ctx context.Context, pool *pgxpool.Pool) ([]string, erro
 		return nil, err
 	}
 	for i, name := range names {
-		if err := withLockWait(ctx, pool, name, func(conn *pgx.Conn) error {
+		if err := withLockWait(ctx, pool, name, PartitionLockTries, func(conn *pgx.Conn) error {
 			_, err := conn.Exec(ctx, `DROP TABLE IF EXISTS `+pgx.Identifier{"effectd", name}.Sanitize())
 			return err
 		}); err != nil {
@@ -254,28 +249,11 @@ func DropDetachedTables(ctx context.Context, pool *pgxpool.Pool) ([]string, erro
 
 // dropPartition is one try of DropPartition on conn.
 func dropPartition(ctx context.Context, conn *pgx.Conn, p Partition) error {
-	table := pgx.Identifier{"effectd", p.Name}.Sanitize()
-	parent := pgx.Identifier{"effectd", p.Parent}.Sanitize()
-	var attached, pending, concurrently bool
-	if err := conn.QueryRow(ctx, partitionAttachedSQL, table, p.Parent).Scan(&attached, &pending, &concurrently); err != nil {
+	if err := detach(ctx, conn, p, true); err != nil {
 		return err
 	}
-	if attached {
-		// Citus refuses DETACH … CONCURRENTLY on a distributed table: there a
-		// plain detach takes its lock on every shard of the parent for a moment.
-		how := ""
-		switch {
-		case pending:
-			how = " FINALIZE"
-		case concurrently:
-			how = " CONCURRENTLY"
-		}
-		if _, err := conn.Exec(ctx, fmt.Sprintf(`ALTER TABLE %s DETACH PARTITION %s%s`, parent, table, how)); err != nil {
-			return fmt.Errorf("detach %s: %w", p.Name, err)
-		}
-	}
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `DROP TABLE IF EXISTS `+table); err != nil {
+		if _, err := tx.Exec(ctx, `DROP TABLE IF EXISTS `+pgx.Identifier{"effectd", p.Name}.Sanitize()); err != nil {
 			return fmt.Errorf("drop %s: %w", p.Name, err)
 		}
 		_, err := tx.Exec(ctx, partitionForgetSQL, p.Name, p.Parent, p.Lower, p.Upper)
@@ -305,7 +283,7 @@ func FinishDetaches(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	var errs []error
 	for _, p := range list {
-		errs = append(errs, withLockWait(ctx, pool, p.Name, func(conn *pgx.Conn) error {
+		errs = append(errs, withLockWait(ctx, pool, p.Name, PartitionLockTries, func(conn *pgx.Conn) error {
 			_, err := conn.Exec(ctx, fmt.Sprintf(`ALTER TABLE %s DETACH PARTITION %s FINALIZE`,
 				pgx.Identifier{"effectd", p.Parent}.Sanitize(), pgx.Identifier{"effectd", p.Name}.Sanitize()))
 			return err

@@ -41,10 +41,7 @@ func (e *env) citusScale(ctx context.Context) error {
 		return err
 	}
 	defer pool.Close()
-	if err := query.AddChannels(ctx, pool, map[string]string{"pay": "stripe", "sms": "twilio"}); err != nil {
-		return err
-	}
-	if err := query.DayPartitions(ctx, pool, 15); err != nil {
+	if err := historyLayout(ctx, pool); err != nil {
 		return err
 	}
 	rows := e.opt.CitusScaleRows

@@ -255,9 +255,10 @@ func (e *env) dispatchOnHistory(ctx context.Context, url string, pool *pgxpool.P
 }
 
 // historyLayout gives a fresh database the history's layout: the channels
-// pay and sms beside the bench's, and a day partition of each table for each
-// of the 15 days before today and today (the 3 days ahead are migrate's): 19
-// of each, as a deployment keeping 15 days has whatever it holds.
+// pay and sms beside the bench's, and a partition of each table for each of
+// the 15 days before today and today (the 3 days ahead are migrate's): 19 of
+// each on one PostgreSQL, as a deployment keeping 15 days has whatever it
+// holds; in the distributed mode the days go into week partitions.
 func historyLayout(ctx context.Context, pool *pgxpool.Pool) error {
 	if err := query.AddChannels(ctx, pool, map[string]string{"pay": "stripe", "sms": "twilio"}); err != nil {
 		return err
