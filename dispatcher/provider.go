@@ -63,4 +63,12 @@ type Lister interface {
 	// objects are matched by metadata), and whether List covers such an
 	// effect at all (false: the sweep cannot tell whether it is missing).
 	Match(payload json.RawMessage) (match string, listed bool)
+	// Held returns the effects the provider holds for one intent whatever
+	// their time: the object its reference ref names ("" none), and those
+	// carrying its identity (meta: effect.MetaEventID, effect.MetaIntentID)
+	// or, where the provider keeps none, its payload's Match. proven reports,
+	// when it returns none, that the provider holds none; false where a miss
+	// proves nothing (a listing cut at its limit, an eventually consistent
+	// search). It changes nothing at the provider.
+	Held(ctx context.Context, ref string, payload json.RawMessage, meta map[string]string, created time.Time) (objects []effect.Object, proven bool, err error)
 }

@@ -27,6 +27,12 @@ const (
 	// sweepSkew widens the provider listing on both sides of the window, for
 	// clock skew between effectd and the provider.
 	sweepSkew = 5 * time.Minute
+	// sweepMaxHeld is the most intents one sweep looks up at the provider one
+	// by one (Lister.Held): SENT intents whose effect the listing lacks.
+	sweepMaxHeld = 200
+	// sweepMaxUnsettled is the most unsettled intents outside the window one
+	// sweep considers as owners of the objects it joined to no intent.
+	sweepMaxUnsettled = 10_000
 )
 
 // ErrListing is wrapped by a sweep whose provider listing failed: the
@@ -49,6 +55,10 @@ type sweptIntent struct {
 	match   string
 	listed  bool
 	objects []effect.Object
+	// absent is set when Lister.Held proved that the provider holds no
+	// effect of the intent whatever its time; unsure says why it could not.
+	absent bool
+	unsure string
 }
 
 // Sweep lists what channel's provider holds for the intents created in
@@ -117,6 +127,7 @@ func (d *Dispatcher) Sweep(ctx context.Context, channel string, since, until tim
 		rep.Findings = append(rep.Findings, effectdtype.Finding{Kind: effectdtype.FindingOrphan, Objects: []effect.Object{o},
 			Operation: "no intent of this channel has it: check " + o.Ref + " at the provider and reverse it there if it was not meant; effectd has nothing to settle"})
 	}
+	lookHeld(ctx, lister, j)
 	for _, in := range j.intents {
 		if in.channel != channel {
 			continue
@@ -150,26 +161,86 @@ func checkSweepWindow(channel string, since, until time.Time) error {
 }
 
 // joinOutsideWindow joins the objects no intent of the window has with the
-// intents created outside it, found by id and reference, so that they are
-// not taken for orphans; it returns the objects still unmatched.
+// intents created outside it, so that none is taken for an orphan while an
+// intent could own it: those found by the objects' intent ids and
+// references, and every unsettled intent of the channel (SENDING, IN_DOUBT,
+// FAILED), whatever its age, that was created before the latest of the
+// objects and settled after the earliest. It returns the objects still
+// unmatched.
 func (d *Dispatcher) joinOutsideWindow(ctx context.Context, j *join, lister Lister, unmatched []effect.Object) ([]effect.Object, error) {
 	var ids []int64
 	var refs []string
+	first, last := unmatched[0].Created, unmatched[0].Created
 	for _, o := range unmatched {
 		if id, err := strconv.ParseInt(o.IntentID, 10, 64); err == nil {
 			ids = append(ids, id)
 		}
 		refs = append(refs, o.Ref)
+		first, last = minTime(first, o.Created), maxTime(last, o.Created)
 	}
 	rows, err := query.SweepIntentsBy(ctx, d.pool, ids, refs)
 	if err != nil {
 		return nil, err
 	}
-	for _, in := range swept(rows) {
+	unsettled, err := query.SweepIntentsUnsettled(ctx, d.pool, query.SweepUnsettled{Channel: j.channel,
+		First: first.Add(-sweepSkew), Last: last.Add(sweepSkew), Limit: sweepMaxUnsettled + 1})
+	if err != nil {
+		return nil, err
+	}
+	if len(unsettled) > sweepMaxUnsettled {
+		return nil, fmt.Errorf("%w: since: more than %d SENDING, IN_DOUBT or FAILED intents of the channel could own the provider objects no intent of the window has: settle them first, or sweep a shorter window", ErrInvalid, sweepMaxUnsettled)
+	}
+	for _, in := range swept(append(rows, unsettled...)) {
 		in.match, in.listed = lister.Match(in.payload)
 		j.add(in)
 	}
 	return j.byMatch(j.byIdentity(unmatched)), nil
+}
+
+// lookHeld looks up at the provider, one by one and whatever their time, the
+// effects of the window's SENT intents whose effect the listing lacks (at
+// most sweepMaxHeld), so that an effect made after the listing's end (a
+// lookup that replayed the call) is not reported missing. Each found object
+// joins the intent; an intent with none is absent when the provider proved
+// it, else unsure, with the reason.
+func lookHeld(ctx context.Context, lister Lister, j *join) {
+	looked := 0
+	for _, in := range j.intents {
+		if in.channel != j.channel || !in.inWindow || in.status != statemachine.Sent || !in.listed || len(in.objects) > 0 {
+			continue
+		}
+		if looked == sweepMaxHeld {
+			in.unsure = fmt.Sprintf("the sweep looks up at most %d intents one by one: sweep a shorter window", sweepMaxHeld)
+			continue
+		}
+		looked++
+		meta := map[string]string{effect.MetaEventID: in.eventID, effect.MetaIntentID: strconv.FormatInt(in.id, 10)}
+		objects, proven, err := lister.Held(ctx, deref(in.ref), in.payload, meta, in.created)
+		switch {
+		case err != nil:
+			in.unsure = "its lookup at the provider failed: " + err.Error()
+		case len(objects) > 0:
+			in.objects = objects
+		case proven:
+			in.absent = true
+		default:
+			in.unsure = "the provider's lookup by the intent's reference and identity cannot prove the effect absent"
+		}
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // countSweep counts rep's findings by kind, in rep and in the metrics, and logs them.
@@ -182,7 +253,8 @@ func (d *Dispatcher) countSweep(ctx context.Context, rep *effectdtype.SweepRepor
 	}
 	d.log.InfoContext(ctx, "sweep", "channel", rep.Channel, "since", rep.Since, "until", rep.Until,
 		"intents", rep.Intents, "objects", rep.Objects, "orphan", rep.Counts[effectdtype.FindingOrphan], "duplicate", rep.Counts[effectdtype.FindingDuplicate],
-		"unsettled", rep.Counts[effectdtype.FindingUnsettled], "missing", rep.Counts[effectdtype.FindingMissing])
+		"unsettled", rep.Counts[effectdtype.FindingUnsettled], "missing", rep.Counts[effectdtype.FindingMissing],
+		"uncertain", rep.Counts[effectdtype.FindingUncertain])
 }
 
 // swept returns the intents the sweep joins, as read.
@@ -344,9 +416,16 @@ func judge(in *sweptIntent, kind string, now time.Time) []effectdtype.Finding {
 	case statemachine.Sent:
 		if in.inWindow && in.listed && len(in.objects) == 0 {
 			m := f
-			m.Kind = effectdtype.FindingMissing
-			m.Operation = fmt.Sprintf("the provider lacks %s: look it up at the provider (deleted, reversed, or a wrong reference given to a resolve); SENT has no operator event, so if the effect is owed, enqueue it again under a new event id",
-				cmp.Or(f.ProviderRef, "the intent's effect"))
+			what := cmp.Or(f.ProviderRef, "the intent's effect")
+			if in.absent {
+				m.Kind = effectdtype.FindingMissing
+				m.Operation = fmt.Sprintf("the provider holds neither %s nor any effect carrying the intent's identity, whatever its time (deleted, reversed, or a wrong reference given to a resolve); SENT has no operator event, so if the effect is owed, enqueue it again under a new event id",
+					what)
+			} else {
+				m.Kind = effectdtype.FindingUncertain
+				m.Operation = fmt.Sprintf("the listing lacks %s, but %s, so the provider may hold it: look it up at the provider, and enqueue nothing again while it may hold it",
+					what, in.unsure)
+			}
 			out = append(out, m)
 		}
 	}

@@ -253,7 +253,7 @@ func TestSweepFindsEveryPlantedDiscrepancy(t *testing.T) {
 		want := map[string]string{
 			effectdtype.FindingUnsettled: "",
 			effectdtype.FindingDuplicate: "keep " + dupRef1 + " and reverse " + dupRef2,
-			effectdtype.FindingMissing:   "lacks re_gone",
+			effectdtype.FindingMissing:   "holds neither re_gone",
 			effectdtype.FindingOrphan:    "no intent",
 		}[f.Kind]
 		switch {

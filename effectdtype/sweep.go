@@ -12,11 +12,12 @@ const (
 	FindingOrphan    = "orphan"    // a provider object carrying effectd's metadata (a Twilio message of the channel's sender) with no intent
 	FindingDuplicate = "duplicate" // two or more provider objects for one intent
 	FindingUnsettled = "unsettled" // a SENDING (lease expired), IN_DOUBT or FAILED intent whose effect the provider holds
-	FindingMissing   = "missing"   // a SENT intent whose effect the provider lacks
+	FindingMissing   = "missing"   // a SENT intent whose effect the provider holds under no reference or identity of it, whatever its time
+	FindingUncertain = "uncertain" // a SENT intent whose effect the listing lacks and whose absence the sweep cannot prove
 )
 
 // FindingKinds lists every kind of finding.
-var FindingKinds = []string{FindingOrphan, FindingDuplicate, FindingUnsettled, FindingMissing}
+var FindingKinds = []string{FindingOrphan, FindingDuplicate, FindingUnsettled, FindingMissing, FindingUncertain}
 
 // Finding is one disagreement between the provider and the table. The sweep
 // changes nothing: Operation says what an operator would do about it.
@@ -47,4 +48,21 @@ type SweepReport struct {
 	Unlisted int            `json:"unlisted"`
 	Counts   map[string]int `json:"counts"` // findings by kind, every kind present
 	Findings []Finding      `json:"findings"`
+	// Scheduled is what the channel's scheduled sweeps have finished of
+	// [Since, Until): the spans their windows cover and the gaps between.
+	Scheduled SweepCoverage `json:"scheduled"`
+}
+
+// SweepWindow is a span of intents' creation times, [Since, Until).
+type SweepWindow struct {
+	Since time.Time `json:"since"`
+	Until time.Time `json:"until"`
+}
+
+// SweepCoverage is what a channel's scheduled sweeps covered of a span:
+// Covered merges the windows they finished (overlapping or adjoining ones
+// into one), Gaps is the rest of the span, each in time order.
+type SweepCoverage struct {
+	Covered []SweepWindow `json:"covered"`
+	Gaps    []SweepWindow `json:"gaps"`
 }

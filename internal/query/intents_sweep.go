@@ -20,6 +20,9 @@ var sweepIntentsSQL string
 //go:embed sweep_intents_by.sql
 var sweepIntentsBySQL string
 
+//go:embed sweep_intents_unsettled.sql
+var sweepIntentsUnsettledSQL string
+
 // SweptIntent is an intent as the sweep joins it with what its provider holds.
 type SweptIntent struct {
 	ID             int64
@@ -70,6 +73,25 @@ func SweepIntents(ctx context.Context, db DB, w SweepWindow) ([]SweptIntent, err
 // whose provider reference is in refs; an intent may come twice.
 func SweepIntentsBy(ctx context.Context, db DB, ids []int64, refs []string) ([]SweptIntent, error) {
 	rows, err := db.Query(ctx, sweepIntentsBySQL, ids, refs)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanSwept)
+}
+
+// SweepUnsettled selects the intents of Channel, of any age, that could own a
+// provider object created from First to Last: those SENDING, IN_DOUBT or
+// FAILED created before Last and, unless SENDING, last updated at or after
+// First; at most Limit of them.
+type SweepUnsettled struct {
+	Channel     string
+	First, Last time.Time
+	Limit       int
+}
+
+// SweepIntentsUnsettled reads the intents u selects, by id.
+func SweepIntentsUnsettled(ctx context.Context, db DB, u SweepUnsettled) ([]SweptIntent, error) {
+	rows, err := db.Query(ctx, sweepIntentsUnsettledSQL, u.Channel, u.Last, u.First, u.Limit)
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,9 @@ package stripe
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -118,3 +120,64 @@ func (p *Provider) List(ctx context.Context, since, until time.Time) ([]effect.O
 // Match reports that Stripe objects are matched by their metadata, and that
 // List covers every payload's effect.
 func (p *Provider) Match(json.RawMessage) (string, bool) { return "", true }
+
+// Held returns the objects Stripe holds for one intent whatever their time:
+// the object ref names (when it exists), and those its payload's parent
+// lists that carry its metadata (stamped: the intent's event id, and its
+// intent id where both are stamped). proven reports, when it finds none,
+// that Stripe holds none: false where the listing stopped at its limit or
+// went through the search API, which is eventually consistent.
+func (p *Provider) Held(ctx context.Context, ref string, raw json.RawMessage, meta map[string]string, created time.Time) (objects []effect.Object, proven bool, err error) {
+	pl, err := parsePayload(raw)
+	if err != nil {
+		return nil, false, fmt.Errorf("stripe held: %w", err)
+	}
+	op := "stripe held " + pl.Type
+	ctx, x, cancel := p.traced(ctx)
+	defer cancel()
+	if ref != "" {
+		o, found, err := p.retrieve(ctx, ref)
+		if err != nil {
+			return nil, false, classify(op+" "+ref, err, x)
+		}
+		if found {
+			objects = append(objects, o)
+		}
+	}
+	stamped, complete, consistent, err := p.stamped(ctx, pl, meta[effect.MetaEventID], created)
+	if err != nil {
+		return nil, false, classify(op+" by list", err, x)
+	}
+	for _, o := range stamped {
+		if o.Ref != ref && (o.IntentID == "" || meta[effect.MetaIntentID] == "" || o.IntentID == meta[effect.MetaIntentID]) {
+			objects = append(objects, o)
+		}
+	}
+	return objects, complete && consistent, nil
+}
+
+// retrieve reads object ref (re_…, pi_…, tr_…); found is false when Stripe
+// answers that it has no such object, or ref names no kind effectd makes.
+func (p *Provider) retrieve(ctx context.Context, ref string) (o effect.Object, found bool, err error) {
+	params := stripeapi.Params{Context: ctx}
+	var obj any
+	switch {
+	case strings.HasPrefix(ref, "re_"):
+		obj, err = p.api.Refunds.Get(ref, &stripeapi.RefundParams{Params: params})
+	case strings.HasPrefix(ref, "pi_"):
+		obj, err = p.api.PaymentIntents.Get(ref, &stripeapi.PaymentIntentParams{Params: params})
+	case strings.HasPrefix(ref, "tr_"):
+		obj, err = p.api.Transfers.Get(ref, &stripeapi.TransferParams{Params: params})
+	default:
+		return o, false, nil
+	}
+	var se *stripeapi.Error
+	if errors.As(err, &se) && se.HTTPStatusCode == http.StatusNotFound {
+		return o, false, nil
+	}
+	if err != nil {
+		return o, false, err
+	}
+	o, _ = describe(obj)
+	return o, true, nil
+}

@@ -74,17 +74,44 @@ func (p *Provider) list(ctx context.Context, pl payload, meta map[string]string,
 	}
 	ctx, x, cancel := p.traced(ctx)
 	defer cancel()
-	var matches []string
+	matches, complete, consistent, err := p.stamped(ctx, pl, event, created)
+	switch {
+	case err != nil:
+		return "", false, classify(op, err, x)
+	case len(matches) == 1:
+		return matches[0].Ref, true, nil
+	case len(matches) > 1:
+		refs := make([]string, len(matches))
+		for i, o := range matches {
+			refs[i] = o.Ref
+		}
+		return "", false, fmt.Errorf("%s: ambiguous: %d objects carry %s=%q: %s",
+			op, len(matches), effect.MetaEventID, event, strings.Join(refs, ", "))
+	case !complete:
+		return "", false, fmt.Errorf("%s: no match in the newest %d objects; not reading further", op, lookupListLimit)
+	case !consistent:
+		return "", false, fmt.Errorf("%s: the search API found no payment intent with %s=%q, but search is eventually consistent: cannot tell", op, effect.MetaEventID, event)
+	}
+	return "", false, nil
+}
+
+// stamped lists, whatever their time, the objects of pl's type stamped with
+// metadata effectd_event_id = event: the refunds of its payment intent or
+// charge, the transfers of its transfer group, the payment intents of its
+// customer created since an hour before created (without a customer, the
+// search API). complete is false when the listing stopped at
+// lookupListLimit objects; consistent is false for the search API, which is
+// eventually consistent: a miss there proves nothing.
+func (p *Provider) stamped(ctx context.Context, pl payload, event string, created time.Time) (matches []effect.Object, complete, consistent bool, err error) {
 	seen := 0
 	match := func(o effect.Object, _ map[string]string) bool {
 		seen++
 		if o.EventID == event {
-			matches = append(matches, o.Ref)
+			matches = append(matches, o)
 		}
 		return seen < lookupListLimit
 	}
-	consistent := true
-	var err error
+	consistent = true
 	switch pl.Type {
 	case "refund":
 		lp := &stripeapi.RefundListParams{}
@@ -109,26 +136,12 @@ func (p *Provider) list(ctx context.Context, pl payload, meta map[string]string,
 			err = walk(p.api.PaymentIntents.List(lp), match)
 			break
 		}
-		// No customer to list by: only the search API is left, and it is
-		// eventually consistent, so a miss proves nothing.
+		// No customer to list by: only the search API is left.
 		consistent = false
 		sp := &stripeapi.PaymentIntentSearchParams{}
 		sp.Context, sp.Limit = ctx, stripeapi.Int64(100)
 		sp.Query = fmt.Sprintf("metadata['%s']:'%s'", effect.MetaEventID, strings.NewReplacer(`\`, `\\`, "'", `\'`).Replace(event))
 		err = walk(p.api.PaymentIntents.Search(sp), match)
 	}
-	switch {
-	case err != nil:
-		return "", false, classify(op, err, x)
-	case len(matches) == 1:
-		return matches[0], true, nil
-	case len(matches) > 1:
-		return "", false, fmt.Errorf("%s: ambiguous: %d objects carry %s=%q: %s",
-			op, len(matches), effect.MetaEventID, event, strings.Join(matches, ", "))
-	case seen >= lookupListLimit:
-		return "", false, fmt.Errorf("%s: no match in the newest %d objects; not reading further", op, lookupListLimit)
-	case !consistent:
-		return "", false, fmt.Errorf("%s: the search API found no payment intent with %s=%q, but search is eventually consistent: cannot tell", op, effect.MetaEventID, event)
-	}
-	return "", false, nil
+	return matches, seen < lookupListLimit, consistent, err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"time"
 
 	openapi "github.com/twilio/twilio-go/rest/api/v2010"
@@ -75,18 +76,69 @@ func (p *Provider) List(ctx context.Context, since, until time.Time) ([]effect.O
 		if p.cfg.From == "" && deref(msg.MessagingServiceSid) != p.cfg.MessagingServiceSID {
 			continue
 		}
-		created, err := time.Parse(time.RFC1123Z, deref(msg.DateCreated))
+		o, err := object(msg)
 		if err != nil {
-			return nil, fmt.Errorf("twilio: list: message %s: date_created: %w", sid, err)
+			return nil, fmt.Errorf("twilio: list: %w", err)
 		}
-		if created.Before(since) || !created.Before(until) {
+		if o.Created.Before(since) || !o.Created.Before(until) {
 			continue
 		}
-		to := deref(msg.To)
-		out = append(out, effect.Object{Ref: sid, Kind: "message", Created: created.UTC(),
-			Match: to + "\x00" + deref(msg.Body), Summary: "message to " + maskNumber(to) + ", " + deref(msg.Status)})
+		out = append(out, o)
 	}
 	return out, nil
+}
+
+// object describes a listed or fetched message: its Match is its recipient
+// and body.
+func object(msg openapi.ApiV2010Message) (effect.Object, error) {
+	sid, to := deref(msg.Sid), deref(msg.To)
+	created, err := time.Parse(time.RFC1123Z, deref(msg.DateCreated))
+	if err != nil {
+		return effect.Object{}, fmt.Errorf("message %s: date_created: %w", sid, err)
+	}
+	return effect.Object{Ref: sid, Kind: "message", Created: created.UTC(),
+		Match: to + "\x00" + deref(msg.Body), Summary: "message to " + maskNumber(to) + ", " + deref(msg.Status)}, nil
+}
+
+// Held returns the messages Twilio holds for one intent whatever their time:
+// message ref (when it exists), and those of the channel's sender to the
+// payload's recipient with its body created since shortly before the intent
+// (Twilio keeps no metadata: a message with the same recipient and body may
+// be another intent's, so a match is held, never proof of absence). proven
+// reports, when it finds none, that Twilio holds none: false when a listing
+// was cut at its limit.
+func (p *Provider) Held(ctx context.Context, ref string, payload json.RawMessage, meta map[string]string, created time.Time) (objects []effect.Object, proven bool, err error) {
+	m, err := p.message(payload)
+	if err != nil {
+		return nil, false, &Error{Op: "held", Message: err.Error(), err: err}
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	if ref != "" {
+		api, tr := p.api(ctx)
+		msg, err := api.FetchMessage(ref, &openapi.FetchMessageParams{})
+		if err != nil {
+			if e := classify("held", m.To, err, tr); e.Status != http.StatusNotFound {
+				return nil, false, e
+			}
+		} else {
+			o, err := object(*msg)
+			if err != nil {
+				return nil, false, fmt.Errorf("twilio: held: %w", err)
+			}
+			objects = append(objects, o)
+		}
+	}
+	matches, complete, err := p.sentSince(ctx, "held", m, created.Add(-lookupSkew))
+	if err != nil {
+		return nil, false, err
+	}
+	for _, o := range matches {
+		if o.Ref != ref {
+			objects = append(objects, o)
+		}
+	}
+	return objects, complete, nil
 }
 
 // Match returns the recipient and body an SMS of payload carries, and whether

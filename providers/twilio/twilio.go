@@ -211,9 +211,34 @@ func (p *Provider) Lookup(ctx context.Context, key string, payload json.RawMessa
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	api, tr := p.api(ctx)
 	since := claimed.Add(-lookupSkew).UTC()
+	matches, complete, err := p.sentSince(ctx, "lookup", m, since)
+	switch {
+	case err != nil:
+		return "", false, err
+	case len(matches) == 1:
+		return matches[0].Ref, true, nil
+	case len(matches) > 1:
+		sids := make([]string, len(matches))
+		for i, o := range matches {
+			sids[i] = o.Ref
+		}
+		return "", false, fmt.Errorf("twilio: lookup to %s: %w: %s", maskNumber(m.To), ErrAmbiguous, strings.Join(sids, ", "))
+	case !complete:
+		// A listing was cut at its limit within the window: our message
+		// may be beyond it, so its absence is not proven.
+		return "", false, fmt.Errorf("twilio: lookup to %s: cannot tell: more than %d messages since %s", maskNumber(m.To), lookupLimit, since.Format(time.RFC3339))
+	}
+	return "", false, nil
+}
 
+// sentSince returns the messages of m's sender to m's recipient with m's body
+// created at or after since: those Twilio dates as sent since then, and,
+// because date_sent stays empty while a message is queued, the newest
+// lookupLimit without a date filter. complete is false when a listing was cut
+// at its limit within the span, so that a message may lie beyond it.
+func (p *Provider) sentSince(ctx context.Context, op string, m message, since time.Time) (matches []effect.Object, complete bool, err error) {
+	api, tr := p.api(ctx)
 	params := func() *openapi.ListMessageParams {
 		lp := &openapi.ListMessageParams{}
 		lp.SetTo(m.To).SetLimit(lookupLimit)
@@ -224,14 +249,12 @@ func (p *Provider) Lookup(ctx context.Context, key string, payload json.RawMessa
 	}
 	sent, err := api.ListMessage(params().SetDateSentAfter(since))
 	if err != nil {
-		return "", false, classify("lookup", m.To, err, tr)
+		return nil, false, classify(op, m.To, err, tr)
 	}
 	newest, err := api.ListMessage(params())
 	if err != nil {
-		return "", false, classify("lookup", m.To, err, tr)
+		return nil, false, classify(op, m.To, err, tr)
 	}
-
-	var matches []string
 	seen := map[string]bool{}
 	for _, msg := range append(sent, newest...) {
 		sid := deref(msg.Sid)
@@ -242,25 +265,16 @@ func (p *Provider) Lookup(ctx context.Context, key string, payload json.RawMessa
 		if m.From == "" && deref(msg.MessagingServiceSid) != p.cfg.MessagingServiceSID {
 			continue
 		}
-		at, err := time.Parse(time.RFC1123Z, deref(msg.DateCreated))
+		o, err := object(msg)
 		if err != nil {
-			return "", false, fmt.Errorf("twilio: lookup to %s: message %s: date_created: %w", maskNumber(m.To), sid, err)
+			return nil, false, fmt.Errorf("twilio: %s to %s: %w", op, maskNumber(m.To), err)
 		}
-		if !at.Before(since) {
-			matches = append(matches, sid)
+		if !o.Created.Before(since) {
+			matches = append(matches, o)
 		}
 	}
-	switch {
-	case len(matches) == 1:
-		return matches[0], true, nil
-	case len(matches) > 1:
-		return "", false, fmt.Errorf("twilio: lookup to %s: %w: %s", maskNumber(m.To), ErrAmbiguous, strings.Join(matches, ", "))
-	case len(sent) >= lookupLimit || (len(newest) >= lookupLimit && !createdBefore(newest[len(newest)-1], since)):
-		// A listing was cut at its limit within the window: our message
-		// may be beyond it, so its absence is not proven.
-		return "", false, fmt.Errorf("twilio: lookup to %s: cannot tell: more than %d messages since %s", maskNumber(m.To), lookupLimit, since.Format(time.RFC3339))
-	}
-	return "", false, nil
+	complete = len(sent) < lookupLimit && (len(newest) < lookupLimit || createdBefore(newest[len(newest)-1], since))
+	return matches, complete, nil
 }
 
 // createdBefore reports whether msg was created before t; an unreadable date
