@@ -11,7 +11,9 @@ import (
 
 // createBulk answers POST /v1/intents/bulk: freezes the matching intents of
 // the channels the caller sees in a snapshot and answers how many and a
-// sample, changing no intent.
+// sample, changing no intent. The sample is masked as the intents list masks
+// it for the caller (scope.intent): the channels' redacted fields, in the
+// payload and wherever last_error quotes them.
 func (h *handler) createBulk(w http.ResponseWriter, r *http.Request) (effectdtype.BulkSnapshot, error) {
 	body, err := readBody(w, r)
 	if err != nil {
@@ -22,9 +24,16 @@ func (h *handler) createBulk(w http.ResponseWriter, r *http.Request) (effectdtyp
 		return effectdtype.BulkSnapshot{}, err
 	}
 	p := principalOf(r)
+	sc, err := h.scopeOf(r.Context(), p)
+	if err != nil {
+		return effectdtype.BulkSnapshot{}, err
+	}
 	snap, err := dispatcher.FreezeBulk(r.Context(), h.pool, dispatcher.BulkFreeze{Request: req, Actor: p.Name, Sees: p.sees()})
 	if err != nil {
 		return snap, err
+	}
+	for i, row := range snap.Sample {
+		snap.Sample[i] = sc.intent(row)
 	}
 	h.log.InfoContext(r.Context(), "bulk snapshot", "snapshot", snap.Snapshot, "action", req.Action,
 		"matched", snap.Matched, "actor", p.Name)
