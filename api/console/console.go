@@ -126,7 +126,7 @@ func (c *console) routes() http.Handler {
 	static, _ := fs.Sub(staticFS, "static")
 	r.Handle("/ui/static/*", http.StripPrefix("/ui/static/", http.FileServerFS(static)))
 	r.Get("/ui/login", c.loginPage)
-	r.With(c.checkCSRF(loginCSRF)).Post("/ui/login", c.login)
+	r.With(c.checkCSRF(c.loginFormCSRF)).Post("/ui/login", c.login)
 	r.Group(func(r chi.Router) {
 		r.Use(c.checkCSRF(c.sessionCSRF), c.requireSession)
 		r.Post("/ui/logout", c.logout)
@@ -234,6 +234,15 @@ func loginCSRF(r *http.Request) string {
 		return ""
 	}
 	return ck.Value
+}
+
+// loginFormCSRF is the token the login form carries (csrfToken): the
+// session's for a person logged in, else the login cookie's.
+func (c *console) loginFormCSRF(r *http.Request) string {
+	if _, ok := c.who(r); ok {
+		return c.sessionCSRF(r)
+	}
+	return loginCSRF(r)
 }
 
 // sessionCSRF is the CSRF token of r's session, or "".

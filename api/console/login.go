@@ -7,15 +7,14 @@ import (
 	"github.com/effectd/effectd/api"
 )
 
+// loginPage shows the login form, also to a person logged in: a login there
+// ends their session and starts the new person's.
 func (c *console) loginPage(w http.ResponseWriter, r *http.Request) {
-	if _, ok := c.who(r); ok {
-		http.Redirect(w, r, "/ui/", http.StatusSeeOther)
-		return
-	}
 	c.render(w, r, http.StatusOK, "login", "Log in", map[string]any{"NoAuth": c.noAuth})
 }
 
-// login starts a session for the token in the form field "token".
+// login starts a session for the token in the form field "token": always a
+// new one, with a new id and nothing of the session it replaces, which ends.
 func (c *console) login(w http.ResponseWriter, r *http.Request) {
 	secret := r.PostFormValue("token")
 	p, ok := c.tokens.Authenticate(secret)
@@ -29,8 +28,14 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 			map[string]any{"Error": "That token is not accepted. Paste the whole bearer token.", "NoAuth": c.noAuth})
 		return
 	}
-	// A new session id at login, so that one planted before it is worth nothing.
+	// A new session id at login, so that one planted before it is worth
+	// nothing; the session it had ends (RenewToken deletes its row), and
+	// nothing it held (another person's CSRF token, a flash) carries over.
 	if err := c.sessions.RenewToken(r.Context()); err != nil {
+		c.renderError(w, r, http.StatusServiceUnavailable, "Could not start a session; try again.")
+		return
+	}
+	if err := c.sessions.Clear(r.Context()); err != nil {
 		c.renderError(w, r, http.StatusServiceUnavailable, "Could not start a session; try again.")
 		return
 	}

@@ -98,3 +98,55 @@ func TestAnonymousWritesNoSession(t *testing.T) {
 		t.Errorf("a logged-in form with the login page's token: %d, want 403", resp.StatusCode)
 	}
 }
+
+// TestSecondLoginStartsNewSession: a second person logging in in the same
+// browser gets the login form, and a new session: a new id, the new person's
+// name and role on every page, nothing of the earlier session's; the earlier
+// session ends (its row is gone, its cookie opens nothing).
+func TestSecondLoginStartsNewSession(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	base := e.srv.URL
+	c := browserless(t)
+	login(t, c, base, adminToken)
+	u, _ := url.Parse(base + "/ui/")
+	first := sessionCookie(c, u)
+	if first == "" {
+		t.Fatal("no session cookie after the first login")
+	}
+
+	resp, page := get(t, c, base+"/ui/login")
+	m := csrfField.FindStringSubmatch(page)
+	if resp.StatusCode != http.StatusOK || m == nil || !strings.Contains(page, `name="token"`) {
+		t.Fatalf("the login page while logged in: %d, want the login form:\n%s", resp.StatusCode, page)
+	}
+	resp, _ = post(t, c, base+"/ui/login", url.Values{"csrf": {m[1]}, "token": {viewerToken}})
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/" {
+		t.Fatalf("the second login: %d to %q, want 303 to /ui/", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	second := sessionCookie(c, u)
+	if second == "" || second == first {
+		t.Fatalf("session id after the second login %q, before %q: want a new one", second, first)
+	}
+	if _, page := get(t, c, base+"/ui/"); !strings.Contains(page, "support (viewer)") || strings.Contains(page, "admin (admin)") {
+		t.Errorf("after the second login the overview does not name the viewer alone:\n%s", page)
+	}
+	if n := e.sessionRows(t); n != 1 {
+		t.Errorf("%d session rows after the second login, want 1: the first session did not end", n)
+	}
+	old := browserless(t)
+	old.Jar.SetCookies(u, []*http.Cookie{{Name: "effectd_session", Value: first, Path: "/ui"}})
+	if resp, _ := get(t, old, base+"/ui/"); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/login" {
+		t.Errorf("the first session's cookie: %d to %q, want 303 to /ui/login", resp.StatusCode, resp.Header.Get("Location"))
+	}
+}
+
+// sessionCookie is the value of c's session cookie for u, or "".
+func sessionCookie(c *http.Client, u *url.URL) string {
+	for _, ck := range c.Jar.Cookies(u) {
+		if ck.Name == "effectd_session" {
+			return ck.Value
+		}
+	}
+	return ""
+}
