@@ -29,6 +29,7 @@ type metrics struct {
 	partitionsHeld    prometheus.Gauge
 	partitionsBusy    prometheus.Counter
 	partitionsUntil   prometheus.Gauge
+	dedupeKeysPruned  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -83,13 +84,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		partitionsUntil: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "effectd_partitions_until_timestamp_seconds", Help: "When the last day partition of intents ends, in Unix seconds, as this instance's pruner last saw it: the pruner keeps it three days ahead, and an enqueue after it fails.",
 		}),
+		dedupeKeysPruned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "effectd_dedupe_keys_pruned_total", Help: "Dedupe keys this instance's pruner deleted: their channel's dedupe horizon (policy.dedupe_days) had passed and their intents partition was gone.",
+		}),
 	}
 	for _, t := range []string{"intents", "attempts", "provider_events"} {
 		m.partitionsDropped.WithLabelValues(t)
 	}
 	if reg != nil {
 		reg.MustRegister(m.outcomes, m.calls, m.lookups, m.retries, m.fenced, m.inflight, m.deliveries, m.deliveryTime, m.orphans, m.sweepFindings,
-			m.sweepLastRun, m.sweepLastSeen, m.partitionsDropped, m.partitionsHeld, m.partitionsBusy, m.partitionsUntil)
+			m.sweepLastRun, m.sweepLastSeen, m.partitionsDropped, m.partitionsHeld, m.partitionsBusy, m.partitionsUntil, m.dedupeKeysPruned)
 	}
 	return m
 }

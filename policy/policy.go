@@ -37,6 +37,8 @@ const (
 	MaxConcurrency = 10000
 	MinRetention   = Duration(time.Hour)
 	MinSweepEvery  = Duration(time.Minute)
+	// MaxDedupeDays bounds a channel's dedupe horizon (ten years).
+	MaxDedupeDays = 3650
 	// MaxSweepWindow is the longest window one reconciliation sweep reads.
 	MaxSweepWindow = Duration(7 * 24 * time.Hour)
 )
@@ -59,6 +61,11 @@ type Policy struct {
 	RatePerSecond  float64  `json:"rate_per_second" yaml:"rate_per_second"` // shared by all instances [0: no limit]
 	Concurrency    int      `json:"concurrency" yaml:"concurrency"`         // in-flight calls per instance [DefaultConcurrency]
 	Retention      Duration `json:"retention" yaml:"retention"`             // terminal rows kept at least this long [DefaultRetention]
+	// DedupeDays is the dedupe horizon in UTC days: a redelivery of an event
+	// within it never makes a second intent, even after the first intent's
+	// row was pruned. At least the retention in whole days, which is also
+	// its value when 0 (DedupeHorizonDays).
+	DedupeDays int `json:"dedupe_days" yaml:"dedupe_days"`
 	// DeliveryPoll lists the delays after SENT at which the provider is asked
 	// what became of the effect, until its delivery is final; empty: never.
 	DeliveryPoll PollDelays `json:"delivery_poll" yaml:"delivery_poll"`
@@ -81,6 +88,17 @@ func (s SweepSchedule) WindowOrEvery() Duration {
 		return s.Every
 	}
 	return s.Window
+}
+
+// RetentionDays is the retention rounded up to whole days.
+func (p Policy) RetentionDays() int {
+	return int((time.Duration(p.Retention) + 24*time.Hour - 1) / (24 * time.Hour))
+}
+
+// DedupeHorizonDays is the channel's dedupe horizon in days: DedupeDays, at
+// least RetentionDays (effectd.dedupe_days computes the same in SQL).
+func (p Policy) DedupeHorizonDays() int {
+	return max(p.DedupeDays, p.RetentionDays())
 }
 
 // Default returns the policy of a channel of provider kind whose YAML says
@@ -142,6 +160,10 @@ func (p Policy) Validate() error {
 		return bad("concurrency", fmt.Sprintf("must be between 1 and %d, got %d", MaxConcurrency, p.Concurrency))
 	case p.Retention < MinRetention:
 		return bad("retention", "must be at least "+MinRetention.Short())
+	case p.DedupeDays < 0 || p.DedupeDays > MaxDedupeDays:
+		return bad("dedupe_days", fmt.Sprintf("must be 0 (the retention in whole days) to %d, got %d", MaxDedupeDays, p.DedupeDays))
+	case p.DedupeDays != 0 && p.DedupeDays < p.RetentionDays():
+		return bad("dedupe_days", fmt.Sprintf("must be at least the retention in whole days (%d: a key outlives its intent), or 0 for that, got %d", p.RetentionDays(), p.DedupeDays))
 	case p.Sweep.Every < 0:
 		return bad("sweep.every", "must not be negative")
 	case p.Sweep.Every > 0 && p.Sweep.Every < MinSweepEvery:

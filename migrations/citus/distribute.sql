@@ -30,6 +30,10 @@
 --    reopens or redelivers intents of a bucket writes their deltas on the same
 --    shard in the same transaction (complete_bucket.sql, settle_bucket.sql,
 --    operate_bucket.sql), as the dropped triggers did on one node.
+-- 4c. The dedupe keys (migration 017) gain bucket too (existing keys: bucket
+--    0, where their intents go), in front of their primary key, and are
+--    distributed co-located with intents in the same loop: enqueue writes an
+--    intent's key on its bucket's shard in the producer's transaction.
 -- 5. channels and policy_defaults, read by claims on the workers, become
 --    reference tables (a copy on every node). Every other table stays on
 --    the coordinator: written often (rate_buckets, wakeup, the leases) or
@@ -92,7 +96,7 @@ BEGIN
         done := done || format('effectd.intents: trigger %s dropped', r.tgname);
     END LOOP;
 
-    FOREACH t IN ARRAY ARRAY['intents', 'attempts', 'intent_counts', 'intent_count_deltas'] LOOP
+    FOREACH t IN ARRAY ARRAY['intents', 'attempts', 'intent_counts', 'intent_count_deltas', 'dedupe_keys'] LOOP
         SELECT a.atttypid::regtype INTO have FROM pg_attribute a
         WHERE a.attrelid = format('effectd.%I', t)::regclass AND a.attname = 'bucket' AND NOT a.attisdropped;
         IF have IS NULL THEN
