@@ -78,6 +78,9 @@ func (pr *pruner) prune(ctx context.Context) (int64, error) {
 	if err := pr.dropExpired(ctx, horizon); err != nil {
 		return 0, err
 	}
+	if err := pr.pruneDedupeKeys(ctx); err != nil {
+		return 0, err
+	}
 	var total int64
 	if pr.d.buckets != nil {
 		// The distributed mode drops whole partitions only: the row-by-row
