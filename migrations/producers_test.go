@@ -128,6 +128,14 @@ GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA effectd TO `+payments); err
 	if code != "42501" || !strings.Contains(msg, `channel 'sms'`) {
 		t.Errorf("payments → sms: %s %q, want 42501 naming the channel", code, msg)
 	}
+	// An event id another team's channel already holds: refused the same,
+	// before anything could tell that the channel holds it.
+	if code, msg := enqueue(pool, "s-held", "sms", smsPayload); code != "" {
+		t.Fatalf("owner → sms: %s %s", code, msg)
+	}
+	if code, msg := enqueue(pc, "s-held", "sms", smsPayload); code != "42501" || !strings.Contains(msg, `channel 'sms'`) {
+		t.Errorf("payments → sms with an event id sms holds: %q %q, want 42501 naming the channel, as for a new one", code, msg)
+	}
 	// Straight at the tables: refused.
 	for _, q := range []string{
 		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key) VALUES ('x', 'refund', '{"type":"refund","amount":-500,"charge":"c"}', 'k')`,
@@ -184,7 +192,7 @@ GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA effectd TO `+payments); err
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "payout-eu/p1 refund/r1 refund/r2 sms/s2"; strings.Join(got, " ") != want {
+	if want := "payout-eu/p1 refund/r1 refund/r2 sms/s-held sms/s2"; strings.Join(got, " ") != want {
 		t.Errorf("intents = %v, want %s", got, want)
 	}
 	// effectd itself (the owner) still enqueues anywhere.
