@@ -1,0 +1,75 @@
+package dispatcher_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/internal/query"
+)
+
+// TestRedeliveryAfterPruneIsDuplicate: within the dedupe horizon, a
+// redelivered event whose intent's row was pruned inserts nothing, with or
+// without occurred_at: its key outlives the row.
+func TestRedeliveryAfterPruneIsDuplicate(t *testing.T) {
+	t.Parallel()
+	pool := registered(t)
+	ctx := context.Background()
+	if ok, err := enqueue(t, pool, dispatcher.Intent{EventID: "evt-p", Channel: "hook", Payload: `{}`}); err != nil || !ok {
+		t.Fatalf("first enqueue = %v, %v", ok, err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE effectd.intents SET status = 'SENT', updated_at = now() - interval '2 hours'`); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := query.Prune(ctx, pool, "hook", 10, time.Hour); err != nil || n != 1 {
+		t.Fatalf("Prune = %d, %v; want the intent pruned", n, err)
+	}
+	ok, err := enqueue(t, pool, dispatcher.Intent{EventID: "evt-p", Channel: "hook", Payload: `{}`})
+	if err != nil || ok {
+		t.Fatalf("redelivery after the prune = %v, %v; want a duplicate", ok, err)
+	}
+	if n := count(t, pool); n != 0 {
+		t.Fatalf("%d intents after the redelivery, want none", n)
+	}
+}
+
+// TestPruneDedupeKeys: a key goes once its channel's horizon has passed and
+// no intents partition that could hold its intent is left; then, past the
+// horizon, the event may be enqueued again.
+func TestPruneDedupeKeys(t *testing.T) {
+	t.Parallel()
+	pool := registered(t)
+	ctx := context.Background()
+	for _, e := range []string{"gone", "horizon-left", "partition-left"} {
+		if ok, err := enqueue(t, pool, dispatcher.Intent{EventID: e, Channel: "hook", Payload: `{}`}); err != nil || !ok {
+			t.Fatalf("enqueue %s = %v, %v", e, ok, err)
+		}
+	}
+	if _, err := pool.Exec(ctx, `DELETE FROM effectd.intents`); err != nil {
+		t.Fatal(err)
+	}
+	// While the first partition (everything before the day partitions)
+	// remains, every key may still be needed.
+	if n, err := dispatcher.PruneDedupeKeys(ctx, pool, time.Now().AddDate(1, 0, 0), 0); err != nil || n != 0 {
+		t.Fatalf("PruneDedupeKeys with the first partition there = %d, %v; want 0", n, err)
+	}
+	// As if the partitions before 2000-01-10 were dropped.
+	if _, err := pool.Exec(ctx, `
+UPDATE effectd.partitions SET lower = '2000-01-10' WHERE parent = 'intents' AND lower = '-infinity';
+UPDATE effectd.dedupe_keys SET day = '2000-01-01', until = '2000-01-16' WHERE key = effectd.dedupe_key('hook', 'gone');
+UPDATE effectd.dedupe_keys SET day = '2000-01-01', until = '2000-01-20' WHERE key = effectd.dedupe_key('hook', 'horizon-left');
+UPDATE effectd.dedupe_keys SET day = '2000-01-10', until = '2000-01-16' WHERE key = effectd.dedupe_key('hook', 'partition-left')`); err != nil {
+		t.Fatal(err)
+	}
+	n, err := dispatcher.PruneDedupeKeys(ctx, pool, time.Date(2000, 1, 18, 12, 0, 0, 0, time.UTC), 0)
+	if err != nil || n != 1 {
+		t.Fatalf("PruneDedupeKeys = %d, %v; want the one key past its horizon and its partition", n, err)
+	}
+	for e, want := range map[string]bool{"gone": true, "horizon-left": false, "partition-left": false} {
+		ok, err := enqueue(t, pool, dispatcher.Intent{EventID: e, Channel: "hook", Payload: `{}`})
+		if err != nil || ok != want {
+			t.Errorf("enqueue %s after the prune = %v, %v; want %v", e, ok, err, want)
+		}
+	}
+}
