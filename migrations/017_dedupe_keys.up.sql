@@ -37,7 +37,7 @@ LANGUAGE sql STABLE AS $$
     SELECT greatest(
         coalesce(coalesce(policy_override ->> 'dedupe_days', policy ->> 'dedupe_days')::int, 0),
         ceil(extract(epoch FROM coalesce(coalesce(policy_override ->> 'retention', policy ->> 'retention')::interval,
-                                          (SELECT d.retention FROM effectd.policy_defaults d))) / 86400)::int)
+                                          (SELECT pd.retention FROM effectd.policy_defaults pd))) / 86400)::int)
 $$;
 -- +goose StatementEnd
 
