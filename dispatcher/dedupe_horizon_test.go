@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/policy"
 )
 
 // TestRedeliveryAfterPruneIsDuplicate: within the dedupe horizon, a
@@ -71,5 +73,46 @@ UPDATE effectd.dedupe_keys SET day = '2000-01-10', until = '2000-01-16' WHERE ke
 		if err != nil || ok != want {
 			t.Errorf("enqueue %s after the prune = %v, %v; want %v", e, ok, err, want)
 		}
+	}
+}
+
+// TestDedupeHorizonInSQL: the key of an enqueue keeps the channel's horizon
+// as package policy computes it (DedupeHorizonDays), from the registered
+// policy and from the admin API's override.
+func TestDedupeHorizonInSQL(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	long := policy.Default("webhook")
+	long.Retention = policy.Duration(361 * time.Hour)
+	wide := policy.Default("webhook")
+	wide.DedupeDays = 40
+	if err := dispatcher.Register(ctx, pool, []dispatcher.Channel{
+		{Name: "long", Kind: "webhook", Policy: long}, {Name: "wide", Kind: "webhook", Policy: wide},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	horizon := func(channel, event string) int {
+		t.Helper()
+		if ok, err := enqueue(t, pool, dispatcher.Intent{EventID: event, Channel: channel, Payload: `{}`}); err != nil || !ok {
+			t.Fatalf("enqueue %s/%s = %v, %v", channel, event, ok, err)
+		}
+		var days int
+		if err := pool.QueryRow(ctx, `SELECT until - day FROM effectd.dedupe_keys WHERE key = effectd.dedupe_key($1, $2)`, channel, event).Scan(&days); err != nil {
+			t.Fatal(err)
+		}
+		return days
+	}
+	if got, want := horizon("long", "e1"), long.DedupeHorizonDays(); got != want || want != 16 {
+		t.Errorf("horizon of a 361h retention = %d days, want %d (16)", got, want)
+	}
+	if got := horizon("wide", "e1"); got != 40 {
+		t.Errorf("horizon of dedupe_days 40 = %d days", got)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE effectd.channels SET policy_override = '{"dedupe_days": 50}' WHERE name = 'wide'`); err != nil {
+		t.Fatal(err)
+	}
+	if got := horizon("wide", "e2"); got != 50 {
+		t.Errorf("horizon of the override's dedupe_days 50 = %d days", got)
 	}
 }

@@ -36,6 +36,7 @@ func TestExplain(t *testing.T) {
 		`backoff.base="2s" override`,
 		`backoff.max="1h0m0s" YAML`,
 		`concurrency=16 default`,
+		`dedupe_days=0 default`,
 		`delivery_poll=[] default`,
 		`in_doubt="lookup" default`,
 		`lease="30s" override`, // an override equal to the default is still the override's

@@ -159,3 +159,26 @@ func TestPatch(t *testing.T) {
 		t.Errorf("Patch of a corrupt stored override = %v, want an error of its own", err)
 	}
 }
+
+// TestDedupeHorizon: the horizon is dedupe_days, at least the retention in
+// whole days, which is also its value when unset; a horizon shorter than the
+// retention is refused, naming the field.
+func TestDedupeHorizon(t *testing.T) {
+	p := policy.Default("stripe")
+	if got := p.DedupeHorizonDays(); got != 15 {
+		t.Errorf("default horizon = %d days, want the 360h retention's 15", got)
+	}
+	p.Retention = policy.Duration(361 * time.Hour)
+	if got := p.DedupeHorizonDays(); got != 16 {
+		t.Errorf("horizon at a 361h retention = %d days, want 16 (rounded up)", got)
+	}
+	p.DedupeDays = 40
+	if got := p.DedupeHorizonDays(); got != 40 || p.Validate() != nil {
+		t.Errorf("horizon of dedupe_days 40 = %d, %v", got, p.Validate())
+	}
+	p.DedupeDays = 10
+	var pe *policy.Error
+	if err := p.Validate(); !errors.As(err, &pe) || pe.Field != "policy.dedupe_days" {
+		t.Errorf("dedupe_days 10 under a 16-day retention: %v, want refused naming policy.dedupe_days", err)
+	}
+}
