@@ -206,7 +206,7 @@ VALUES (3, 'next-day', 'c', '{}', 'c:next-day', $1::timestamptz + interval '1 ho
 		t.Fatal(err)
 	}
 	operate("next-day", statemachine.Cancel, "")
-	if err := query.DropPartition(ctx, pool, today); err != nil {
+	if err := query.DropPartition(ctx, pool, today, 0); err != nil {
 		t.Fatal(err)
 	}
 	checkCitusCounts(t, pool, "after the drop of "+today.Name)

@@ -99,3 +99,10 @@ func HeldSetting(ctx context.Context, pool *pgxpool.Pool, c Config, name string)
 func HeldPool(ctx context.Context, pool *pgxpool.Pool, c Config) (*pgxpool.Pool, error) {
 	return openHeld(ctx, pool, c)
 }
+
+// WithPartitionChecked returns ctx carrying f, which DropExpiredPartitions
+// calls between the first check of a partition it drops one by one and the
+// drop.
+func WithPartitionChecked(ctx context.Context, f func(query.Partition)) context.Context {
+	return context.WithValue(ctx, partitionCheckedKey{}, f)
+}

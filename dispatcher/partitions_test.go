@@ -10,6 +10,7 @@ import (
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/policy"
+	"github.com/effectd/effectd/statemachine"
 )
 
 // TestDropsExpiredPartitions: the pruner drops whole the day partitions whose
@@ -187,5 +188,75 @@ func TestDropsExpiredPartitionsTogether(t *testing.T) {
 	var left bool
 	if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, "effectd."+name).Scan(&left); err != nil || left {
 		t.Errorf("%s, detached and forgotten, still there after a prune (%v)", name, err)
+	}
+}
+
+// TestPruneKeepsRowRequeuedBeforeDetach: when the expired partitions are
+// dropped one by one (a transaction holds provider_events, so the tables'
+// locks are not free together), an operator's requeue of a FAILED intent
+// committed after its partition's first check and before its detach keeps
+// the partition: the check made again once writers cannot reach it finds the
+// PENDING row, and the partition is attached again, not dropped with it.
+func TestPruneKeepsRowRequeuedBeforeDetach(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.New(t)
+	if err := query.DayPartitions(ctx, pool, 4); err != nil {
+		t.Fatal(err)
+	}
+	var id int64
+	if err := pool.QueryRow(ctx, `
+WITH c AS (INSERT INTO effectd.channels (name, provider) VALUES ('c', 'webhook'))
+INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, attempts, created_at, updated_at)
+SELECT 'failed-3', 'c', '{}', 'c:failed-3', 'FAILED', 1, at, at
+FROM (SELECT ((now() AT TIME ZONE 'UTC')::date - 3)::timestamp AT TIME ZONE 'UTC' + interval '1 hour' AS at) x
+RETURNING id`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	blocker, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Rollback(ctx)
+	if _, err := blocker.Exec(ctx, `SELECT count(*) FROM effectd.provider_events`); err != nil {
+		t.Fatal(err)
+	}
+	day3 := "intents_p" + time.Now().UTC().AddDate(0, 0, -3).Format("20060102")
+	requeued := false
+	ctx = dispatcher.WithPartitionChecked(ctx, func(p query.Partition) {
+		if p.Name != day3 || requeued {
+			return
+		}
+		requeued = true
+		if _, _, err := dispatcher.Operate(ctx, pool, dispatcher.Operation{IntentID: id, Event: statemachine.Requeue,
+			Actor: "oncall", Reason: "provider fixed", Force: true}); err != nil {
+			t.Errorf("requeue of intent %d: %v", id, err)
+		}
+		blocker.Rollback(ctx) // the other partitions drop without waiting for it
+	})
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	dropped, held, err := dispatcher.DropExpiredPartitions(ctx, pool, time.Since(today.Add(-time.Hour)))
+	if err != nil {
+		t.Fatalf("DropExpiredPartitions: %v", err)
+	}
+	if !requeued {
+		t.Fatalf("%s was not dropped one by one (dropped %v)", day3, dropped)
+	}
+	var status string
+	if err := pool.QueryRow(ctx, `SELECT status FROM effectd.intents WHERE id = $1`, id).Scan(&status); err != nil || status != "PENDING" {
+		t.Fatalf("intent %d requeued between the check and the detach: %q, %v; want it PENDING in its partition", id, status, err)
+	}
+	var attached bool
+	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = to_regclass($1))
+		AND EXISTS (SELECT 1 FROM effectd.partitions WHERE name = $2)`, "effectd."+day3, day3).Scan(&attached); err != nil || !attached {
+		t.Errorf("%s attached and registered: %v, %v", day3, attached, err)
+	}
+	if held != 1 {
+		t.Errorf("held %d partitions, want 1 (%s)", held, day3)
+	}
+	for _, p := range dropped {
+		if p.Name == day3 {
+			t.Errorf("%s counted dropped", day3)
+		}
 	}
 }

@@ -154,12 +154,21 @@ const dropTogetherTries = 3
 // in the distributed mode (Citus detaches a partition of a distributed table
 // only plainly, on every shard), each partition is detached and dropped on
 // its own, concurrently where PostgreSQL allows it (query.DropPartition).
+// The first check of an intents partition is then made while writers still
+// reach it; query.DropPartition checks it again in the transaction that drops
+// it, once none can, and keeps it (counted held) when a row became live in
+// between.
 func DropExpiredPartitions(ctx context.Context, pool *pgxpool.Pool, horizon time.Duration) (dropped []query.Partition, held int, err error) {
 	distributed, err := query.Distributed(ctx, pool)
 	if err != nil {
 		return nil, 0, err
 	}
-	oneByOne := func(p query.Partition) error { return query.DropPartition(ctx, pool, p) }
+	oneByOne := func(p query.Partition) error {
+		if checked, ok := ctx.Value(partitionCheckedKey{}).(func(query.Partition)); ok {
+			checked(p) // a test's change between the first check and the drop
+		}
+		return query.DropPartition(ctx, pool, p, horizon)
+	}
 	if distributed {
 		err = dropEach(ctx, pool, horizon, oneByOne, &dropped, &held)
 		return dropped, held, err
@@ -195,10 +204,16 @@ func dropTogether(ctx context.Context, pool *pgxpool.Pool, horizon time.Duration
 // drop.
 var errSomething = errors.New("a partition to drop")
 
+// partitionCheckedKey keys, in a test's context, a func(query.Partition)
+// that DropExpiredPartitions calls between the first check of a partition it
+// drops one by one and its drop.
+type partitionCheckedKey struct{}
+
 // dropEach lists on db the partitions that ended more than horizon ago and
 // drops each with drop, intents first and each unless it is held, then the
 // attempts and provider events partitions the intents left allow, adding
-// them to dropped and the intents partitions held to held.
+// them to dropped and the intents partitions held (by this check, or by
+// drop's own: query.ErrPartitionLive) to held.
 func dropEach(ctx context.Context, db query.DB, horizon time.Duration, drop func(query.Partition) error, dropped *[]query.Partition, held *int) error {
 	for _, intents := range []bool{true, false} {
 		expired, err := query.ExpiredPartitions(ctx, db, horizon)
@@ -219,7 +234,12 @@ func dropEach(ctx context.Context, db query.DB, horizon time.Duration, drop func
 					continue
 				}
 			}
-			if err := drop(p); err != nil {
+			err := drop(p)
+			if errors.Is(err, query.ErrPartitionLive) {
+				*held++
+				continue
+			}
+			if err != nil {
 				return err
 			}
 			*dropped = append(*dropped, p)

@@ -249,7 +249,7 @@ FROM effectd.partitions p WHERE p.parent = 'intents' ORDER BY p.lower DESC LIMIT
 		Scan(&part.Name, &part.Parent, &part.Lower, &part.Upper); err != nil {
 		t.Fatal(err)
 	}
-	if err := query.DropPartition(ctx, pool, part); err != nil {
+	if err := query.DropPartition(ctx, pool, part, 0); err != nil {
 		t.Fatalf("DropPartition %s: %v", name, err)
 	}
 	var left int

@@ -41,6 +41,9 @@ var partitionsLockParentsSQL string
 //go:embed partitions_detached_left.sql
 var partitionsDetachedLeftSQL string
 
+//go:embed partitions_detached_registered.sql
+var partitionsDetachedRegisteredSQL string
+
 // Partition is one day partition of intents, attempts or provider_events, as
 // effectd.partitions lists it. Lower is -infinity for <table>_p0, the table a
 // deployment had before partitions.
@@ -109,15 +112,35 @@ var ErrPartitionBusy = errors.New("partition busy: its lock was not free in time
 // DropPartition detaches p from its parent without stopping the parent's
 // readers and writers (DETACH PARTITION … CONCURRENTLY, which waits for the
 // transactions that may use it; a plain DETACH for intents and attempts in
-// the distributed mode, see partition_attached.sql), then drops it and forgets it in one
-// transaction: its registry row and, for intents, the settled counts of its
-// days. No step waits for a lock longer than PartitionLockWait; one that
-// would is tried again (ErrPartitionBusy when it never got it). A detach that
-// stopped half way (a crash, a cancelled context, a lock not free) is
-// finished by the next call, or by FinishDetaches.
-func DropPartition(ctx context.Context, pool *pgxpool.Pool, p Partition) error {
-	return withLockWait(ctx, pool, p.Name, PartitionLockTries, func(conn *pgx.Conn) error { return dropPartition(ctx, conn, p) })
+// the distributed mode, see partition_attached.sql), then drops it and
+// forgets it in one transaction: its registry row and, for intents, the
+// settled counts of its days. No step waits for a lock longer than
+// PartitionLockWait; one that would is tried again (ErrPartitionBusy when it
+// never got it). A detach that stopped half way (a crash, a cancelled
+// context, a lock not free) is finished by the next call, or by
+// FinishDetaches.
+//
+// An intents partition is dropped only if it still holds no live row and
+// none changed within horizon (PartitionHeld) once no writer can reach its
+// rows, checked in the transaction that drops it: after a CONCURRENTLY
+// detach it is no partition any more; a plain detach runs in that
+// transaction, whose lock on the parent (ACCESS EXCLUSIVE, on every shard in
+// the distributed mode) keeps every writer out until the commit. A row made
+// live between the caller's first check and the detach (an operator's
+// requeue, a reconcile, a late provider event) keeps it: the plain detach is
+// rolled back, a concurrent one undone by attaching the table again, and
+// DropPartition returns ErrPartitionLive.
+func DropPartition(ctx context.Context, pool *pgxpool.Pool, p Partition, horizon time.Duration) error {
+	return withLockWait(ctx, pool, p.Name, PartitionLockTries, func(conn *pgx.Conn) error { return dropPartition(ctx, conn, p, horizon) })
 }
+
+// ErrPartitionLive says DropPartition kept an intents partition attached: once
+// no writer could reach it, it held a live row or one changed within the
+// horizon.
+var ErrPartitionLive = errors.New("partition kept: it holds a live or recent row")
+
+// errKeepDetach rolls back a plain detach whose partition holds a live row.
+var errKeepDetach = errors.New("keep the partition attached")
 
 // withLockWait runs step on one connection of pool with lock_timeout set to
 // PartitionLockWait, and again after PartitionLockPause while it fails for a
@@ -191,7 +214,7 @@ func DropTogether(ctx context.Context, pool *pgxpool.Pool, tries int, step func(
 // forgets it as DropPartition does: its registry row and, for intents, the
 // settled counts of its days. Its table stays until DropDetachedTables.
 func DetachForget(ctx context.Context, tx pgx.Tx, p Partition) error {
-	if err := detach(ctx, tx, p, false); err != nil {
+	if _, err := detach(ctx, tx, p, false); err != nil {
 		return err
 	}
 	_, err := tx.Exec(ctx, partitionForgetSQL, p.Name, p.Parent, p.Lower, p.Upper)
@@ -199,16 +222,17 @@ func DetachForget(ctx context.Context, tx pgx.Tx, p Partition) error {
 }
 
 // detach detaches p from its parent on db unless it is detached already:
-// it finishes a detach left pending (FINALIZE), and detaches CONCURRENTLY
-// when concurrently says so and the parent allows it; plainly otherwise
-// (partition_attached.sql). Citus refuses DETACH … CONCURRENTLY on a
-// distributed table: there a plain detach takes its lock on every shard of
-// the parent for a moment.
-func detach(ctx context.Context, db DB, p Partition, concurrently bool) error {
+// it finishes a detach left pending (FINALIZE); else, when concurrently says
+// so, it detaches CONCURRENTLY if the parent allows it and leaves p attached
+// if not; else it detaches plainly (partition_attached.sql). Citus refuses
+// DETACH … CONCURRENTLY on a distributed table: there a plain detach takes
+// its lock on every shard of the parent. plainly says it detached p plainly,
+// in db's transaction if db is one.
+func detach(ctx context.Context, db DB, p Partition, concurrently bool) (plainly bool, err error) {
 	table := pgx.Identifier{"effectd", p.Name}.Sanitize()
 	var attached, pending, allowed bool
 	if err := db.QueryRow(ctx, partitionAttachedSQL, table, p.Parent).Scan(&attached, &pending, &allowed); err != nil || !attached {
-		return err
+		return false, err
 	}
 	how := ""
 	switch {
@@ -216,9 +240,32 @@ func detach(ctx context.Context, db DB, p Partition, concurrently bool) error {
 		how = " FINALIZE"
 	case concurrently && allowed:
 		how = " CONCURRENTLY"
+	case concurrently:
+		return false, nil
 	}
 	if _, err := db.Exec(ctx, fmt.Sprintf(`ALTER TABLE %s DETACH PARTITION %s%s`, pgx.Identifier{"effectd", p.Parent}.Sanitize(), table, how)); err != nil {
-		return fmt.Errorf("detach %s: %w", p.Name, err)
+		return false, fmt.Errorf("detach %s: %w", p.Name, err)
+	}
+	return how == "", nil
+}
+
+// attach attaches p's table to its parent again, with its bounds, on db.
+// After a detach … CONCURRENTLY the table carries a CHECK constraint equal
+// to its bounds, so the attach does not read its rows; it locks the parent
+// SHARE UPDATE EXCLUSIVE, which lets its readers and writers go on.
+func attach(ctx context.Context, db DB, p Partition) error {
+	bound := func(t pgtype.Timestamptz) string {
+		switch t.InfinityModifier {
+		case pgtype.NegativeInfinity:
+			return "MINVALUE"
+		case pgtype.Infinity:
+			return "MAXVALUE"
+		}
+		return "'" + t.Time.UTC().Format(time.RFC3339Nano) + "'"
+	}
+	if _, err := db.Exec(ctx, fmt.Sprintf(`ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM (%s) TO (%s)`,
+		pgx.Identifier{"effectd", p.Parent}.Sanitize(), pgx.Identifier{"effectd", p.Name}.Sanitize(), bound(p.Lower), bound(p.Upper))); err != nil {
+		return fmt.Errorf("attach %s again: %w", p.Name, err)
 	}
 	return nil
 }
@@ -247,18 +294,50 @@ func DropDetachedTables(ctx context.Context, pool *pgxpool.Pool) ([]string, erro
 	return names, nil
 }
 
-// dropPartition is one try of DropPartition on conn.
-func dropPartition(ctx context.Context, conn *pgx.Conn, p Partition) error {
-	if err := detach(ctx, conn, p, true); err != nil {
+// dropPartition is one try of DropPartition on conn: a detach CONCURRENTLY
+// (outside a transaction, as PostgreSQL wants it) where the parent allows
+// it, then one transaction that detaches p plainly if it is still attached,
+// checks an intents partition (PartitionHeld) and drops and forgets p, or
+// keeps it: the plain detach rolled back, a concurrent one undone by attach.
+func dropPartition(ctx context.Context, conn *pgx.Conn, p Partition, horizon time.Duration) error {
+	if _, err := detach(ctx, conn, p, true); err != nil {
 		return err
 	}
-	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+	kept := false
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		kept = false // a try rolled back kept nothing
+		plainly, err := detach(ctx, tx, p, false)
+		if err != nil {
+			return err
+		}
+		if p.Parent == "intents" {
+			// no writer reaches the rows now: this check decides
+			held, err := PartitionHeld(ctx, tx, p.Name, horizon)
+			if err != nil {
+				return err
+			}
+			if held && plainly {
+				kept = true
+				return errKeepDetach
+			}
+			if held {
+				kept = true
+				return attach(ctx, tx, p)
+			}
+		}
 		if _, err := tx.Exec(ctx, `DROP TABLE IF EXISTS `+pgx.Identifier{"effectd", p.Name}.Sanitize()); err != nil {
 			return fmt.Errorf("drop %s: %w", p.Name, err)
 		}
-		_, err := tx.Exec(ctx, partitionForgetSQL, p.Name, p.Parent, p.Lower, p.Upper)
+		_, err = tx.Exec(ctx, partitionForgetSQL, p.Name, p.Parent, p.Lower, p.Upper)
 		return err
 	})
+	if errors.Is(err, errKeepDetach) {
+		err = nil
+	}
+	if err == nil && kept {
+		return fmt.Errorf("%s: %w", p.Name, ErrPartitionLive)
+	}
+	return err
 }
 
 // lockNotFree says err is a lock that was not free within lock_timeout.
@@ -269,8 +348,11 @@ func lockNotFree(err error) bool {
 
 // FinishDetaches finishes the detaches that stopped half way, so their
 // partitions can be dropped (PostgreSQL detaches no other partition of a
-// parent CONCURRENTLY while one is pending), each under the same bounded
-// lock wait as DropPartition.
+// parent CONCURRENTLY while one is pending), then attaches again each
+// intents partition DropPartition detached without deciding on it
+// (partitions_detached_registered.sql): no writer reaches its rows while it
+// is detached, and the prune's check of what is held would skip it. Each
+// step waits for its locks as DropPartition does.
 func FinishDetaches(ctx context.Context, pool *pgxpool.Pool) error {
 	rows, err := pool.Query(ctx, partitionsPendingSQL)
 	if err != nil {
@@ -287,6 +369,19 @@ func FinishDetaches(ctx context.Context, pool *pgxpool.Pool) error {
 			_, err := conn.Exec(ctx, fmt.Sprintf(`ALTER TABLE %s DETACH PARTITION %s FINALIZE`,
 				pgx.Identifier{"effectd", p.Parent}.Sanitize(), pgx.Identifier{"effectd", p.Name}.Sanitize()))
 			return err
+		}))
+	}
+	rows, err = pool.Query(ctx, partitionsDetachedRegisteredSQL)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	undecided, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Partition])
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for _, p := range undecided {
+		errs = append(errs, withLockWait(ctx, pool, p.Name, PartitionLockTries, func(conn *pgx.Conn) error {
+			return attach(ctx, conn, p)
 		}))
 	}
 	return errors.Join(errs...)

@@ -38,7 +38,7 @@ func TestDropPartitionGivesUpWhenBusy(t *testing.T) {
 	if _, err := old.Exec(ctx, `SELECT count(*) FROM `+pgx.Identifier{"effectd", p.Name}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
-	if err := DropPartition(ctx, pool, p); !errors.Is(err, ErrPartitionBusy) {
+	if err := DropPartition(ctx, pool, p, 48*time.Hour); !errors.Is(err, ErrPartitionBusy) {
 		t.Fatalf("drop of %s while a transaction holds it: %v, want ErrPartitionBusy", p.Name, err)
 	}
 	// the detach it began is left pending; finishing it waits no longer
@@ -48,7 +48,7 @@ func TestDropPartitionGivesUpWhenBusy(t *testing.T) {
 	if err := old.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := DropPartition(ctx, pool, p); err != nil {
+	if err := DropPartition(ctx, pool, p, 48*time.Hour); err != nil {
 		t.Fatalf("drop of %s at the next try: %v", p.Name, err)
 	}
 	var left bool
@@ -100,5 +100,36 @@ func TestPartitionHeldReadsIndexes(t *testing.T) {
 	}
 	if held, err := PartitionHeld(ctx, pool, name, 10*24*time.Hour); err != nil || held {
 		t.Errorf("PartitionHeld(%s) = %v, %v; want false: nothing in it is live or recent", name, held, err)
+	}
+}
+
+// TestFinishDetachesAttachesUndecided: an intents partition that a drop
+// detached and stopped at (a crash) before deciding on it holds a PENDING
+// row no one can reach; FinishDetaches attaches it again, and the row is
+// read through intents.
+func TestFinishDetachesAttachesUndecided(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.New(t)
+	if err := DayPartitions(ctx, pool, 3); err != nil {
+		t.Fatal(err)
+	}
+	name := "intents_p" + time.Now().UTC().AddDate(0, 0, -2).Format("20060102")
+	for _, q := range []string{
+		`INSERT INTO effectd.channels (name, provider) VALUES ('c', 'webhook')`,
+		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, created_at, updated_at)
+		 SELECT 'pending-2', 'c', '{}', 'c:pending-2', 'PENDING', at, at
+		 FROM (SELECT ((now() AT TIME ZONE 'UTC')::date - 2)::timestamp AT TIME ZONE 'UTC' + interval '1 hour' AS at) x`,
+		`ALTER TABLE effectd.intents DETACH PARTITION effectd.` + name + ` CONCURRENTLY`,
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := FinishDetaches(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM effectd.intents WHERE event_id = 'pending-2'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the PENDING row of %s read through intents: %d, %v; want 1", name, n, err)
 	}
 }
