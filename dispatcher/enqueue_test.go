@@ -19,7 +19,7 @@ import (
 )
 
 // registered returns a database with a webhook, a stripe and a twilio channel.
-func registered(t *testing.T) *pgxpool.Pool {
+func registered(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	pool := pgtest.New(t)
 	var chans []dispatcher.Channel
