@@ -33,6 +33,9 @@ const (
 	// sweepMaxUnsettled is the most unsettled intents outside the window one
 	// sweep considers as owners of the objects it joined to no intent.
 	sweepMaxUnsettled = 10_000
+	// sweepMaxWindows is the most windows of the scheduled sweep a report
+	// reads to say what the schedule covered: a week of a sweep every minute.
+	sweepMaxWindows = 10_080
 )
 
 // ErrListing is wrapped by a sweep whose provider listing failed: the
@@ -128,6 +131,9 @@ func (d *Dispatcher) Sweep(ctx context.Context, channel string, since, until tim
 			Operation: "no intent of this channel has it: check " + o.Ref + " at the provider and reverse it there if it was not meant; effectd has nothing to settle"})
 	}
 	lookHeld(ctx, lister, j)
+	if rep.Scheduled, err = d.sweepCoverage(ctx, channel, since, until); err != nil {
+		return rep, err
+	}
 	for _, in := range j.intents {
 		if in.channel != channel {
 			continue
@@ -241,6 +247,34 @@ func maxTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// sweepCoverage reads what channel's scheduled sweeps finished of
+// [since, until): the windows they covered, merged where they overlap or
+// adjoin and cut to the span, and the gaps between.
+func (d *Dispatcher) sweepCoverage(ctx context.Context, channel string, since, until time.Time) (effectdtype.SweepCoverage, error) {
+	windows, err := query.SweptWindows(ctx, d.pool, channel, since, until, sweepMaxWindows)
+	if err != nil {
+		return effectdtype.SweepCoverage{}, err
+	}
+	c := effectdtype.SweepCoverage{Covered: []effectdtype.SweepWindow{}, Gaps: []effectdtype.SweepWindow{}}
+	at := since // the span before at is covered or a gap already
+	for _, w := range windows {
+		from, to := maxTime(w.Since, since), minTime(w.Until, until)
+		if from.After(at) {
+			c.Gaps = append(c.Gaps, effectdtype.SweepWindow{Since: at.UTC(), Until: from.UTC()})
+		}
+		if n := len(c.Covered); n > 0 && !from.After(c.Covered[n-1].Until) {
+			c.Covered[n-1].Until = maxTime(c.Covered[n-1].Until, to.UTC())
+		} else {
+			c.Covered = append(c.Covered, effectdtype.SweepWindow{Since: from.UTC(), Until: to.UTC()})
+		}
+		at = maxTime(at, to)
+	}
+	if at.Before(until) {
+		c.Gaps = append(c.Gaps, effectdtype.SweepWindow{Since: at.UTC(), Until: until.UTC()})
+	}
+	return c, nil
 }
 
 // countSweep counts rep's findings by kind, in rep and in the metrics, and logs them.

@@ -19,9 +19,11 @@ const sweepLockBase = 0x65666673 // "effs"
 const sweepTick = 30 * time.Second
 
 // sweeper runs each channel's scheduled reconciliation sweep (policy
-// sweep.every): at every multiple of sweep.every on the clock, the sweep of
-// the sweep.window ending then, under the channel's advisory lock, so that
-// one instance sweeps a channel at a time.
+// sweep.every): at every multiple of sweep.every on the clock, under the
+// channel's advisory lock (one instance sweeps a channel at a time), the
+// sweep of the sweep.window ending at that multiple, widened back to the end
+// of the last window the schedule finished (effectd.sweep_windows), so that
+// the windows tile time whatever the clock said when the run began.
 type sweeper struct {
 	loop
 	d    *Dispatcher
@@ -64,8 +66,8 @@ func (s *sweeper) sweepDue(ctx context.Context) time.Duration {
 	now := s.now()
 	wait := s.tick
 	for _, ch := range s.d.chans {
-		sched := ch.policy.Load().Sweep
-		every := sched.Every.D()
+		pol := ch.policy.Load()
+		every := pol.Sweep.Every.D()
 		if every <= 0 {
 			delete(s.slot, ch.Name)
 			continue
@@ -74,10 +76,10 @@ func (s *sweeper) sweepDue(ctx context.Context) time.Duration {
 		wait = min(wait, slot.Add(every).Sub(now))
 		last, seen := s.slot[ch.Name]
 		s.slot[ch.Name] = slot
-		if !seen || !slot.After(last) {
+		if seen && !slot.After(last) {
 			continue
 		}
-		if err := s.sweep(ctx, ch.Name, now, sched.WindowOrEvery().D()); err != nil && ctx.Err() == nil {
+		if err := s.sweep(ctx, ch.Name, slot, pol.Sweep.WindowOrEvery().D(), pol.Retention.D(), !seen); err != nil && ctx.Err() == nil {
 			s.d.log.ErrorContext(ctx, "scheduled sweep failed", "channel", ch.Name, "error", err)
 		}
 	}
@@ -91,12 +93,24 @@ func sweepLockKey(channel string) int64 {
 	return sweepLockBase<<32 | int64(h.Sum32())
 }
 
-// sweep runs channel's sweep of the window ending at until, unless another
-// instance holds the channel's sweep lock, which leaves this time to it. It
-// logs each kind found at WARN with its count (the findings themselves are
-// the sweep's report: effectd sweep, POST /v1/sweeps) and records the run in
-// the last-run gauges; Sweep counts the findings by kind.
-func (s *sweeper) sweep(ctx context.Context, channel string, until time.Time, window time.Duration) error {
+// sweep runs channel's scheduled sweep for the multiple of sweep.every at
+// slot, unless another instance holds the channel's sweep lock, which leaves
+// it to that one. It sweeps from the end of the last window the schedule
+// finished, or from slot-window when that is later (the windows then
+// overlap by design) or when none was finished; to slot, never to the
+// clock's now, so that a late run leaves no gap. A slot the schedule covered
+// already is not swept again; nor is one first seen (at start, or when the
+// schedule is set) when no window was ever finished, so that a restart
+// neither sweeps at once nor postpones a sweep. Time older than retention
+// (or than window, when longer) is not swept (its intents may be gone): it is
+// logged at WARN as a gap. A span
+// longer than SweepMaxWindow is swept in consecutive parts; each window is
+// recorded as it finishes, so a failure resumes from the last one.
+//
+// It logs each kind found at WARN with its count (the findings themselves
+// are the sweep's report: effectd sweep, POST /v1/sweeps) and records the run
+// in the last-run gauges; Sweep counts the findings by kind.
+func (s *sweeper) sweep(ctx context.Context, channel string, slot time.Time, window, retention time.Duration, firstSeen bool) error {
 	d := s.d
 	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
@@ -108,17 +122,64 @@ func (s *sweeper) sweep(ctx context.Context, channel string, until time.Time, wi
 		return err
 	}
 	defer query.Unlock(context.WithoutCancel(ctx), conn, key)
-	rep, err := d.Sweep(ctx, channel, until.Add(-window), until)
+	last, err := query.SweptUntil(ctx, conn, channel)
 	if err != nil {
 		return err
 	}
-	for _, k := range effectdtype.FindingKinds {
-		if n := rep.Counts[k]; n > 0 {
-			d.log.WarnContext(ctx, "scheduled sweep: the provider and the table disagree", "channel", channel, "kind", k, "count", n,
-				"since", rep.Since, "until", rep.Until)
+	for _, w := range sweepWindows(last, slot, window, retention, firstSeen) {
+		if w.gap {
+			d.log.WarnContext(ctx, "scheduled sweep: a span older than the channel's retention is not swept", "channel", channel,
+				"since", w.since, "until", w.until)
+			continue
 		}
+		rep, err := d.Sweep(ctx, channel, w.since, w.until)
+		if err != nil {
+			return err
+		}
+		if err := query.AddSweptWindow(ctx, conn, channel, query.SweptWindow{Since: w.since, Until: w.until}, len(rep.Findings)); err != nil {
+			return err
+		}
+		for _, k := range effectdtype.FindingKinds {
+			if n := rep.Counts[k]; n > 0 {
+				d.log.WarnContext(ctx, "scheduled sweep: the provider and the table disagree", "channel", channel, "kind", k, "count", n,
+					"since", rep.Since, "until", rep.Until)
+			}
+		}
+		d.m.sweepLastRun.WithLabelValues(channel).Set(float64(s.now().UnixMilli()) / 1e3)
+		d.m.sweepLastSeen.WithLabelValues(channel).Set(float64(len(rep.Findings)))
 	}
-	d.m.sweepLastRun.WithLabelValues(channel).Set(float64(s.now().UnixMilli()) / 1e3)
-	d.m.sweepLastSeen.WithLabelValues(channel).Set(float64(len(rep.Findings)))
 	return nil
+}
+
+// scheduledWindow is a window a scheduled sweep runs, or a gap it leaves.
+type scheduledWindow struct {
+	since, until time.Time
+	gap          bool // older than the channel's retention: not swept
+}
+
+// sweepWindows returns the windows a scheduled sweep at slot runs, in order,
+// given the end of the last window the schedule finished (last; zero: none),
+// as sweep says.
+func sweepWindows(last, slot time.Time, window, retention time.Duration, firstSeen bool) []scheduledWindow {
+	switch {
+	case last.IsZero() && firstSeen:
+		return nil
+	case !last.IsZero() && !slot.After(last):
+		return nil
+	}
+	since := slot.Add(-window)
+	if !last.IsZero() && last.Before(since) {
+		since = last
+	}
+	var out []scheduledWindow
+	if floor := slot.Add(-max(retention, window)); since.Before(floor) {
+		out = append(out, scheduledWindow{since: since, until: floor, gap: true})
+		since = floor
+	}
+	for since.Before(slot) {
+		until := minTime(since.Add(SweepMaxWindow), slot)
+		out = append(out, scheduledWindow{since: since, until: until})
+		since = until
+	}
+	return out
 }
