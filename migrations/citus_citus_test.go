@@ -350,3 +350,50 @@ func TestCitusPartitionsSpanWeeks(t *testing.T) {
 		t.Error("add_partitions(40) made nothing")
 	}
 }
+
+// TestCitusEnqueueDedupe: in the distributed mode a redelivery is a
+// duplicate after its intent's row is gone (the key outlives it), and a
+// REPEATABLE READ producer whose snapshot on the bucket's shard predates
+// another transaction's committed enqueue of the event is refused with
+// 40001, never given a second intent.
+func TestCitusEnqueueDedupe(t *testing.T) {
+	pool, _ := citusDB(t)
+	ctx := context.Background()
+	enqueue := func(q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}, event string) (bool, error) {
+		var fresh bool
+		err := q.QueryRow(ctx, `SELECT effectd.enqueue(event_id => $1, channel => 'c', payload => '{}', bucket => 3)`, event).Scan(&fresh)
+		return fresh, err
+	}
+	if fresh, err := enqueue(pool, "e1"); err != nil || !fresh {
+		t.Fatalf("first enqueue = %v, %v", fresh, err)
+	}
+	if _, err := pool.Exec(ctx, `DELETE FROM effectd.intents WHERE bucket = 3`); err != nil {
+		t.Fatal(err)
+	}
+	if fresh, err := enqueue(pool, "e1"); err != nil || fresh {
+		t.Fatalf("redelivery after the intent's row went = %v, %v; want a duplicate", fresh, err)
+	}
+
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var n int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM effectd.dedupe_keys WHERE bucket = 3`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if fresh, err := enqueue(pool, "e2"); err != nil || !fresh {
+		t.Fatalf("the other transaction's enqueue = %v, %v", fresh, err)
+	}
+	fresh, err := enqueue(tx, "e2")
+	if code, _ := sqlstate(err); code != "40001" {
+		t.Fatalf("REPEATABLE READ enqueue of an event committed after its snapshot = %v, %v; want 40001", fresh, err)
+	}
+	tx.Rollback(ctx)
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM effectd.intents WHERE bucket = 3 AND event_id = 'e2'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d intents of e2, %v; want 1", n, err)
+	}
+}
