@@ -11,6 +11,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/statemachine"
 )
 
 // TestCitusDropExpiredPartitions: on the distributed layout with day
@@ -167,5 +168,67 @@ func intentCounter(t *testing.T, pool *pgxpool.Pool) func(where string, args ...
 			t.Fatal(err)
 		}
 		return n
+	}
+}
+
+// TestCitusPruneKeepsRowRequeuedBeforeDetach: in the distributed mode every
+// expired partition is dropped one by one; an operator's requeue of a FAILED
+// intent of the oldest partition, committed after the partition's first
+// check and before its detach, keeps the partition on every shard: the check
+// made again under the detach's lock, in the transaction that would drop it,
+// finds the PENDING row and rolls the detach back.
+func TestCitusPruneKeepsRowRequeuedBeforeDetach(t *testing.T) {
+	pool := loadedHistory(t, 1)
+	ctx := context.Background()
+	count := intentCounter(t, pool)
+	const day = 24 * time.Hour
+	cut := time.Now().UTC().Truncate(day).Add(-13 * day)
+	var oldest query.Partition
+	if err := pool.QueryRow(ctx, `SELECT name, parent, lower, upper FROM effectd.partitions
+		WHERE parent = 'intents' AND upper <= $1 AND lower <= (SELECT min(created_at) FROM effectd.intents)
+		ORDER BY lower DESC LIMIT 1`, cut).
+		Scan(&oldest.Name, &oldest.Parent, &oldest.Lower, &oldest.Upper); err != nil {
+		t.Fatal(err)
+	}
+	var id int64
+	if err := pool.QueryRow(ctx, `
+UPDATE effectd.intents SET status = 'FAILED', updated_at = created_at
+WHERE (bucket, event_id) IN (SELECT bucket, event_id FROM effectd.intents WHERE created_at >= $1 AND created_at < $2 ORDER BY id LIMIT 1)
+RETURNING id`, oldest.Lower.Time, oldest.Upper.Time).Scan(&id); err != nil {
+		t.Fatalf("a FAILED intent in %s: %v", oldest.Name, err)
+	}
+	inOldest := count(`created_at >= $1 AND created_at < $2`, oldest.Lower.Time, oldest.Upper.Time)
+
+	requeued := false
+	ctx = dispatcher.WithPartitionChecked(ctx, func(p query.Partition) {
+		if p.Name != oldest.Name || requeued {
+			return
+		}
+		requeued = true
+		if _, _, err := dispatcher.Operate(ctx, pool, dispatcher.Operation{IntentID: id, Event: statemachine.Requeue,
+			Actor: "oncall", Reason: "provider fixed", Force: true}); err != nil {
+			t.Errorf("requeue of intent %d: %v", id, err)
+		}
+	})
+	dropped, held, err := dispatcher.DropExpiredPartitions(ctx, pool, 13*day)
+	if err != nil {
+		t.Fatalf("DropExpiredPartitions: %v", err)
+	}
+	if !requeued {
+		t.Fatalf("%s was not dropped one by one (dropped %v)", oldest.Name, dropped)
+	}
+	for _, p := range dropped {
+		if p.Name == oldest.Name {
+			t.Errorf("%s counted dropped", oldest.Name)
+		}
+	}
+	if held != 1 {
+		t.Errorf("held %d partitions, want 1 (%s)", held, oldest.Name)
+	}
+	if n := count(`id = $1 AND status = 'PENDING'`, id); n != 1 {
+		t.Fatalf("intent %d requeued between the check and the detach: %d PENDING rows; want it kept", id, n)
+	}
+	if n := count(`created_at >= $1 AND created_at < $2`, oldest.Lower.Time, oldest.Upper.Time); n != inOldest {
+		t.Errorf("%d intents left in %s, want all %d", n, oldest.Name, inOldest)
 	}
 }
