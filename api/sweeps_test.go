@@ -22,13 +22,16 @@ import (
 	"github.com/effectd/effectd/providers/webhook"
 )
 
-// fakeSweeper answers a report with one finding of each kind.
+// fakeSweeper answers a report with one finding of each kind, and a
+// scheduled coverage of the window's first minute.
 type fakeSweeper struct{}
 
 func (fakeSweeper) Sweep(_ context.Context, channel string, since, until time.Time) (effectdtype.SweepReport, error) {
 	rep := effectdtype.SweepReport{Channel: channel, Provider: "stripe", Since: since, Until: until,
 		ListedSince: since.Add(-5 * time.Minute), ListedUntil: until.Add(5 * time.Minute), Intents: 3, Objects: 4,
-		Counts: map[string]int{}}
+		Counts: map[string]int{}, Scheduled: effectdtype.SweepCoverage{
+			Covered: []effectdtype.SweepWindow{{Since: since, Until: since.Add(time.Minute)}},
+			Gaps:    []effectdtype.SweepWindow{{Since: since.Add(time.Minute), Until: until}}}}
 	for i, k := range effectdtype.FindingKinds {
 		f := effectdtype.Finding{Kind: k, IntentID: int64(i + 1), EventID: fmt.Sprint("evt-", i), Status: "SENT", Operation: "look"}
 		f.Objects = append(f.Objects, effect.Object{Ref: fmt.Sprint("re_", i), Kind: "refund", EventID: f.EventID,

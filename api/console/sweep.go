@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/api/client"
+	"github.com/effectd/effectd/effectdtype"
 )
 
 // sweepForm is the form of the sweep page.
@@ -68,5 +69,5 @@ func (c *console) showSweep(w http.ResponseWriter, r *http.Request, f sweepForm,
 	}
 	chans = slices.DeleteFunc(chans, func(ch client.Channel) bool { return ch.Provider == "webhook" })
 	c.render(w, r, status, "sweep", "Reconciliation sweep", map[string]any{
-		"Form": f, "Channels": chans, "Report": rep, "Problem": problem, "Kinds": []string{"orphan", "duplicate", "unsettled", "missing"}})
+		"Form": f, "Channels": chans, "Report": rep, "Problem": problem, "Kinds": effectdtype.FindingKinds})
 }

@@ -16,10 +16,15 @@ const sweepUsage = `Usage:
 
 Lists what channel C's provider holds for the intents created from --since to
 --until (default now; at most 7 days) and joins it with the table: orphan
-(a provider object with no intent), duplicate (two objects for one intent),
-unsettled (a SENDING, IN_DOUBT or FAILED intent whose effect the provider
-holds), missing (a SENT intent whose effect the provider lacks). Each finding
-names the operation that would settle it; the sweep changes nothing.
+(a provider object no intent could own), duplicate (two objects for one
+intent), unsettled (a SENDING, IN_DOUBT or FAILED intent whose effect the
+provider holds), missing (a SENT intent whose effect the provider holds under
+neither its reference nor its identity, whatever its time), uncertain (a SENT
+intent whose effect the listing lacks and whose absence the provider could not
+prove). Each finding names the operation that would settle it, and none
+advises an action that could repeat an effect the provider may hold; the
+sweep changes nothing. The report also says which spans of the window the
+channel's scheduled sweeps covered.
 
 T is an RFC 3339 time (2026-11-30T12:00:00Z) or a duration before now (90m, 24h).
 
@@ -91,6 +96,7 @@ func printSweep(w io.Writer, rep effectdtype.SweepReport) {
 		counts = append(counts, fmt.Sprintf("%s %d", k, rep.Counts[k]))
 	}
 	fmt.Fprintln(w, strings.Join(counts, ", "))
+	fmt.Fprintln(w, "scheduled sweeps: "+coverage(rep.Scheduled))
 	if rep.Unlisted > 0 {
 		fmt.Fprintf(w, "%d SENT intents not judged: the listing does not cover their effect\n", rep.Unlisted)
 	}
@@ -119,4 +125,23 @@ func printSweep(w io.Writer, rep effectdtype.SweepReport) {
 		}
 		fmt.Fprintf(w, "  %s: %s\n", who, f.Operation)
 	}
+}
+
+// coverage says which spans the scheduled sweeps covered, and the gaps.
+func coverage(c effectdtype.SweepCoverage) string {
+	spans := func(ws []effectdtype.SweepWindow) string {
+		s := make([]string, len(ws))
+		for i, w := range ws {
+			s[i] = w.Since.Format(time.RFC3339) + " to " + w.Until.Format(time.RFC3339)
+		}
+		return strings.Join(s, ", ")
+	}
+	out := "covered none of this window"
+	if len(c.Covered) > 0 {
+		out = "covered " + spans(c.Covered)
+	}
+	if len(c.Gaps) > 0 {
+		out += "; not covered " + spans(c.Gaps)
+	}
+	return out
 }
