@@ -390,6 +390,36 @@ var mutations = []mutation{
 		from: `kind == "webhook" && p.Sweep.Every != 0`, to: "false",
 		pkg: "./policy/", run: "^TestSweepSchedule$"},
 
+	// Sweep findings advise no repeat; nothing is an orphan while an unsettled
+	// intent could own it; scheduled sweeps tile time.
+	{name: "sweep: a SENT intent the listing lacks not looked up by its identity", file: "dispatcher/sweep.go",
+		from: "\tlookHeld(ctx, lister, j)\n", to: "\n",
+		pkg: "./dispatcher/", run: "^TestSweepNeverAdvisesARepeat$"},
+	{name: "sweep: missing (enqueue again) advised without proof of absence", file: "dispatcher/sweep.go",
+		from: "if in.absent {", to: "if true {",
+		pkg: "./dispatcher/", run: "^TestSweepNeverAdvisesARepeat$"},
+	{name: "sweep: Stripe's eventually consistent search taken as proof of absence", file: "providers/stripe/list.go",
+		from: "return objects, complete && consistent, nil", to: "return objects, complete, nil",
+		pkg: "./dispatcher/", run: "^TestSweepNeverAdvisesARepeat$"},
+	{name: "sweep: unsettled intents outside the window not considered before an orphan", file: "dispatcher/sweep.go",
+		from: "range swept(append(rows, unsettled...))", to: "range swept(rows)",
+		pkg: "./dispatcher/", run: "^TestSweepConsidersOldUnsettledIntents$"},
+	{name: "sweep: an IN_DOUBT intent outside the window not considered before an orphan", file: "internal/query/sweep_intents_unsettled.sql",
+		from: "AND status IN ('SENDING', 'IN_DOUBT', 'FAILED')", to: "AND status IN ('SENDING', 'FAILED')",
+		pkg: "./dispatcher/", run: "^TestSweepConsidersOldUnsettledIntents$"},
+	{name: "sweep schedule: the window ends at the clock's now, not at its multiple of every", file: "dispatcher/sweep_schedule.go",
+		from: "s.sweep(ctx, ch.Name, slot,", to: "s.sweep(ctx, ch.Name, now,",
+		pkg: "./dispatcher/", run: "^TestScheduledSweepsTileTime$"},
+	{name: "sweep schedule: not resumed from the last window finished", file: "dispatcher/sweep_schedule.go",
+		from: "if !last.IsZero() && last.Before(since) {", to: "if false {",
+		pkg: "./dispatcher/", run: "^TestScheduledSweepsTileTime$"},
+	{name: "sweep schedule: an instance started after a missed time waits like a new schedule", file: "dispatcher/sweep_schedule.go",
+		from: "case last.IsZero() && firstSeen:", to: "case firstSeen:",
+		pkg: "./dispatcher/", run: "^TestScheduledSweepsTileTime$"},
+	{name: "sweep: a gap in the scheduled coverage not reported", file: "dispatcher/sweep.go",
+		from: "if from.After(at) {", to: "if false {",
+		pkg: "./dispatcher/", run: "^TestScheduledSweepsTileTime$"},
+
 	// The distributed mode (Citus; -tags citus, a coordinator and two workers
 	// per test binary): the settled counts are written by the statements
 	// themselves, no trigger.
