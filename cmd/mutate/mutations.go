@@ -361,7 +361,7 @@ var mutations = []mutation{
 		from: "r.With(c.checkCSRF(c.loginFormCSRF)).Post(", to: "r.With(c.checkCSRF(loginCSRF)).Post(",
 		pkg: "./api/console/", run: "^TestSecondLoginStartsNewSession$"},
 	{name: "redaction: a bulk snapshot's sample unmasked", file: "api/bulk.go",
-		from: "snap.Sample[i] = sc.intent(row)", to: "snap.Sample[i] = row",
+		from: "snap.Sample[i] = sc.intent(row)", to: "snap.Sample[i], _ = row, sc",
 		pkg: "./api/", run: "^TestBulkSampleRedactedAsList$"},
 	{name: "console: an earlier error shown as the current one", file: "api/console/format.go",
 		from: "case statemachine.Pending, statemachine.Failed, statemachine.InDoubt, statemachine.Skipped:", to: "default:",
