@@ -447,6 +447,7 @@ const maxRetryAfter = 5 * time.Minute
 // emptied so that every instance does.
 func (w *workers) slowDown(ch *channel, after time.Duration) {
 	after = min(after, maxRetryAfter)
+	w.d.m.retryAfter.WithLabelValues(ch.Name).Add(after.Seconds())
 	until := time.Now().Add(after).UnixNano()
 	for {
 		old := ch.coolUntil.Load()

@@ -17,6 +17,8 @@ type metrics struct {
 	fenced   *prometheus.CounterVec   // channel
 	inflight *prometheus.GaugeVec     // channel
 
+	retryAfter *prometheus.CounterVec // channel
+
 	deliveries   *prometheus.CounterVec   // channel, delivery
 	deliveryTime *prometheus.HistogramVec // channel
 	orphans      *prometheus.CounterVec   // channel
@@ -52,6 +54,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"channel"}),
 		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "effectd_inflight_calls", Help: "Provider calls in flight in this instance, by channel.",
+		}, []string{"channel"}),
+		retryAfter: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "effectd_retry_after_seconds_total", Help: "Back-off that providers asked for with Retry-After, by channel, in seconds (at most 5 minutes an answer): the channel claims nothing meanwhile.",
 		}, []string{"channel"}),
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "effectd_deliveries_total", Help: "Delivery changes by channel and the delivery reached: accepted, delivered, undelivered.",
@@ -92,7 +97,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.partitionsDropped.WithLabelValues(t)
 	}
 	if reg != nil {
-		reg.MustRegister(m.outcomes, m.calls, m.lookups, m.retries, m.fenced, m.inflight, m.deliveries, m.deliveryTime, m.orphans, m.sweepFindings,
+		reg.MustRegister(m.outcomes, m.calls, m.lookups, m.retries, m.fenced, m.inflight, m.retryAfter, m.deliveries, m.deliveryTime, m.orphans, m.sweepFindings,
 			m.sweepLastRun, m.sweepLastSeen, m.partitionsDropped, m.partitionsHeld, m.partitionsBusy, m.partitionsUntil, m.dedupeKeysPruned)
 	}
 	return m
@@ -116,7 +121,7 @@ func (m *metrics) addChannel(channel string) {
 	for _, k := range effectdtype.FindingKinds {
 		m.sweepFindings.WithLabelValues(channel, k)
 	}
-	for _, v := range []*prometheus.MetricVec{m.calls.MetricVec, m.retries.MetricVec, m.fenced.MetricVec, m.inflight.MetricVec, m.deliveryTime.MetricVec, m.orphans.MetricVec} {
+	for _, v := range []*prometheus.MetricVec{m.calls.MetricVec, m.retries.MetricVec, m.fenced.MetricVec, m.inflight.MetricVec, m.retryAfter.MetricVec, m.deliveryTime.MetricVec, m.orphans.MetricVec} {
 		v.GetMetricWithLabelValues(channel)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/policy"
@@ -125,4 +127,51 @@ func TestRetryAfterSlowsTheChannel(t *testing.T) {
 	if gap := c.times[1].Sub(c.times[0]); gap < 900*time.Millisecond {
 		t.Fatalf("next call %s after a 429 with Retry-After 1s", gap)
 	}
+}
+
+// TestRetryAfterCounted: the back-off a provider asks for with Retry-After
+// adds up in effectd_retry_after_seconds_total of its channel, capped at five
+// minutes an answer, which the alert rules watch.
+func TestRetryAfterCounted(t *testing.T) {
+	t.Parallel()
+	c := &clocked{by: map[string]int{}, first: func(n int) error {
+		if n == 1 {
+			return providerErr{retryable: true, after: time.Hour}
+		}
+		return nil
+	}}
+	reg := prometheus.NewRegistry()
+	pool := pgtest.New(t)
+	run(t, pool, dispatcher.Config{Registerer: reg,
+		Channels: []dispatcher.Channel{{Name: "c", Kind: "webhook", Provider: c.send("a"), Policy: fastPolicy("webhook")}}})
+	r := &rig{pool: pool}
+	r.enqueue(t, "x")
+	var got float64
+	eventually(t, 10*time.Second, "the Retry-After counted", func() bool {
+		got = retryAfterSeconds(t, reg)
+		return got > 0
+	})
+	if got != 300 {
+		t.Fatalf("effectd_retry_after_seconds_total{channel=c} = %v after one Retry-After of an hour; want 300 (the cap)", got)
+	}
+}
+
+// retryAfterSeconds is the value of effectd_retry_after_seconds_total{channel="c"} in reg, 0 when absent.
+func retryAfterSeconds(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "effectd_retry_after_seconds_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == "c" {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
