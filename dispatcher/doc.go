@@ -27,7 +27,9 @@
 //   - folder (counts.go): folds the deltas of the settled counts that the
 //     stats, channel pages and /metrics read.
 //   - sweeper (sweep_schedule.go): runs each channel's scheduled Sweep (policy
-//     sweep), one instance per channel at a time.
+//     sweep), one instance per channel at a time, each window resuming from
+//     the last one the schedule finished (effectd.sweep_windows), so that the
+//     windows tile time.
 //   - bucket leases (buckets.go), in the distributed mode (Config.Buckets):
 //     divide the buckets among the live instances; the claimer, completers
 //     and reconciler then work one owned bucket per statement.
@@ -39,8 +41,11 @@
 // cancels the rest; then the completers write every queued outcome.
 //
 // Sweep (sweep.go), outside the loops, joins what a channel's provider lists
-// for a window (a Lister) with the window's intents and reports orphans,
-// duplicates, unsettled and missing effects, changing nothing.
+// for a window (a Lister) with the window's intents and the unsettled ones
+// of any age, looks up one by one the SENT intents the listing lacks, and
+// reports orphans, duplicates, unsettled, missing and uncertain effects,
+// changing nothing; no finding advises an action that could repeat an
+// effect the provider may hold.
 //
 // Outside the loops too, the operator's operations, each one transaction (or
 // one read) on a pool, as the admin API and the console call them: Operate

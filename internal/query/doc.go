@@ -16,7 +16,8 @@
 // changes of delivery), intents_sweep.go, attempts.go, audit.go, bulk.go
 // (bulk_snapshots and bulk_rows), channels.go, counts.go (the settled counts
 // and gauges), id_marks.go, provider_events.go, rate_buckets.go,
-// sessions.go (console_sessions), partitions.go; locks.go and wakeup.go hold
+// sessions.go (console_sessions), partitions.go, sweep_coverage.go
+// (sweep_windows); locks.go and wakeup.go hold
 // the advisory locks and the LISTEN/NOTIFY wake-up. filter.go builds the
 // statements of the lists whose conditions depend on the filters given.
 // Three files serve the harnesses rather than serve: whole-table reads that
