@@ -305,7 +305,6 @@ func dropPartition(ctx context.Context, conn *pgx.Conn, p Partition, horizon tim
 	}
 	kept := false
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		kept = false // a try rolled back kept nothing
 		plainly, err := detach(ctx, tx, p, false)
 		if err != nil {
 			return err
@@ -316,12 +315,11 @@ func dropPartition(ctx context.Context, conn *pgx.Conn, p Partition, horizon tim
 			if err != nil {
 				return err
 			}
-			if held && plainly {
-				kept = true
-				return errKeepDetach
-			}
 			if held {
 				kept = true
+				if plainly {
+					return errKeepDetach // the rollback undoes the detach
+				}
 				return attach(ctx, tx, p)
 			}
 		}
