@@ -3,8 +3,10 @@
 // without JavaScript. It calls the admin API in process as the person who
 // logged in, so the API's roles, scopes and redaction apply to every page.
 // Sessions live in PostgreSQL (alexedwards/scs), so every instance accepts
-// them, and begin at a login: an anonymous visitor writes no row. Every form
-// carries a session-bound CSRF token, except the login form, whose token is
+// them, and begin at a login: an anonymous visitor writes no row. A login
+// always starts a new session (a new id, the new person's role and scopes)
+// and ends the one the browser had. Every form carries a session-bound CSRF
+// token, except the login form of a visitor not logged in, whose token is
 // double-submitted in a cookie of its own; a POST that the browser marks as
 // sent from another site is refused too. A policy change is previewed with
 // dispatcher.PreviewPolicy, the very merge the API's change makes.
