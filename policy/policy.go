@@ -74,8 +74,10 @@ type Policy struct {
 	Sweep SweepSchedule `json:"sweep" yaml:"sweep"`
 }
 
-// SweepSchedule runs a reconciliation sweep of the Window ending now at
-// every multiple of Every on the clock (every: 1h sweeps on the hour).
+// SweepSchedule runs a reconciliation sweep at every multiple of Every on
+// the clock (every: 1h sweeps on the hour) of the Window ending at that
+// multiple, widened back to the end of the last window the schedule
+// finished, so that the windows leave no gap.
 type SweepSchedule struct {
 	Every  Duration `json:"every" yaml:"every"`   // 0: never
 	Window Duration `json:"window" yaml:"window"` // at least Every; 0: Every
