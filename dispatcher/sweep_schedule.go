@@ -60,8 +60,8 @@ func (s *sweeper) run(ctx context.Context) {
 // sweep.every since it last looked, and returns how long to wait before it
 // looks again: until the next multiple of any channel, at most s.tick. A
 // schedule seen for the first time (at Start, or set through the admin API)
-// waits for its next multiple, so a restart neither sweeps at once nor
-// postpones a sweep.
+// sweeps at once only the multiples no instance finished since the last
+// window the schedule finished (sweep), and otherwise waits for its next.
 func (s *sweeper) sweepDue(ctx context.Context) time.Duration {
 	now := s.now()
 	wait := s.tick
@@ -103,9 +103,9 @@ func sweepLockKey(channel string) int64 {
 // schedule is set) when no window was ever finished, so that a restart
 // neither sweeps at once nor postpones a sweep. Time older than retention
 // (or than window, when longer) is not swept (its intents may be gone): it is
-// logged at WARN as a gap. A span
-// longer than SweepMaxWindow is swept in consecutive parts; each window is
-// recorded as it finishes, so a failure resumes from the last one.
+// logged at WARN as a gap. A span longer than SweepMaxWindow is swept in
+// consecutive parts; each window is recorded as it finishes, so a failure
+// resumes from the last one.
 //
 // It logs each kind found at WARN with its count (the findings themselves
 // are the sweep's report: effectd sweep, POST /v1/sweeps) and records the run
