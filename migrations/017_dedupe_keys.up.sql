@@ -160,7 +160,7 @@ BEGIN
             CASE WHEN not_before > now() THEN not_before ELSE now() END,
             occurred_at, ordering_key)
     ON CONFLICT DO NOTHING
-    RETURNING (SELECT w.waiting FROM effectd.wakeup w WHERE w.id = 1) INTO wake;
+    RETURNING (SELECT (w.waiting AND w.until > now()) FROM effectd.wakeup w WHERE w.id = 1) INTO wake;
     IF NOT FOUND THEN
         -- an intent of the event written into today's partition by hand,
         -- without its key
@@ -242,7 +242,7 @@ BEGIN
     IF NOT coalesce(inserted, false) THEN
         RETURN false;
     END IF;
-    SELECT w.waiting INTO wake FROM effectd.wakeup w WHERE w.id = 1;
+    SELECT (w.waiting AND w.until > now()) INTO wake FROM effectd.wakeup w WHERE w.id = 1;
     IF wake THEN
         PERFORM pg_notify('effectd_wakeup', channel);
     END IF;
