@@ -25,6 +25,7 @@ Usage:
   effectd dev      [--data .data]              throwaway PostgreSQL + sandbox + serve (what make run starts)
   effectd bench    [--scenarios ...]           measure drain, live latency, slow provider, producer cost, memory
   effectd chaos    [--events N] [--faults F]   prove effectively-once under faults (real processes, checker)
+  effectd check    [--seed S] [--events N] [--faults F]   the randomized checker: chaos with every actor, invariants judged
   effectd intents  list|show|resolve|retry|cancel|reconcile   operate on intents through the admin API
   effectd channels list|show|pause|resume                      channels through the admin API
   effectd sweep    --channel C --since T [--until T]           what the provider holds against the table (read-only)
@@ -53,6 +54,8 @@ func run(ctx context.Context, args []string, getenv env, stdout, stderr io.Write
 		return runBench(ctx, rest, getenv, stdout, stderr)
 	case "chaos":
 		return runChaos(ctx, rest, getenv, stdout, stderr)
+	case "check":
+		return runCheck(ctx, rest, stdout)
 	case "intents":
 		return runIntents(ctx, rest, getenv, stdout, stderr)
 	case "channels":

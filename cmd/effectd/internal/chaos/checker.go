@@ -77,6 +77,11 @@ type Report struct {
 	Failover   *FailoverReport // the run's failover; nil without one
 	Sweep      []SweepRow      // the reconciliation sweep after the failover; nil without one
 	Faults     map[string]int  // how many faults of each kind were injected
+	// With actors: each invariant's verdict, and the history's operations
+	// counted by actor, action and result.
+	Invariants []InvariantRow
+	History    string
+	Operations int
 }
 
 // OK reports whether every rule held.
@@ -87,14 +92,16 @@ type target struct{ channel, event string }
 
 // Check judges the run. events is the producers' log; ledger the sandbox's.
 func Check(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, ledger sandbox.Snapshot, chans []Channel) (*Report, error) {
-	return check(ctx, pool, events, ledger, chans, nil)
+	return check(ctx, pool, events, ledger, chans, nil, decisions{})
 }
 
 // check is Check after a failover that lost what loss says (nil: no failover).
 // Under asynchronous replication the enqueues it lost, with the producers'
 // rows, and the Twilio duplicates of the claims and completions it lost are
 // counted as its cost; under synchronous replication they break the rules.
-func check(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, ledger sandbox.Snapshot, chans []Channel, loss *failoverLoss) (*Report, error) {
+// dec is what the operators decided (none without actors): it explains
+// extra effects and an intent resolved as sent without one.
+func check(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, ledger sandbox.Snapshot, chans []Channel, loss *failoverLoss, dec decisions) (*Report, error) {
 	intents, err := loadIntents(ctx, pool)
 	if err != nil {
 		return nil, err
@@ -104,6 +111,7 @@ func check(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, l
 		return nil, err
 	}
 	c := newChecker(events, delivered, ledger, chans, loss)
+	c.dec = dec
 	c.matchIntents(intents)
 	for ev, o := range events {
 		if err := c.judgeEvent(ev, o); err != nil {
@@ -138,6 +146,7 @@ type checker struct {
 	loss                      *failoverLoss   // nil: no failover
 	excused                   bool            // the failover's losses are its cost, not broken rules
 	calledBefore, calledAfter map[target]bool // the failover's kill and promotion
+	dec                       decisions       // the operators' decisions
 
 	applied   map[target]int // effects per target
 	refs      map[target][]string
@@ -190,6 +199,9 @@ func (c *checker) lostEnqueue(t target, o Outcome) bool {
 func (c *checker) matchIntents(intents []query.IntentTally) {
 	for i := range intents {
 		in := &intents[i]
+		if c.byEvent[target{in.Channel, in.EventID}] != nil {
+			c.flag("two or more intents for one event", in.Channel, in.EventID)
+		}
 		c.byEvent[target{in.Channel, in.EventID}] = in
 		o, known := c.events[in.EventID]
 		if !known || o.Channel != in.Channel {
@@ -278,6 +290,10 @@ func (c *checker) judgeIntent(row *Row, t target, in *query.IntentTally, lostEnq
 				c.flag("gap not recorded as SKIPPED ("+string(in.Status)+")", t.channel, t.event)
 			}
 		default:
+			if in.Status == "SENT" && c.dec.sent[t] {
+				row.Gap++ // an operator resolved it as sent
+				return
+			}
 			row.Lost++
 			c.flag("lost: committed, "+string(in.Status)+", never applied", t.channel, t.event)
 			c.suspects = append(c.suspects, in.ID)
@@ -308,7 +324,7 @@ func (c *checker) judgeDuplicates(row *Row, t target, in *query.IntentTally, n i
 			explained = in.AmbiguousResend + in.PolicyResend
 		}
 	}
-	explained = min(explained, extra)
+	explained = min(explained+c.dec.resends[t], extra)
 	row.Explained += explained
 	if c.excused && row.Channel.Provider == "twilio" && (c.loss.lostUpdates[t] || lostEnqueue) {
 		row.FailoverExplained += extra - explained
@@ -453,6 +469,9 @@ func (r *Report) Print(w io.Writer) {
 	}
 	if r.Sweep != nil {
 		r.printSweep(w)
+	}
+	if r.Invariants != nil {
+		r.printInvariants(w)
 	}
 	if r.OK() {
 		fmt.Fprintln(w, "checker: PASS — lost 0, unexplained duplicates 0, every intent settled")

@@ -54,6 +54,28 @@ type Config struct {
 	// AfterDrain, if set, runs once every intent is settled, while the
 	// instances still serve: a test's own checks of the running system.
 	AfterDrain func(context.Context, Inspection)
+	// Actors adds the randomized checker's actors (actors.go): producers at
+	// every isolation level, concurrent redeliveries, a moved clock, a
+	// rolled-back batch of BatchEvents, operators through the admin API,
+	// and sweeps after the drain; the report then judges every invariant
+	// (Report.Invariants). `effectd check` sets it, with CheckChannels.
+	Actors bool
+}
+
+// CheckChannels are the channels of a run with Actors: Channels, and a
+// Twilio channel whose in-doubt sends wait for an operator (IN_DOUBT).
+var CheckChannels = append(slices.Clone(Channels),
+	Channel{Name: "sms-manual", Provider: "twilio", InDoubt: "manual", LookupFallback: "manual"})
+
+// pgSettings are the PostgreSQL settings of the run beyond localpg's. With
+// actors, the lock table is about as large as a default server's (64 locks
+// a connection, 100 connections: 6,400 slots; here 20 × 322), so that an
+// enqueue taking a lock per event fails on the batch as it would there.
+func (h *harness) pgSettings() []string {
+	if h.cfg.Actors {
+		return []string{"max_locks_per_transaction=20"}
+	}
+	return nil
 }
 
 // Channels are the channels of a run, one per provider and in-doubt policy.
@@ -117,6 +139,7 @@ type harness struct {
 	sbSrv     *http.Server
 	sb        *sandbox.Server
 	instances []*instance
+	hist      History // the actors' operations (Config.Actors)
 }
 
 // note writes one timestamped line of the run's log.
@@ -189,7 +212,7 @@ func (h *harness) startPostgres(ctx context.Context) error {
 		}
 	} else {
 		var err error
-		if h.pg, err = localpg.Start(ctx, filepath.Join(h.dir, "pg"), localpg.Options{Fast: true}); err != nil {
+		if h.pg, err = localpg.Start(ctx, filepath.Join(h.dir, "pg"), localpg.Options{Fast: true, Settings: h.pgSettings()}); err != nil {
 			return err
 		}
 		h.dsn = h.pg.URL("effectd")
@@ -323,8 +346,16 @@ func (h *harness) run(ctx context.Context) (*Report, error) {
 	// the sweep an operator runs after a failover, while the instances serve
 	var sweeps []effectdtype.SweepReport
 	var sweepFailed []Violation
-	if h.fo != nil {
+	if h.fo != nil && !h.cfg.Actors { // with actors, checkSweeps judges every sweep
 		sweeps, sweepFailed = h.sweep(ctx, h.start)
+	}
+	var actorSweeps []Violation
+	if h.cfg.Actors {
+		intents, err := loadIntents(ctx, h.pool)
+		if err != nil {
+			return nil, err
+		}
+		actorSweeps = h.checkSweeps(ctx, intents, h.sb.Ledger.Snapshot(""))
 	}
 	crashes := 0
 	for _, p := range h.instances {
@@ -334,7 +365,7 @@ func (h *harness) run(ctx context.Context) (*Report, error) {
 		crashes += p.crashes
 	}
 
-	rep, err := h.judge(ctx, log, sweeps, sweepFailed)
+	rep, err := h.judge(ctx, log, sweeps, sweepFailed, actorSweeps)
 	if err != nil {
 		return nil, err
 	}
@@ -368,6 +399,14 @@ func (h *harness) produceUnderFaults(ctx context.Context) (*Log, map[string]int)
 	log := newLog()
 	faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration)
 	defer stopFaults()
+	var actors sync.WaitGroup
+	if cfg.Actors {
+		deliveries = planActors(rand.New(rand.NewPCG(cfg.Seed, 3)), deliveries)
+		actors.Add(2)
+		go func() { defer actors.Done(); h.operators(faultCtx) }()
+		go func() { defer actors.Done(); h.batch(faultCtx, rand.New(rand.NewPCG(cfg.Seed, 5))) }()
+	}
+	defer actors.Wait()
 	inj := &injector{rng: rand.New(rand.NewPCG(cfg.Seed, 2)), faults: cfg.Faults, lease: cfg.Lease,
 		instances: h.instances, restartPG: h.restartPG, pgName: h.pgName(), sb: h.sb, note: h.note, window: cfg.Duration * 3 / 4}
 	if h.fo != nil {
@@ -419,12 +458,11 @@ func (h *harness) drain(ctx context.Context) error {
 
 // judge checks the run against the sandbox's ledger; after a failover, with
 // what it lost, and with the sweeps compared to the intents.
-func (h *harness) judge(ctx context.Context, log *Log, sweeps []effectdtype.SweepReport, sweepFailed []Violation) (*Report, error) {
+// With actors it adds the sweeps' verdicts (checkSweeps, made while the
+// instances served), what the history shows, and the per-invariant summary.
+func (h *harness) judge(ctx context.Context, log *Log, sweeps []effectdtype.SweepReport, sweepFailed []Violation, actorSweeps []Violation) (*Report, error) {
 	ledger := h.sb.Ledger.Snapshot("")
-	if h.fo == nil {
-		return Check(ctx, h.pool, log.Events(), ledger, h.cfg.Channels)
-	}
-	rep, err := h.checkFailover(ctx, log, ledger)
+	rep, err := h.check(ctx, log, ledger)
 	if err != nil {
 		return nil, err
 	}
@@ -432,11 +470,32 @@ func (h *harness) judge(ctx context.Context, log *Log, sweeps []effectdtype.Swee
 	if err != nil {
 		return nil, err
 	}
-	rows, vs := compareSweeps(sweeps, intents, ledger, h.cfg.Channels, h.fo.sync)
-	rep.Sweep = rows
-	rep.Violations = append(rep.Violations, sweepFailed...)
-	rep.Violations = append(rep.Violations, vs...)
+	if h.fo != nil && !h.cfg.Actors {
+		rows, vs := compareSweeps(sweeps, intents, ledger, h.cfg.Channels, h.fo.sync)
+		rep.Sweep = rows
+		rep.Violations = append(rep.Violations, sweepFailed...)
+		rep.Violations = append(rep.Violations, vs...)
+	}
+	if !h.cfg.Actors {
+		return rep, nil
+	}
+	ops := h.hist.Ops()
+	vs, err := judgeHistory(ctx, h.pool, ops, log.refusals(), intents)
+	if err != nil {
+		return nil, err
+	}
+	rep.Violations = append(append(rep.Violations, actorSweeps...), vs...)
+	rep.Invariants = invariantRows(rep.Violations)
+	rep.History, rep.Operations = summary(ops), len(ops)
 	return rep, nil
+}
+
+// check runs the checker, after a failover with what it lost.
+func (h *harness) check(ctx context.Context, log *Log, ledger sandbox.Snapshot) (*Report, error) {
+	if h.fo != nil {
+		return h.checkFailover(ctx, log, ledger)
+	}
+	return check(ctx, h.pool, log.Events(), ledger, h.cfg.Channels, nil, decide(h.hist.Ops()))
 }
 
 func sortedCounts(m map[string]int) string {
@@ -462,7 +521,7 @@ func (h *harness) restartPG() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	pg, err := localpg.Start(ctx, h.pg.Dir, localpg.Options{Port: h.pg.Port, Fast: true})
+	pg, err := localpg.Start(ctx, h.pg.Dir, localpg.Options{Port: h.pg.Port, Fast: true, Settings: h.pgSettings()})
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,9 @@ type delivery struct {
 	id       string // broker delivery id: the same on a plain redelivery, new on a re-publication
 	payload  string
 	rollback bool // the producer's transaction fails and rolls back
+	// With the checker's actors (Config.Actors), see actors.go:
+	iso      pgx.TxIsoLevel // the transaction's isolation level; "" is the server's default (READ COMMITTED)
+	moveDays int            // moves the new intent and its dedupe key this many UTC days, in the same transaction
 }
 
 // Outcome is what a producer knows about one event after production.
@@ -48,8 +51,9 @@ type Outcome struct {
 type Log struct {
 	mu      sync.Mutex
 	events  map[string]*Outcome
-	errors  int            // failed transactions that were retried
-	commits []commitTiming // every committed transaction
+	errors  int                 // failed transactions that were retried
+	refusal map[string][]string // SQLSTATE → events: refusals a producer cannot retry its way out of (see refused)
+	commits []commitTiming      // every committed transaction
 }
 
 // commitTiming is when a producer's committed transaction began and how long
@@ -77,7 +81,7 @@ func (l *Log) latency(t time.Time) (p50, p99 time.Duration, n int) {
 	return d[len(d)/2], d[len(d)*99/100], len(d)
 }
 
-func newLog() *Log { return &Log{events: map[string]*Outcome{}} }
+func newLog() *Log { return &Log{events: map[string]*Outcome{}, refusal: map[string][]string{}} }
 
 func (l *Log) update(eventID, channel string, f func(o *Outcome)) {
 	l.mu.Lock()
@@ -263,6 +267,7 @@ func deliver(ctx context.Context, pool *pgxpool.Pool, d delivery, buckets int, l
 	for try := 0; try < 30 && ctx.Err() == nil; try++ {
 		began := time.Now()
 		inserted, err := transact(ctx, pool, d, buckets)
+		log.refused(d.eventID, err)
 		switch {
 		case err == nil && d.rollback:
 			log.update(d.eventID, d.channel, func(o *Outcome) { o.RolledBack++ })
@@ -300,7 +305,7 @@ func deliver(ctx context.Context, pool *pgxpool.Pool, d delivery, buckets int, l
 func transact(ctx context.Context, pool *pgxpool.Pool, d delivery, buckets int) (inserted bool, err error) {
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	tx, err := pool.Begin(tctx)
+	tx, err := pool.BeginTx(tctx, pgx.TxOptions{IsoLevel: d.iso})
 	if err != nil {
 		return false, err
 	}
@@ -319,6 +324,11 @@ func transact(ctx context.Context, pool *pgxpool.Pool, d delivery, buckets int) 
 	}
 	if err != nil {
 		return false, err
+	}
+	if inserted && d.moveDays != 0 {
+		if err := moveIntent(tctx, tx, d, buckets); err != nil {
+			return false, err
+		}
 	}
 	if d.rollback {
 		return false, tx.Rollback(tctx)
