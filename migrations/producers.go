@@ -18,16 +18,22 @@ type Producer struct {
 	Channels []string
 }
 
+// Verbs are the names of the functions producers call (migrations 017 and
+// 021): SetProducers grants them to producer roles, and each checks the
+// caller's right to the channel before it reads or writes anything.
+var Verbs = []string{"enqueue", "enqueue_many", "cancel", "status"}
+
 // SetProducers makes producers the only roles, besides those with rights on
-// effectd's tables, that may call effectd.enqueue, each only into its channels.
-// In one transaction it records them in effectd.producers, makes enqueue run
-// with its owner's rights (SECURITY DEFINER, search_path fixed to effectd,
+// effectd's tables, that may call effectd.enqueue and the other Verbs, each
+// only on its channels. In one transaction it records them in
+// effectd.producers, makes the verbs run with their owner's rights
+// (SECURITY DEFINER, search_path fixed to effectd,
 // pg_temp), takes from PUBLIC the right to execute effectd's functions, and for
 // each role revokes every right on effectd's tables, sequences and functions,
-// then grants USAGE on the schema and EXECUTE on effectd.enqueue. It refuses a
+// then grants USAGE on the schema and EXECUTE on the verbs. It refuses a
 // role that does not exist or that holds the rights of effectd's owner (it
 // could not be restricted). With no producers it empties effectd.producers and
-// makes enqueue run with its caller's rights again (as before producer roles:
+// makes the verbs run with their caller's rights again (as before producer roles:
 // the caller needs rights on the tables), granting nothing. It returns the
 // statements it ran that change privileges.
 func SetProducers(ctx context.Context, pool *pgxpool.Pool, producers []Producer) (grants []string, err error) {
@@ -48,13 +54,13 @@ func SetProducers(ctx context.Context, pool *pgxpool.Pool, producers []Producer)
 	if _, err := tx.Exec(ctx, `DELETE FROM effectd.producers`); err != nil {
 		return nil, err
 	}
-	rows, _ := tx.Query(ctx, `SELECT oid::regprocedure::text FROM pg_proc WHERE pronamespace = 'effectd'::regnamespace AND proname = 'enqueue' ORDER BY 1`)
-	enqueues, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	rows, _ := tx.Query(ctx, `SELECT oid::regprocedure::text FROM pg_proc WHERE pronamespace = 'effectd'::regnamespace AND proname = ANY ($1) ORDER BY 1`, Verbs)
+	verbs, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, err
 	}
 	if len(producers) == 0 {
-		for _, f := range enqueues {
+		for _, f := range verbs {
 			if _, err := tx.Exec(ctx, `ALTER FUNCTION `+f+` SECURITY INVOKER RESET search_path`); err != nil {
 				return nil, err
 			}
@@ -65,12 +71,12 @@ func SetProducers(ctx context.Context, pool *pgxpool.Pool, producers []Producer)
 	if err := tx.QueryRow(ctx, `SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = 'effectd.intents'::regclass`).Scan(&owner); err != nil {
 		return nil, err
 	}
-	for _, f := range enqueues {
+	for _, f := range verbs {
 		grants = append(grants, `ALTER FUNCTION `+f+` SECURITY DEFINER SET search_path = effectd, pg_temp`)
 	}
 	grants = append(grants, `REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA effectd FROM PUBLIC`)
 	for _, p := range producers {
-		g, err := addProducer(ctx, tx, p, owner, enqueues)
+		g, err := addProducer(ctx, tx, p, owner, verbs)
 		if err != nil {
 			return nil, err
 		}
@@ -86,8 +92,8 @@ func SetProducers(ctx context.Context, pool *pgxpool.Pool, producers []Producer)
 
 // addProducer records p in effectd.producers, after checking that its role
 // exists and can be limited (owner is effectd's owner), and returns the
-// statements that limit the role to calling the enqueue functions.
-func addProducer(ctx context.Context, tx pgx.Tx, p Producer, owner string, enqueues []string) ([]string, error) {
+// statements that limit the role to calling the producers' functions (verbs).
+func addProducer(ctx context.Context, tx pgx.Tx, p Producer, owner string, verbs []string) ([]string, error) {
 	patterns := make([]string, len(p.Channels))
 	for i, g := range p.Channels {
 		var err error
@@ -120,7 +126,7 @@ FROM pg_roles r WHERE r.rolname = $1`, p.Role, owner).Scan(&exists, &super, &own
 		`REVOKE ALL ON ALL FUNCTIONS IN SCHEMA effectd FROM ` + r,
 		`GRANT USAGE ON SCHEMA effectd TO ` + r,
 	}
-	for _, f := range enqueues {
+	for _, f := range verbs {
 		grants = append(grants, `GRANT EXECUTE ON FUNCTION `+f+` TO `+r)
 	}
 	return grants, nil
