@@ -46,8 +46,8 @@ import (
 // Every operation is recorded in the History with what it asked and what it
 // got; the checker judges the run with it.
 
-// BatchEvents is the size of the rolled-back batch: one transaction
-// enqueuing this many events.
+// BatchEvents is the default size of the rolled-back batch (Config.Batch):
+// one transaction enqueuing this many events.
 const BatchEvents = 20000
 
 // Isolation levels the producers draw from.
@@ -109,9 +109,9 @@ func planActors(rng *rand.Rand, ds []delivery) []delivery {
 // d.moveDays UTC days, in that transaction: the moved clock.
 func moveIntent(ctx context.Context, tx pgx.Tx, d delivery, buckets int) error {
 	const (
-		intentSQL = `UPDATE effectd.intents SET created_at = created_at + make_interval(days => $3)
+		intentSQL = `UPDATE effectd.intents SET created_at = created_at + make_interval(days => $3::int)
 			WHERE event_id = $1 AND channel = $2`
-		keySQL = `UPDATE effectd.dedupe_keys SET day = day + $3, until = until + $3
+		keySQL = `UPDATE effectd.dedupe_keys SET day = day + $3::int, until = until + $3::int
 			WHERE key = effectd.dedupe_key($2, $1)`
 	)
 	args := []any{d.eventID, d.channel, d.moveDays}
@@ -275,7 +275,6 @@ func (o *operator) run(ctx context.Context) {
 			i++
 		}
 		a := operatorActions[i]
-		ch := o.chans[o.rng.IntN(len(o.chans))].Name
 		p := o.instances[o.rng.IntN(len(o.instances))]
 		addr, _ := p.addr.Load().(string)
 		if addr == "" {
@@ -284,15 +283,15 @@ func (o *operator) run(ctx context.Context) {
 		c := &client.Client{BaseURL: addr, HTTP: newHTTPClient()}
 		pick := o.rng.Uint64()
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		o.act(actx, c, a.action, a.status, ch, pick)
+		o.act(actx, c, a.action, a.status, pick)
 		cancel()
 	}
 }
 
-// act lists channel's intents in status and carries out action on the one
+// act lists the intents in status and carries out action on the one
 // pick chooses (a bulk action: on the events sharing its event id's prefix).
-func (o *operator) act(ctx context.Context, c *client.Client, action, status, channel string, pick uint64) {
-	page, err := c.ListIntents(ctx, client.Filter{Status: status, Channel: channel, Limit: 50})
+func (o *operator) act(ctx context.Context, c *client.Client, action, status string, pick uint64) {
+	page, err := c.ListIntents(ctx, client.Filter{Status: status, Limit: 50})
 	if err != nil || len(page.Intents) == 0 {
 		return
 	}
@@ -432,15 +431,15 @@ func (h *harness) batch(ctx context.Context, rng *rand.Rand) {
 	case <-time.After(at):
 	}
 	start := time.Now()
-	state, err := bigBatch(context.WithoutCancel(ctx), h.pool, h.cfg.Channels[0].Name, BatchEvents, h.buckets())
-	op := Op{At: time.Now(), Actor: "producer", Action: fmt.Sprintf("batch of %d, rolled back", BatchEvents), Channel: h.cfg.Channels[0].Name, Result: "ok"}
+	state, err := bigBatch(context.WithoutCancel(ctx), h.pool, h.cfg.Channels[0].Name, h.cfg.Batch, h.buckets())
+	op := Op{At: time.Now(), Actor: "producer", Action: fmt.Sprintf("batch of %d, rolled back", h.cfg.Batch), Channel: h.cfg.Channels[0].Name, Result: "ok"}
 	switch {
 	case state != "":
 		op.Result, op.Detail = "refused", state
 	case err != nil:
 		op.Result, op.Detail = "unknown", err.Error()
 	}
-	h.note("batch of %d enqueues in one transaction, rolled back after %s: %s %s", BatchEvents, time.Since(start).Round(time.Millisecond), op.Result, op.Detail)
+	h.note("batch of %d enqueues in one transaction, rolled back after %s: %s %s", h.cfg.Batch, time.Since(start).Round(time.Millisecond), op.Result, op.Detail)
 	h.hist.add(op)
 }
 

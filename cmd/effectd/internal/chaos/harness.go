@@ -60,6 +60,7 @@ type Config struct {
 	// and sweeps after the drain; the report then judges every invariant
 	// (Report.Invariants). `effectd check` sets it, with CheckChannels.
 	Actors bool
+	Batch  int // with actors: the rolled-back batch's events [BatchEvents]
 }
 
 // CheckChannels are the channels of a run with Actors: Channels, and a
@@ -102,6 +103,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.DrainTimeout = cmp.Or(cfg.DrainTimeout, 3*time.Minute)
 	cfg.Lease = cmp.Or(cfg.Lease, 2*time.Second)
 	cfg.Buckets = cmp.Or(cfg.Buckets, 32)
+	cfg.Batch = cmp.Or(cfg.Batch, BatchEvents)
 	if len(cfg.Channels) == 0 {
 		cfg.Channels = Channels
 	}
@@ -349,13 +351,13 @@ func (h *harness) run(ctx context.Context) (*Report, error) {
 	if h.fo != nil && !h.cfg.Actors { // with actors, checkSweeps judges every sweep
 		sweeps, sweepFailed = h.sweep(ctx, h.start)
 	}
-	var actorSweeps []Violation
+	var actorSweeps, known []Violation
 	if h.cfg.Actors {
 		intents, err := loadIntents(ctx, h.pool)
 		if err != nil {
 			return nil, err
 		}
-		actorSweeps = h.checkSweeps(ctx, intents, h.sb.Ledger.Snapshot(""))
+		actorSweeps, known = h.checkSweeps(ctx, intents, h.sb.Ledger.Snapshot(""), log.Events())
 	}
 	crashes := 0
 	for _, p := range h.instances {
@@ -366,6 +368,9 @@ func (h *harness) run(ctx context.Context) (*Report, error) {
 	}
 
 	rep, err := h.judge(ctx, log, sweeps, sweepFailed, actorSweeps)
+	if rep != nil {
+		rep.Known = known
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -120,11 +120,25 @@ func sweepWindows(rng *rand.Rand, start, now time.Time) []sweepWindow {
 // findings against the final intents and the ledger: each must be true;
 // over the whole history, every true one must be found (an uncertain
 // finding stands for a missing one: it claims nothing).
-func (h *harness) checkSweeps(ctx context.Context, intents []query.IntentTally, ledger sandbox.Snapshot) []Violation {
+// An intent moved a day ahead is younger than its provider objects, which
+// no real history has (an intent precedes its calls): findings about its
+// event are not judged.
+func (h *harness) checkSweeps(ctx context.Context, intents []query.IntentTally, ledger sandbox.Snapshot, events map[string]Outcome) (vs, known []Violation) {
 	addr, _ := h.instances[0].addr.Load().(string)
 	c := &client.Client{BaseURL: addr}
 	a := expectFindings(intents, ledger)
-	bad := map[[2]string][]string{}
+	a.unjudged, a.skipped = map[target]bool{}, map[target]bool{}
+	for _, in := range intents {
+		if in.Status == "SKIPPED" {
+			a.skipped[target{in.Channel, in.EventID}] = true
+		}
+	}
+	for ev, o := range events {
+		if o.Ahead {
+			a.unjudged[target{o.Channel, ev}] = true
+		}
+	}
+	bad, holes := map[[2]string][]string{}, map[[2]string][]string{}
 	for _, w := range sweepWindows(rand.New(rand.NewPCG(h.cfg.Seed, 6)), h.start, time.Now()) {
 		for _, ch := range h.cfg.Channels {
 			if !sweptChannel(ch) {
@@ -141,15 +155,16 @@ func (h *harness) checkSweeps(ctx context.Context, intents []query.IntentTally, 
 			}
 			op.Detail = fmt.Sprintf("%v", rep.Counts)
 			h.hist.add(op)
-			a.judge(ch, w, rep, bad)
+			a.judge(ch, w, rep, bad, holes)
 		}
 	}
-	return sortedViolations(bad)
+	return sortedViolations(bad), sortedViolations(holes)
 }
 
 // judge adds to bad each finding of rep that is not true and, when w is
 // complete, each true finding rep lacks.
-func (a sweepAccount) judge(c Channel, w sweepWindow, rep effectdtype.SweepReport, bad map[[2]string][]string) {
+// A known hole (knownHole) goes to holes instead.
+func (a sweepAccount) judge(c Channel, w sweepWindow, rep effectdtype.SweepReport, bad, holes map[[2]string][]string) {
 	found := map[finding]bool{}
 	for _, f := range rep.Findings {
 		k := finding{f.Kind, c.Name, f.EventID}
@@ -157,8 +172,15 @@ func (a sweepAccount) judge(c Channel, w sweepWindow, rep effectdtype.SweepRepor
 			k.name = f.Objects[0].Ref
 		}
 		found[k] = true
+		if a.unjudgedFinding(k) {
+			continue
+		}
 		if f.Kind != effectdtype.FindingUncertain && !a.expected[k] {
 			rule := [2]string{"sweep (" + w.name + "): " + f.Kind + " finding that is not true", c.Name}
+			if a.knownHole(k) {
+				holes[rule] = append(holes[rule], a.name(k))
+				continue
+			}
 			bad[rule] = append(bad[rule], a.name(k))
 		}
 	}
@@ -166,7 +188,7 @@ func (a sweepAccount) judge(c Channel, w sweepWindow, rep effectdtype.SweepRepor
 		return
 	}
 	for k := range a.expected {
-		if k.channel != c.Name || found[k] {
+		if k.channel != c.Name || found[k] || a.unjudgedFinding(k) {
 			continue
 		}
 		if k.kind == effectdtype.FindingMissing && found[finding{effectdtype.FindingUncertain, k.channel, k.name}] {
@@ -175,6 +197,26 @@ func (a sweepAccount) judge(c Channel, w sweepWindow, rep effectdtype.SweepRepor
 		rule := [2]string{"sweep: no " + k.kind + " finding where the checker counts one (" + w.name + ")", c.Name}
 		bad[rule] = append(bad[rule], a.name(k))
 	}
+}
+
+// unjudgedFinding reports whether k is about an event whose findings are not judged.
+func (a sweepAccount) unjudgedFinding(k finding) bool {
+	if k.kind == effectdtype.FindingOrphan {
+		t, ok := a.byRef[k.name]
+		return ok && a.unjudged[t]
+	}
+	return a.unjudged[target{k.channel, k.name}]
+}
+
+// knownHole reports whether a finding that is not true is the hole the
+// checker found and docs/checker.md describes, reported apart until it is
+// fixed: an SMS called an orphan whose intent, created before the window,
+// was SKIPPED by the channel's policy after a call that may have sent it
+// (a sweep considers only SENDING, IN_DOUBT and FAILED intents outside its
+// window before calling an object an orphan).
+func (a sweepAccount) knownHole(k finding) bool {
+	t, ok := a.byRef[k.name]
+	return k.kind == effectdtype.FindingOrphan && ok && a.skipped[t]
 }
 
 // judgeHistory flags what the history shows broken: an operator's action

@@ -44,6 +44,9 @@ type Outcome struct {
 	// began: a failover that killed the primary later could lose only an
 	// acknowledged enqueue that began before it.
 	FirstCommit time.Time
+	// Ahead: a committed transaction that inserted its intent moved it a
+	// day ahead (the moved clock, actors.go).
+	Ahead bool
 }
 
 // Log is the producers' record of every event: what committed, what may have,
@@ -142,7 +145,7 @@ func plan(rng *rand.Rand, n int, window time.Duration, chans []Channel) []delive
 }
 
 // channelWeights is how often each channel gets an event.
-var channelWeights = map[string]float64{"hook": 5, "refund": 5, "sms-lookup": 4, "sms-resend": 3, "sms-skip": 3}
+var channelWeights = map[string]float64{"hook": 5, "refund": 5, "sms-lookup": 4, "sms-resend": 3, "sms-skip": 3, "sms-manual": 3}
 
 func pickChannel(rng *rand.Rand, chans []Channel) string {
 	total := 0.0
@@ -283,6 +286,7 @@ func deliver(ctx context.Context, pool *pgxpool.Pool, d delivery, buckets int, l
 				}
 				if inserted {
 					o.Inserted++
+					o.Ahead = o.Ahead || d.moveDays > 0
 				}
 			})
 			return
