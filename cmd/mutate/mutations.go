@@ -115,7 +115,7 @@ var mutations = []mutation{
 		from: "    ON CONFLICT DO NOTHING;\n    IF NOT FOUND THEN\n        RETURN false;", to: "    ON CONFLICT DO NOTHING;\n    IF false THEN\n        RETURN false;",
 		pkg: "./dispatcher/", run: "^(TestEnqueueDedupesAcrossPartitions|TestEnqueueDedupeAtEveryIsolationLevel|TestRedeliveryAfterPruneIsDuplicate)$"},
 	{name: "enqueue: the producer's right checked only at the insert (a duplicate answered to another team)", file: "migrations/*.up.sql",
-		from: "    PERFORM effectd.check_producer(channel);\n    IF occurred_at IS NOT NULL THEN", to: "    IF occurred_at IS NOT NULL THEN",
+		from: "    PERFORM effectd.check_producer(channel);\n    retention :=", to: "    retention :=",
 		pkg: "./migrations/", run: "^TestProducerRoles$"},
 	{name: "dedupe keys: a key pruned while an intents partition of its day remains", file: "internal/query/dedupe_keys_prune.sql",
 		from: " AND k.day < $2::date", to: " AND $2::date IS NOT NULL",
@@ -130,7 +130,7 @@ var mutations = []mutation{
 		from: "IF occurred_at < now() - retention THEN", to: "IF false THEN",
 		pkg: "./dispatcher/", run: "^TestEnqueueBadInput$"},
 	{name: "enqueue: a retention default spelled in SQL, not read from package policy", file: "migrations/*.up.sql",
-		from: "(SELECT d.retention FROM effectd.policy_defaults d)", to: "interval '360 hours'",
+		from: "SELECT d.retention INTO retention FROM effectd.policy_defaults d;", to: "retention := interval '360 hours';",
 		pkg: "./migrations/", run: "^TestRetentionFromOnePlace$"},
 	{name: "enqueue: the override's retention ignored", file: "migrations/*.up.sql",
 		from: "coalesce(c.policy_override ->> 'retention', c.policy ->> 'retention')::interval", to: "(c.policy ->> 'retention')::interval",
@@ -469,4 +469,20 @@ var mutations = []mutation{
 	{name: "citus: a provider event's delivery not told", file: "internal/query/set_delivery_bucket.sql",
 		from: "coalesce(delivery, '') <> $2::text AS delivery_moved", to: "false AS delivery_moved",
 		pkg: "./dispatcher/", run: "^TestCitusNotify$", tags: "citus"},
+
+	// The randomized checker (issue 36, docs/checker.md): each class of hole
+	// planted back, and the checker's short run must report it.
+	{name: "checker: enqueue's dedupe by key off (a redelivery meets its intent in another day's partition)", file: "migrations/*.up.sql",
+		from: "    ON CONFLICT DO NOTHING;\n    IF NOT FOUND THEN\n        RETURN false;", to: "    ON CONFLICT DO NOTHING;\n    IF false THEN\n        RETURN false;",
+		pkg: "./cmd/effectd/internal/chaos/", run: "^TestCheck$"},
+	{name: "checker: enqueue holds an advisory lock per event (a batch runs out of shared memory)", file: "migrations/*.up.sql",
+		from: "    INSERT INTO effectd.dedupe_keys (key, day, until)\n    VALUES (effectd.dedupe_key(channel, event_id), today, until)",
+		to:   "    PERFORM pg_advisory_xact_lock(hashtextextended(channel || ':' || event_id, 0));\n    INSERT INTO effectd.dedupe_keys (key, day, until)\n    VALUES (effectd.dedupe_key(channel, event_id), today, until)",
+		pkg:  "./cmd/effectd/internal/chaos/", run: "^TestCheck$"},
+	{name: "checker: a sweep advises missing (enqueue again) for an object made after its window", file: "dispatcher/sweep.go",
+		from: "if in.absent {", to: "if true {",
+		pkg: "./cmd/effectd/internal/chaos/", run: "^TestCheck$"},
+	{name: "checker: a sweep calls an SMS an orphan when its IN_DOUBT intent predates the window", file: "internal/query/sweep_intents_unsettled.sql",
+		from: "AND status IN ('SENDING', 'IN_DOUBT', 'FAILED')", to: "AND status IN ('SENDING', 'FAILED')",
+		pkg: "./cmd/effectd/internal/chaos/", run: "^TestCheck$"},
 }
