@@ -22,22 +22,35 @@
 -- whatever the event id's length. Two keys of one channel meet with
 -- probability about n²/2¹²⁹ for n keys: 10⁻¹⁹ at 10¹⁰.
 -- +goose StatementBegin
+-- (Not STRICT, which would keep the planner from inlining it: called as a
+-- function from PL/pgSQL it cost about 100 µs an enqueue.)
 CREATE FUNCTION effectd.dedupe_key(channel text, event_id text) RETURNS uuid
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT encode(substring(sha256(convert_to(channel || ':' || event_id, 'UTF8')) FROM 1 FOR 16), 'hex')::uuid
 $$;
 -- +goose StatementEnd
 
 -- dedupe_days is a channel's dedupe horizon in days: policy.dedupe_days (the
 -- admin API's override, else the registered policy), and at least the
--- channel's retention rounded up to whole days (also its value when unset).
+-- channel's retention rounded up to whole days (also its value when unset);
+-- policy.DedupeHorizonDays computes the same. retention is the channel's
+-- effective retention. One expression, which the planner inlines.
+-- +goose StatementBegin
+CREATE FUNCTION effectd.dedupe_days(policy jsonb, policy_override jsonb, retention interval) RETURNS int
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT greatest(coalesce(coalesce(policy_override ->> 'dedupe_days', policy ->> 'dedupe_days')::int, 0),
+                    ceil(extract(epoch FROM retention) / 86400)::int)
+$$;
+-- +goose StatementEnd
+
+-- dedupe_days of a channel's policy layers alone, its retention read from
+-- them or from policy_defaults: for statements over many rows.
 -- +goose StatementBegin
 CREATE FUNCTION effectd.dedupe_days(policy jsonb, policy_override jsonb) RETURNS int
 LANGUAGE sql STABLE AS $$
-    SELECT greatest(
-        coalesce(coalesce(policy_override ->> 'dedupe_days', policy ->> 'dedupe_days')::int, 0),
-        ceil(extract(epoch FROM coalesce(coalesce(policy_override ->> 'retention', policy ->> 'retention')::interval,
-                                          (SELECT pd.retention FROM effectd.policy_defaults pd))) / 86400)::int)
+    SELECT effectd.dedupe_days(policy, policy_override,
+                               coalesce(coalesce(policy_override ->> 'retention', policy ->> 'retention')::interval,
+                                        (SELECT pd.retention FROM effectd.policy_defaults pd)))
 $$;
 -- +goose StatementEnd
 
@@ -120,6 +133,7 @@ DECLARE
     retention interval;
     buckets   int;
     today     date;
+    until     date;
 BEGIN
     IF NOT coalesce(effectd.arguments_ok(event_id, channel, payload, occurred_at, not_before, ordering_key), false) THEN
         PERFORM effectd.check_arguments(event_id, channel, payload, occurred_at, not_before, ordering_key);
@@ -129,24 +143,25 @@ BEGIN
         PERFORM effectd.refuse('channel', 'unknown channel ' || quote_literal(left(channel, 64)));
     END IF;
     PERFORM effectd.check_producer(channel);
-    IF occurred_at IS NOT NULL THEN
-        retention := coalesce(coalesce(c.policy_override ->> 'retention', c.policy ->> 'retention')::interval,
-                              (SELECT d.retention FROM effectd.policy_defaults d));
-        IF occurred_at < now() - retention THEN
-            PERFORM effectd.refuse('occurred_at', 'is older than the channel''s retention (' || retention || '): a copy older than the dedupe window is not sent again');
-        END IF;
+    retention := coalesce(c.policy_override ->> 'retention', c.policy ->> 'retention')::interval;
+    IF retention IS NULL THEN
+        SELECT d.retention INTO retention FROM effectd.policy_defaults d;
     END IF;
-
-    SELECT ct.buckets INTO buckets FROM effectd.citus ct WHERE ct.id = 1;
-    IF FOUND THEN
-        RETURN effectd.enqueue_bucketed(event_id, channel, payload, occurred_at, not_before, ordering_key, bucket, buckets);
+    IF occurred_at < now() - retention THEN
+        PERFORM effectd.refuse('occurred_at', 'is older than the channel''s retention (' || retention || '): a copy older than the dedupe window is not sent again');
     END IF;
-
     payload := CASE WHEN pg_column_size(payload) <= c.max_payload AND effectd.payload_ok(c.provider, payload) THEN payload
                     ELSE effectd.checked_payload(c.provider, c.max_payload, payload) END;
     today := (now() AT TIME ZONE 'UTC')::date;
+    until := today + effectd.dedupe_days(c.policy, c.policy_override, retention);
+
+    SELECT ct.buckets INTO buckets FROM effectd.citus ct WHERE ct.id = 1;
+    IF FOUND THEN
+        RETURN effectd.enqueue_on_bucket(event_id, channel, payload, occurred_at, not_before, ordering_key, bucket, buckets, today, until);
+    END IF;
+
     INSERT INTO effectd.dedupe_keys (key, day, until)
-    VALUES (effectd.dedupe_key(channel, event_id), today, today + effectd.dedupe_days(c.policy, c.policy_override))
+    VALUES (effectd.dedupe_key(channel, event_id), today, until)
     ON CONFLICT DO NOTHING;
     IF NOT FOUND THEN
         RETURN false;
@@ -192,38 +207,30 @@ END
 $$;
 -- +goose StatementEnd
 
--- enqueue_bucketed as in 014, deduplicating by dedupe_keys on the bucket's
--- shard: the key and the intent are written by single-shard statements in
--- the producer's transaction. An event enqueued again with another bucket
--- is another key (docs/scale.md, "Dedupe").
+-- enqueue_on_bucket is enqueue's write in the distributed mode, after its
+-- checks: the key and the intent on the bucket's shard, each a single-shard
+-- statement in the producer's transaction. An event enqueued again with
+-- another bucket is another key (docs/scale.md, "Dedupe"). It replaces 014's
+-- enqueue_bucketed, whose checks enqueue now makes for both modes.
+DROP FUNCTION effectd.enqueue_bucketed(text, text, jsonb, timestamptz, timestamptz, text, bigint, int);
 -- +goose StatementBegin
-CREATE OR REPLACE FUNCTION effectd.enqueue_bucketed(
+CREATE FUNCTION effectd.enqueue_on_bucket(
     event_id text, channel text, payload jsonb, occurred_at timestamptz,
-    not_before timestamptz, ordering_key text, bucket bigint, buckets int
+    not_before timestamptz, ordering_key text, bucket bigint, buckets int, today date, until date
 ) RETURNS boolean
 LANGUAGE plpgsql AS $$
 #variable_conflict use_variable
 DECLARE
-    c         effectd.channels;
     wake      boolean;
     inserted  boolean;
-    today     date := (now() AT TIME ZONE 'UTC')::date;
 BEGIN
     IF bucket IS NULL THEN
         PERFORM effectd.refuse('bucket', 'is required: the value of the producer''s distribution column (0 to ' || (buckets - 1) || ')');
     ELSIF bucket < 0 OR bucket >= buckets THEN
         PERFORM effectd.refuse('bucket', 'must be 0 to ' || (buckets - 1) || ', got ' || bucket);
     END IF;
-    SELECT * INTO c FROM effectd.channels ch WHERE ch.name = channel;
-    IF NOT FOUND THEN
-        PERFORM effectd.refuse('channel', 'unknown channel ' || quote_literal(left(channel, 64)));
-    END IF;
-    -- no trigger checks the producer on a distributed table: enqueue does
-    PERFORM effectd.check_producer(channel);
-    payload := CASE WHEN pg_column_size(payload) <= c.max_payload AND effectd.payload_ok(c.provider, payload) THEN payload
-                    ELSE effectd.checked_payload(c.provider, c.max_payload, payload) END;
     INSERT INTO effectd.dedupe_keys (bucket, key, day, until)
-    VALUES (bucket, effectd.dedupe_key(channel, event_id), today, today + effectd.dedupe_days(c.policy, c.policy_override))
+    VALUES (bucket, effectd.dedupe_key(channel, event_id), today, until)
     ON CONFLICT DO NOTHING
     RETURNING true INTO inserted;
     IF NOT coalesce(inserted, false) THEN

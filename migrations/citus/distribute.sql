@@ -7,7 +7,7 @@
 -- 1. The producer's table must be hash-distributed by bucket_column, an
 --    integer column; the bucket column effectd adds has its type.
 -- 2. Citus refuses triggers on distributed tables: the producer check moves
---    into effectd.enqueue (enqueue_bucketed), the settled counts are written
+--    into effectd.enqueue (for both modes, before enqueue_on_bucket), the settled counts are written
 --    by the statements that change intents (step 4), and so are the notify
 --    trigger's notifications of a channel's outcomes (internal/query's
 --    notices_bucket.sql, written into each statement that moves an intent of
