@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -58,10 +57,8 @@ func (e *InputError) Unwrap() error { return e.err }
 // changes nothing. Committing tx makes the intent visible to dispatchers; rolling
 // it back leaves nothing. Bad input returns an *InputError naming the field.
 func Enqueue(ctx context.Context, tx Tx, in Intent) (inserted bool, err error) {
-	for _, f := range [...]struct{ name, value string }{{"event_id", in.EventID}, {"channel", in.Channel}, {"ordering_key", in.OrderingKey}} {
-		if !utf8.ValidString(f.value) || strings.IndexByte(f.value, 0) >= 0 {
-			return false, &InputError{Field: f.name, Message: "effectd.enqueue: " + f.name + ": must be UTF-8 text without NUL bytes"}
-		}
+	if field, msg := checkIntent(in); field != "" {
+		return false, &InputError{Field: field, Message: msg}
 	}
 	payload, err := encodePayload(in.Payload)
 	if err != nil {
