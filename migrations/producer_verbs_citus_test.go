@@ -30,12 +30,15 @@ UPDATE effectd.channels SET notify = '{"channel": "c-notify", "on": ["cancelled"
 	if _, err := migrations.SetProducers(ctx, pool, []migrations.Producer{{Role: app, Channels: []string{"c"}}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range []string{"e1", "e2"} {
+	for _, e := range []string{"e1", "e2", "sending"} {
 		if _, err := pool.Exec(ctx, `SELECT effectd.enqueue(event_id => $1, channel => 'c', payload => '{}', bucket => 3)`, e); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if _, err := pool.Exec(ctx, `SELECT effectd.enqueue(event_id => 'o1', channel => 'other', payload => '{}', bucket => 3)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE effectd.intents SET status = 'SENDING', attempts = 1 WHERE bucket = 3 AND event_id = 'sending'`); err != nil {
 		t.Fatal(err)
 	}
 	pc := connectAs(t, pool, app)
@@ -54,8 +57,9 @@ UPDATE effectd.channels SET notify = '{"channel": "c-notify", "on": ["cancelled"
 	for _, c := range []struct {
 		bucket    int
 		want, why string
-	}{{3, "CANCELLED", "first"}, {3, "CANCELLED", "again"}, {4, "", "another bucket"}} {
-		if got, code := cancelIn(pc, "e1", "c", c.bucket); got != c.want || strings.TrimSpace(code) != "" {
+		event     string
+	}{{3, "CANCELLED", "first", "e1"}, {3, "CANCELLED", "again", "e1"}, {4, "", "another bucket", "e1"}, {3, "SENDING", "claimed", "sending"}} {
+		if got, code := cancelIn(pc, c.event, "c", c.bucket); got != c.want || strings.TrimSpace(code) != "" {
 			t.Errorf("cancel (%s) = %q %s, want %q", c.why, got, code, c.want)
 		}
 	}
@@ -76,7 +80,7 @@ UPDATE effectd.channels SET notify = '{"channel": "c-notify", "on": ["cancelled"
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "c-notify/c:e1:cancelled=PENDING c/e1=CANCELLED c/e2=PENDING other/o1=PENDING"; strings.Join(got, " ") != want {
+	if want := "c-notify/c:e1:cancelled=PENDING c/e1=CANCELLED c/e2=PENDING c/sending=SENDING other/o1=PENDING"; strings.Join(got, " ") != want {
 		t.Errorf("intents of bucket 3 = %v, want %s", got, want)
 	}
 	var counted, audited int

@@ -92,6 +92,10 @@ func TestProducerVerbsOfRoles(t *testing.T) {
 			t.Errorf("payments: status of sms/%s = %s %q, want 42501 naming the channel", e, code, msg)
 		}
 	}
+	_, err = pc.Exec(ctx, manySQL, []string{"s-held"}, []string{"sms"}, []string{smsPayload}, true)
+	if code, msg := sqlState(err); code != "42501" || !strings.Contains(msg, `channel 'sms'`) {
+		t.Errorf("payments: enqueue_many of an event sms holds = %s %q, want 42501 naming the channel, not a duplicate", code, msg)
+	}
 	_, err = pc.Exec(ctx, manySQL, []string{"r4", "s-new"}, []string{"refund", "sms"}, []string{refundPayload, smsPayload}, true)
 	if code, msg := sqlState(err); code != "42501" || !strings.Contains(msg, `channel 'sms'`) {
 		t.Errorf("payments: enqueue_many with a row of sms, keep_valid = %s %q, want 42501 naming the channel", code, msg)

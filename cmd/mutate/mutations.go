@@ -470,6 +470,31 @@ var mutations = []mutation{
 		from: "coalesce(delivery, '') <> $2::text AS delivery_moved", to: "false AS delivery_moved",
 		pkg: "./dispatcher/", run: "^TestCitusNotify$", tags: "citus"},
 
+	// Producers' verbs (issue 39, migration 021): cancel is a compare-and-set
+	// on PENDING, each verb checks the producer's right before it reads
+	// anything, and a batch with an invalid row records nothing.
+	{name: "producer cancel: the fence on PENDING removed (a claimed intent cancelled)", file: "migrations/*.up.sql",
+		from: "WHERE i.event_id = event_id AND i.channel = channel AND i.status = 'PENDING'", to: "WHERE i.event_id = event_id AND i.channel = channel",
+		pkg: "./migrations/", run: "^TestCancel$"},
+	{name: "citus: producer cancel's fence on PENDING removed", file: "migrations/*.up.sql",
+		from: "WHERE i.bucket = bucket AND i.event_id = event_id AND i.channel = channel AND i.status = 'PENDING'", to: "WHERE i.bucket = bucket AND i.event_id = event_id AND i.channel = channel",
+		pkg: "./migrations/", run: "^TestCitusCancel$", tags: "citus"},
+	{name: "producer cancel: the producer's right not checked", file: "migrations/*.up.sql",
+		from: "    PERFORM effectd.check_producer(channel);\n    IF event_id IS NULL OR event_id = '' THEN", to: "    IF event_id IS NULL OR event_id = '' THEN",
+		pkg: "./migrations/", run: "^TestProducerVerbsOfRoles$"},
+	{name: "producer status: the producer's right not checked", file: "migrations/*.up.sql",
+		from: "    PERFORM effectd.check_producer(channel);\n    bucket := effectd.bucket_of(bucket);\n    IF bucket IS NULL THEN\n        RETURN QUERY", to: "    bucket := effectd.bucket_of(bucket);\n    IF bucket IS NULL THEN\n        RETURN QUERY",
+		pkg: "./migrations/", run: "^TestProducerVerbsOfRoles$"},
+	{name: "enqueue many: the producer's right left to the insert (another team's duplicate answered)", file: "migrations/*.up.sql",
+		from: "    PERFORM effectd.check_producer(ch.name)\n", to: "    PERFORM ch.name\n",
+		pkg: "./migrations/", run: "^TestProducerVerbsOfRoles$"},
+	{name: "enqueue many: a batch with invalid rows records the valid ones unasked", file: "migrations/*.up.sql",
+		from: "IF bad > 0 AND NOT coalesce(keep_valid, false) THEN", to: "IF false THEN",
+		pkg: "./migrations/", run: "^TestEnqueueMany10000$"},
+	{name: "enqueue many (Go): a row refused in Go dropped and the rest recorded unasked", file: "dispatcher/producer_verbs.go",
+		from: "if len(refused) > 0 && !opts.KeepValid {", to: "if false {",
+		pkg: "./dispatcher/", run: "^TestEnqueueManyGo$"},
+
 	// The randomized checker (issue 36, docs/checker.md): each class of hole
 	// planted back, and the checker's short run must report it.
 	{name: "checker: enqueue's dedupe by key off (a redelivery meets its intent in another day's partition)", file: "migrations/*.up.sql",
