@@ -110,6 +110,14 @@ var mutations = []mutation{
 		from: "return errKeepDetach //", to: "return nil //",
 		pkg: "./dispatcher/", run: "^TestCitusPruneKeepsRowRequeuedBeforeDetach$", tags: "citus"},
 
+	// A sweep's owners of an object outside its window: every intent that may have made a call.
+	{name: "sweep: a SKIPPED intent outside the window not considered before an orphan", file: "internal/query/sweep_intents_unsettled.sql",
+		from: "'FAILED', 'SKIPPED', 'CANCELLED')", to: "'FAILED')",
+		pkg: "./dispatcher/", run: "^TestSweepOldSkippedOrRetriedOwnsItsObject$"},
+	{name: "sweep: a PENDING intent after an attempt not considered before an orphan", file: "internal/query/sweep_intents_unsettled.sql",
+		from: "AND status = 'PENDING' AND attempts > 0", to: "AND false",
+		pkg: "./dispatcher/", run: "^TestSweepOldSkippedOrRetriedOwnsItsObject$"},
+
 	// Deduplication and keys.
 	{name: "enqueue: dedupe by key off (a copy in another day's partition, after a prune or after a snapshot inserted again)", file: "migrations/*.up.sql",
 		from: "    ON CONFLICT DO NOTHING;\n    IF NOT FOUND THEN\n        RETURN false;", to: "    ON CONFLICT DO NOTHING;\n    IF false THEN\n        RETURN false;",
@@ -479,6 +487,9 @@ var mutations = []mutation{
 	{name: "citus: producer cancel's fence on PENDING removed", file: "migrations/*.up.sql",
 		from: "WHERE i.bucket = bucket AND i.event_id = event_id AND i.channel = channel AND i.status = 'PENDING'", to: "WHERE i.bucket = bucket AND i.event_id = event_id AND i.channel = channel",
 		pkg: "./migrations/", run: "^TestCitusCancel$", tags: "citus"},
+	{name: "producer cancel: its notification held to the producer's channels (lost)", file: "migrations/*.up.sql",
+		from: "AND EXISTS (SELECT 1 FROM effectd.cancelling c WHERE c.xid = pg_current_xact_id_if_assigned())", to: "AND false",
+		pkg: "./migrations/", run: "^TestCancel$"},
 	{name: "producer cancel: the producer's right not checked", file: "migrations/*.up.sql",
 		from: "    PERFORM effectd.check_producer(channel);\n    IF event_id IS NULL OR event_id = '' THEN", to: "    IF event_id IS NULL OR event_id = '' THEN",
 		pkg: "./migrations/", run: "^TestProducerVerbsOfRoles$"},
