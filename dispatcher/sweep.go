@@ -169,8 +169,9 @@ func checkSweepWindow(channel string, since, until time.Time) error {
 // joinOutsideWindow joins the objects no intent of the window has with the
 // intents created outside it, so that none is taken for an orphan while an
 // intent could own it: those found by the objects' intent ids and
-// references, and every unsettled intent of the channel (SENDING, IN_DOUBT,
-// FAILED), whatever its age, that was created before the latest of the
+// references, and every intent of the channel not settled as sent that may
+// have made a call (SENDING, IN_DOUBT, FAILED, SKIPPED, CANCELLED, PENDING
+// after an attempt), whatever its age, that was created before the latest of the
 // objects and settled after the earliest. It returns the objects still
 // unmatched.
 func (d *Dispatcher) joinOutsideWindow(ctx context.Context, j *join, lister Lister, unmatched []effect.Object) ([]effect.Object, error) {
@@ -194,7 +195,7 @@ func (d *Dispatcher) joinOutsideWindow(ctx context.Context, j *join, lister List
 		return nil, err
 	}
 	if len(unsettled) > sweepMaxUnsettled {
-		return nil, fmt.Errorf("%w: since: more than %d SENDING, IN_DOUBT or FAILED intents of the channel could own the provider objects no intent of the window has: settle them first, or sweep a shorter window", ErrInvalid, sweepMaxUnsettled)
+		return nil, fmt.Errorf("%w: since: more than %d unsettled intents of the channel (SENDING, IN_DOUBT, FAILED, SKIPPED, CANCELLED, PENDING after an attempt) could own the provider objects no intent of the window has: settle them first, or sweep a shorter window", ErrInvalid, sweepMaxUnsettled)
 	}
 	for _, in := range swept(append(rows, unsettled...)) {
 		in.match, in.listed = lister.Match(in.payload)
@@ -425,7 +426,7 @@ func judge(in *sweptIntent, kind string, now time.Time) []effectdtype.Finding {
 		out = append(out, d)
 	}
 	switch in.status {
-	case statemachine.Sending, statemachine.InDoubt, statemachine.Failed:
+	case statemachine.Sending, statemachine.InDoubt, statemachine.Failed, statemachine.Skipped, statemachine.Cancelled, statemachine.Pending:
 		if len(in.objects) == 0 || (in.status == statemachine.Sending && in.leaseLive) {
 			break // nothing held, or a call in flight whose completion is coming
 		}
@@ -437,14 +438,24 @@ func judge(in *sweptIntent, kind string, now time.Time) []effectdtype.Finding {
 		}
 		u := f
 		u.Kind = effectdtype.FindingUnsettled
-		if in.status == statemachine.Failed {
-			u.Operation = fmt.Sprintf("the provider holds %s although the intent FAILED, and no operator event leads from FAILED to SENT: leave it FAILED and do not retry it, which would apply it again", ref)
-			if w := KeyWindow(kind); w > 0 && !pastKeyWindow(kind, in.created, now) {
-				u.Operation = fmt.Sprintf("effectd intents retry %d --reason %q: within the provider's %s key window the call repeats with the intent's key and the provider answers with %s instead of applying it again, which settles it SENT",
-					in.id, "sweep: the provider holds "+ref, w, ref)
-			}
-		} else {
+		withinKeyWindow := KeyWindow(kind) > 0 && !pastKeyWindow(kind, in.created, now)
+		switch in.status {
+		case statemachine.Sending, statemachine.InDoubt:
 			u.Operation = fmt.Sprintf("effectd intents resolve %d --as sent --ref %s --reason %q", in.id, ref, "sweep: the provider holds "+ref)
+		case statemachine.Pending:
+			u.Operation = fmt.Sprintf("the provider holds %s from an earlier call of this intent, which waits to be sent again: do not enqueue it again; ", ref)
+			if withinKeyWindow {
+				u.Operation += fmt.Sprintf("within the provider's %s key window its next call repeats with the intent's key and the provider answers with %s, which settles it SENT", KeyWindow(kind), ref)
+			} else {
+				u.Operation += fmt.Sprintf("its next call would apply it again: effectd intents cancel %d --reason %q before it is claimed", in.id, "sweep: the provider holds "+ref)
+			}
+		default: // FAILED, SKIPPED, CANCELLED
+			u.Operation = fmt.Sprintf("the provider holds %s although the intent is %s, and no operator event leads from %s to SENT: leave it %s and do not retry it, which would apply it again",
+				ref, in.status, in.status, in.status)
+			if withinKeyWindow && in.status != statemachine.Cancelled {
+				u.Operation = fmt.Sprintf("effectd intents retry %d --reason %q: within the provider's %s key window the call repeats with the intent's key and the provider answers with %s instead of applying it again, which settles it SENT",
+					in.id, "sweep: the provider holds "+ref, KeyWindow(kind), ref)
+			}
 		}
 		out = append(out, u)
 	case statemachine.Sent:

@@ -3,6 +3,7 @@ package dispatcher_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -109,6 +110,41 @@ func TestSweepConsidersOldUnsettledIntents(t *testing.T) {
 	for _, f := range rep.Findings {
 		if f.IntentID == doubt && !strings.Contains(f.Operation, fmt.Sprintf("effectd intents resolve %d --as sent --ref %s", doubt, doubtRef)) {
 			t.Errorf("unsettled finding of intent %d: operation %q, want the resolve as sent", doubt, f.Operation)
+		}
+	}
+}
+
+// TestSweepOldSkippedOrRetriedOwnsItsObject: an SMS whose intent was created
+// before the window and SKIPPED after a call that may have sent it, or made
+// PENDING again for another call, is that intent's (unsettled, with advice
+// that repeats nothing), never an orphan to reverse.
+func TestSweepOldSkippedOrRetriedOwnsItsObject(t *testing.T) {
+	r := newSweepRig(t)
+	skippedSMS := `{"to":"+15551239201","body":"your code is 1234"}`
+	skipped := r.plant(t, "text", "old-skipped", skippedSMS, "SKIPPED", "")
+	r.age(t, skipped, 2*time.Hour)
+	skippedRef := r.sms(t, skippedSMS)
+	retriedSMS := `{"to":"+15551239202","body":"your code is 5678"}`
+	retried := r.plant(t, "text", "old-retried", retriedSMS, "PENDING", "")
+	r.age(t, retried, 2*time.Hour)
+	if _, err := r.pool.Exec(context.Background(), `UPDATE effectd.intents SET next_attempt_at = now() + interval '1 hour' WHERE id = $1`, retried); err != nil {
+		t.Fatal(err)
+	}
+	retriedRef := r.sms(t, retriedSMS)
+
+	now := time.Now()
+	rep := r.sweepWindow(t, "text", now.Add(-time.Hour), now.Add(time.Second))
+	want := []string{fmt.Sprintf("unsettled %d %s", skipped, skippedRef), fmt.Sprintf("unsettled %d %s", retried, retriedRef)}
+	slices.Sort(want)
+	if got := findings(rep); strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Fatalf("findings %q, want %q", got, want)
+	}
+	for _, f := range rep.Findings {
+		if strings.Contains(f.Operation, "under a new event id") || strings.Contains(f.Operation, "reverse") || strings.Contains(f.Operation, "effectd intents retry") {
+			t.Errorf("finding of intent %d advises a repeat or a reversal: %q", f.IntentID, f.Operation)
+		}
+		if f.IntentID == retried && !strings.Contains(f.Operation, fmt.Sprintf("effectd intents cancel %d", retried)) {
+			t.Errorf("finding of the PENDING intent %d: %q, want the cancel that keeps its next call from applying it again", retried, f.Operation)
 		}
 	}
 }
