@@ -413,7 +413,7 @@ var mutations = []mutation{
 		from: "range swept(append(rows, unsettled...))", to: "range swept(rows)",
 		pkg: "./dispatcher/", run: "^TestSweepConsidersOldUnsettledIntents$"},
 	{name: "sweep: an IN_DOUBT intent outside the window not considered before an orphan", file: "internal/query/sweep_intents_unsettled.sql",
-		from: "AND status IN ('SENDING', 'IN_DOUBT', 'FAILED')", to: "AND status IN ('SENDING', 'FAILED')",
+		from: "AND status IN ('SENDING', 'IN_DOUBT', 'FAILED', 'SKIPPED', 'CANCELLED')", to: "AND status IN ('SENDING', 'FAILED', 'SKIPPED', 'CANCELLED')",
 		pkg: "./dispatcher/", run: "^TestSweepConsidersOldUnsettledIntents$"},
 	{name: "sweep schedule: the window ends at the clock's now, not at its multiple of every", file: "dispatcher/sweep_schedule.go",
 		from: "s.sweep(ctx, ch.Name, slot,", to: "s.sweep(ctx, ch.Name, now,",
@@ -519,6 +519,6 @@ var mutations = []mutation{
 		from: "if in.absent {", to: "if true {",
 		pkg: "./cmd/effectd/internal/chaos/", run: "^TestCheck$"},
 	{name: "checker: a sweep calls an SMS an orphan when its IN_DOUBT intent predates the window", file: "internal/query/sweep_intents_unsettled.sql",
-		from: "AND status IN ('SENDING', 'IN_DOUBT', 'FAILED')", to: "AND status IN ('SENDING', 'FAILED')",
+		from: "AND status IN ('SENDING', 'IN_DOUBT', 'FAILED', 'SKIPPED', 'CANCELLED')", to: "AND status IN ('SENDING', 'FAILED', 'SKIPPED', 'CANCELLED')",
 		pkg: "./cmd/effectd/internal/chaos/", run: "^TestCheck$"},
 }
