@@ -4,7 +4,11 @@ go 1.26.8
 
 tool helm.sh/helm/v4/cmd/helm
 
-require github.com/google/go-containerregistry v0.22.1
+require (
+	github.com/google/go-containerregistry v0.22.1
+	k8s.io/api v0.37.2
+	sigs.k8s.io/yaml v1.6.0
+)
 
 require (
 	dario.cat/mergo v1.0.1 // indirect
@@ -112,7 +116,6 @@ require (
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	helm.sh/helm/v4 v4.3.2 // indirect
-	k8s.io/api v0.37.2 // indirect
 	k8s.io/apiextensions-apiserver v0.37.2 // indirect
 	k8s.io/apimachinery v0.37.2 // indirect
 	k8s.io/apiserver v0.37.2 // indirect
@@ -130,5 +133,4 @@ require (
 	sigs.k8s.io/kustomize/kyaml v0.21.2 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )
