@@ -3,7 +3,7 @@ GO        ?= go
 GOFLAGS   ?=
 PKGS      := ./...
 
-.PHONY: run test test-citus build vet lint staticcheck fuzz fuzz-pure fuzz-db mutate stripe-mock clean
+.PHONY: run test test-citus build vet lint staticcheck fuzz fuzz-pure fuzz-db mutate stripe-mock clean deploy
 
 ## run: build ./effectd, then start it on a throwaway local PostgreSQL under
 ## .data/ (unless DATABASE_URL is set), with the sandbox providers and the
@@ -71,6 +71,18 @@ fuzz-pure:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./cmd/effectd/internal/config/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCitus$$' -fuzztime $(FUZZTIME) ./cmd/effectd/internal/config/
 
+## deploy: the deployment artefacts, from the deploy/ module (its own go.mod:
+## helm and go-containerregistry stay out of effectd's): a static effectd,
+## its container image tarball (effectd-image.tar, no daemon needed), the
+## chart rendered with every option on (effectd-chart.yaml), then vet and the
+## image and chart tests. CI runs it after make test.
+deploy:
+	CGO_ENABLED=0 $(GO) build -trimpath -o effectd-static ./cmd/effectd
+	cd deploy && $(GO) vet ./...
+	cd deploy && $(GO) run ./image -binary ../effectd-static -out ../effectd-image.tar
+	cd deploy && $(GO) tool helm template effectd helm/effectd --set prometheusRule.enabled=true,serviceMonitor.enabled=true > ../effectd-chart.yaml
+	cd deploy && EFFECTD_BINARY=$(CURDIR)/effectd-static $(GO) test -count=1 ./...
+
 ## mutate: break each guarantee in turn (the list in cmd/mutate) and require
 ## its tests to fail; a release check (see README, Testing). MUTATE=regexp picks some.
 mutate:
@@ -81,4 +93,4 @@ stripe-mock:
 	$(GO) install github.com/stripe/stripe-mock@v0.203.0
 
 clean:
-	rm -rf .data effectd
+	rm -rf .data effectd effectd-static effectd-image.tar effectd-chart.yaml
