@@ -82,7 +82,6 @@ type Report struct {
 	Invariants []InvariantRow
 	History    string
 	Operations int
-	Known      []Violation // findings of a hole the checker found, reported apart until it is fixed (knownHole)
 }
 
 // OK reports whether every rule held.
@@ -473,9 +472,6 @@ func (r *Report) Print(w io.Writer) {
 	}
 	if r.Invariants != nil {
 		r.printInvariants(w)
-	}
-	for _, v := range r.Known {
-		fmt.Fprintf(w, "  known hole, not counted (docs/checker.md): [%s] %s: %s\n", v.Channel, v.Rule, strings.Join(v.Keys, " "))
 	}
 	if r.OK() {
 		fmt.Fprintln(w, "checker: PASS — lost 0, unexplained duplicates 0, every intent settled")

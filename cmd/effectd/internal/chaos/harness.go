@@ -351,13 +351,13 @@ func (h *harness) run(ctx context.Context) (*Report, error) {
 	if h.fo != nil && !h.cfg.Actors { // with actors, checkSweeps judges every sweep
 		sweeps, sweepFailed = h.sweep(ctx, h.start)
 	}
-	var actorSweeps, known []Violation
+	var actorSweeps []Violation
 	if h.cfg.Actors {
 		intents, err := loadIntents(ctx, h.pool)
 		if err != nil {
 			return nil, err
 		}
-		actorSweeps, known = h.checkSweeps(ctx, intents, h.sb.Ledger.Snapshot(""), log.Events())
+		actorSweeps = h.checkSweeps(ctx, intents, h.sb.Ledger.Snapshot(""), log.Events())
 	}
 	crashes := 0
 	for _, p := range h.instances {
@@ -368,9 +368,6 @@ func (h *harness) run(ctx context.Context) (*Report, error) {
 	}
 
 	rep, err := h.judge(ctx, log, sweeps, sweepFailed, actorSweeps)
-	if rep != nil {
-		rep.Known = known
-	}
 	if err != nil {
 		return nil, err
 	}

@@ -123,22 +123,17 @@ func sweepWindows(rng *rand.Rand, start, now time.Time) []sweepWindow {
 // An intent moved a day ahead is younger than its provider objects, which
 // no real history has (an intent precedes its calls): findings about its
 // event are not judged.
-func (h *harness) checkSweeps(ctx context.Context, intents []query.IntentTally, ledger sandbox.Snapshot, events map[string]Outcome) (vs, known []Violation) {
+func (h *harness) checkSweeps(ctx context.Context, intents []query.IntentTally, ledger sandbox.Snapshot, events map[string]Outcome) []Violation {
 	addr, _ := h.instances[0].addr.Load().(string)
 	c := &client.Client{BaseURL: addr}
 	a := expectFindings(intents, ledger)
-	a.unjudged, a.skipped = map[target]bool{}, map[target]bool{}
-	for _, in := range intents {
-		if in.Status == "SKIPPED" {
-			a.skipped[target{in.Channel, in.EventID}] = true
-		}
-	}
+	a.unjudged = map[target]bool{}
 	for ev, o := range events {
 		if o.Ahead {
 			a.unjudged[target{o.Channel, ev}] = true
 		}
 	}
-	bad, holes := map[[2]string][]string{}, map[[2]string][]string{}
+	bad := map[[2]string][]string{}
 	for _, w := range sweepWindows(rand.New(rand.NewPCG(h.cfg.Seed, 6)), h.start, time.Now()) {
 		for _, ch := range h.cfg.Channels {
 			if !sweptChannel(ch) {
@@ -155,16 +150,15 @@ func (h *harness) checkSweeps(ctx context.Context, intents []query.IntentTally, 
 			}
 			op.Detail = fmt.Sprintf("%v", rep.Counts)
 			h.hist.add(op)
-			a.judge(ch, w, rep, bad, holes)
+			a.judge(ch, w, rep, bad)
 		}
 	}
-	return sortedViolations(bad), sortedViolations(holes)
+	return sortedViolations(bad)
 }
 
 // judge adds to bad each finding of rep that is not true and, when w is
 // complete, each true finding rep lacks.
-// A known hole (knownHole) goes to holes instead.
-func (a sweepAccount) judge(c Channel, w sweepWindow, rep effectdtype.SweepReport, bad, holes map[[2]string][]string) {
+func (a sweepAccount) judge(c Channel, w sweepWindow, rep effectdtype.SweepReport, bad map[[2]string][]string) {
 	found := map[finding]bool{}
 	for _, f := range rep.Findings {
 		k := finding{f.Kind, c.Name, f.EventID}
@@ -177,10 +171,6 @@ func (a sweepAccount) judge(c Channel, w sweepWindow, rep effectdtype.SweepRepor
 		}
 		if f.Kind != effectdtype.FindingUncertain && !a.expected[k] {
 			rule := [2]string{"sweep (" + w.name + "): " + f.Kind + " finding that is not true", c.Name}
-			if a.knownHole(k) {
-				holes[rule] = append(holes[rule], a.name(k))
-				continue
-			}
 			bad[rule] = append(bad[rule], a.name(k))
 		}
 	}
@@ -206,17 +196,6 @@ func (a sweepAccount) unjudgedFinding(k finding) bool {
 		return ok && a.unjudged[t]
 	}
 	return a.unjudged[target{k.channel, k.name}]
-}
-
-// knownHole reports whether a finding that is not true is the hole the
-// checker found and docs/checker.md describes, reported apart until it is
-// fixed: an SMS called an orphan whose intent, created before the window,
-// was SKIPPED by the channel's policy after a call that may have sent it
-// (a sweep considers only SENDING, IN_DOUBT and FAILED intents outside its
-// window before calling an object an orphan).
-func (a sweepAccount) knownHole(k finding) bool {
-	t, ok := a.byRef[k.name]
-	return k.kind == effectdtype.FindingOrphan && ok && a.skipped[t]
 }
 
 // judgeHistory flags what the history shows broken: an operator's action

@@ -101,7 +101,6 @@ type sweepAccount struct {
 	expected map[finding]bool
 	byRef    map[string]target // the target of each effect, by its reference
 	unjudged map[target]bool   // targets whose findings are not judged (checkSweeps)
-	skipped  map[target]bool   // targets whose intent is SKIPPED (knownHole)
 }
 
 // expectFindings accounts for the findings the ledger and the intents call
