@@ -38,7 +38,7 @@ UPDATE effectd.channels SET notify = '{"channel": "c-notify", "on": ["cancelled"
 	if _, err := pool.Exec(ctx, `SELECT effectd.enqueue(event_id => 'o1', channel => 'other', payload => '{}', bucket => 3)`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `UPDATE effectd.intents SET status = 'SENDING', attempts = 1 WHERE bucket = 3 AND event_id = 'sending'`); err != nil {
+	if _, err := pool.Exec(ctx, `UPDATE effectd.intents SET status = 'SENDING', attempts = 1, lease_expires_at = now() + interval '1 minute' WHERE bucket = 3 AND event_id = 'sending'`); err != nil {
 		t.Fatal(err)
 	}
 	pc := connectAs(t, pool, app)
