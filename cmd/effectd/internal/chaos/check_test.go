@@ -31,7 +31,8 @@ func TestCheck(t *testing.T) {
 			defer cancel()
 			rep, err := Run(ctx, Config{
 				Binary: bin, Events: 300, Instances: 2, Duration: 8 * time.Second, Seed: s,
-				Faults: AllFaults, Channels: CheckChannels, Actors: true, Batch: 8000, Out: &testWriter{t: t},
+				Faults: AllFaults, Channels: CheckChannels, Actors: true, Batch: 8000, DrainTimeout: time.Minute,
+				Out: &testWriter{t: t},
 			})
 			if err != nil {
 				t.Fatalf("check run (seed %d): %v", s, err)

@@ -68,7 +68,8 @@ func (h *harness) sweep(ctx context.Context, since time.Time) (reps []effectdtyp
 //     for another intent than its event's (a call made for a lost intent,
 //     the event enqueued again since), by the effect's reference;
 //   - duplicate: each intent whose event the provider holds two effects or more of;
-//   - unsettled: each SENDING, IN_DOUBT or FAILED intent whose effect the provider holds;
+//   - unsettled: each intent not SENT (SENDING, IN_DOUBT, FAILED, SKIPPED,
+//     CANCELLED, PENDING) whose effect the provider holds;
 //   - missing: each SENT intent whose effect the provider lacks.
 //
 // A finding the checker does not expect, or an expected one the sweep lacks,
@@ -134,7 +135,7 @@ func expectFindings(intents []query.IntentTally, ledger sandbox.Snapshot) sweepA
 		if len(refs) > 1 {
 			a.expected[finding{effectdtype.FindingDuplicate, t.channel, t.event}] = true
 		}
-		if in := byEvent[t]; in.Status == "SENDING" || in.Status == "IN_DOUBT" || in.Status == "FAILED" {
+		if in := byEvent[t]; in.Status != "SENT" {
 			a.expected[finding{effectdtype.FindingUnsettled, t.channel, t.event}] = true
 		}
 	}
