@@ -26,10 +26,9 @@ var Verbs = []string{"enqueue", "enqueue_many", "cancel", "status"}
 // SetProducers makes producers the only roles, besides those with rights on
 // effectd's tables, that may call effectd.enqueue and the other Verbs, each
 // only on its channels. In one transaction it records them in
-// effectd.producers, makes the verbs run with their owner's rights
-// (SECURITY DEFINER, search_path fixed to effectd,
-// pg_temp), takes from PUBLIC the right to execute effectd's functions, and for
-// each role revokes every right on effectd's tables, sequences and functions,
+// effectd.producers, makes the verbs run with their owner's rights (SECURITY
+// DEFINER, search_path fixed to effectd, pg_temp), takes from PUBLIC the right
+// to execute effectd's functions, and for each role revokes every right on effectd's tables, sequences and functions,
 // then grants USAGE on the schema and EXECUTE on the verbs. It refuses a
 // role that does not exist or that holds the rights of effectd's owner (it
 // could not be restricted). With no producers it empties effectd.producers and
