@@ -42,6 +42,7 @@ type Row struct {
 	KeysTwice                        int // keys applied more than once
 	Duplicates, Explained, Lost, Gap int // Gap: not applied, recorded as a policy state
 	Fenced                           int // attempt rows "(fenced out)": late completions refused
+	Pruned                           int // old intents retention dropped with their partitions (retention.go)
 	Ambiguous                        int // lookups that could not tell
 
 	// What a failover lost (see failoverLoss), with the run's failover only.
@@ -250,6 +251,10 @@ func (c *checker) judgeEvent(ev string, o Outcome) error {
 		c.flag(fmt.Sprintf("enqueue returned true %d times, want once", o.Inserted), o.Channel, ev)
 	}
 	in := c.byEvent[t]
+	if in == nil && o.Expires {
+		row.Pruned++ // judgeRetention judges whether it could go
+		return nil
+	}
 	if in == nil {
 		switch {
 		case lostEnqueue && !c.delivered[ev]:
@@ -456,12 +461,12 @@ func attemptDetails(ctx context.Context, pool *pgxpool.Pool, ids []int64) ([]str
 // Print writes the table, then every violation with its keys.
 func (r *Report) Print(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "channel\tprovider\tpolicy\tcommitted\tmaybe\tintents\tSENT\tFAILED\tSKIPPED\tIN_DOUBT\tCANCELLED\tunsettled\tapplied\tkeys>1\tdup effects\texplained\tambiguous\tfenced out\tgap\tlost\t")
+	fmt.Fprintln(tw, "channel\tprovider\tpolicy\tcommitted\tmaybe\tintents\tSENT\tFAILED\tSKIPPED\tIN_DOUBT\tCANCELLED\tunsettled\tapplied\tkeys>1\tdup effects\texplained\tambiguous\tfenced out\tgap\tlost\tpruned\t")
 	for _, x := range r.Rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n",
 			x.Channel.Name, x.Channel.Provider, x.Channel.policy(), x.Committed, x.Maybe, x.Intents,
 			x.States["SENT"], x.States["FAILED"], x.States["SKIPPED"], x.States["IN_DOUBT"], x.States["CANCELLED"],
-			x.Unsettled, x.Applied, x.KeysTwice, x.Duplicates, x.Explained, x.Ambiguous, x.Fenced, x.Gap, x.Lost)
+			x.Unsettled, x.Applied, x.KeysTwice, x.Duplicates, x.Explained, x.Ambiguous, x.Fenced, x.Gap, x.Lost, x.Pruned)
 	}
 	tw.Flush()
 	if r.Failover != nil {

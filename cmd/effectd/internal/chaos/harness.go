@@ -141,7 +141,8 @@ type harness struct {
 	sbSrv     *http.Server
 	sb        *sandbox.Server
 	instances []*instance
-	hist      History // the actors' operations (Config.Actors)
+	hist      History          // the actors' operations (Config.Actors)
+	old       map[int64]target // the old intents retention may drop (retention.go)
 }
 
 // note writes one timestamped line of the run's log.
@@ -169,6 +170,9 @@ func (h *harness) setup(ctx context.Context) error {
 		return err
 	}
 	if err := h.migrate(ctx, env); err != nil {
+		return err
+	}
+	if err := h.oldDays(ctx); err != nil {
 		return err
 	}
 	if err := h.startInstances(ctx, env); err != nil {
@@ -404,6 +408,17 @@ func (h *harness) produceUnderFaults(ctx context.Context) (*Log, map[string]int)
 	var actors sync.WaitGroup
 	if cfg.Actors {
 		deliveries = planActors(rand.New(rand.NewPCG(cfg.Seed, 3)), deliveries)
+		if h.retentionRuns() {
+			if err := h.seedOld(ctx, log); err != nil {
+				h.note("%v", err)
+			} else {
+				actors.Add(1)
+				go func() {
+					defer actors.Done()
+					h.retention(faultCtx, rand.New(rand.NewPCG(cfg.Seed, 7)), cfg.Duration*3/4)
+				}()
+			}
+		}
 		actors.Add(2)
 		go func() { defer actors.Done(); h.operators(faultCtx) }()
 		go func() { defer actors.Done(); h.batch(faultCtx, rand.New(rand.NewPCG(cfg.Seed, 5))) }()
@@ -486,6 +501,11 @@ func (h *harness) judge(ctx context.Context, log *Log, sweeps []effectdtype.Swee
 	if err != nil {
 		return nil, err
 	}
+	lost, err := judgeRetention(ctx, h.pool, h.old, ops, intents)
+	if err != nil {
+		return nil, err
+	}
+	vs = append(vs, lost...)
 	rep.Violations = append(append(rep.Violations, actorSweeps...), vs...)
 	rep.Invariants = invariantRows(rep.Violations)
 	rep.History, rep.Operations = summary(ops), len(ops)

@@ -47,6 +47,10 @@ type Outcome struct {
 	// Ahead: a committed transaction that inserted its intent moved it a
 	// day ahead (the moved clock, actors.go).
 	Ahead bool
+	// Expires: its intent was written on an old day that retention may drop
+	// (retention.go); an intent gone with its partition is judged by
+	// judgeRetention.
+	Expires bool
 }
 
 // Log is the producers' record of every event: what committed, what may have,
@@ -265,12 +269,18 @@ var errUnknownCommit = errors.New("commit outcome unknown")
 
 // deliver handles one delivery, retrying a failed transaction up to 30 times
 // over about a minute, like a broker redelivering an unacknowledged message.
+// A refusal no retry cures (refusal: a constraint, out of shared memory) is
+// recorded and not retried: the broker parks the message, as it would after
+// a few tries, and the checker judges the refusal.
 func deliver(ctx context.Context, pool *pgxpool.Pool, d delivery, buckets int, log *Log) {
 	log.update(d.eventID, d.channel, func(o *Outcome) { o.Deliveries++ })
 	for try := 0; try < 30 && ctx.Err() == nil; try++ {
 		began := time.Now()
 		inserted, err := transact(ctx, pool, d, buckets)
-		log.refused(d.eventID, err)
+		if _, bad := refusal(err); bad {
+			log.refused(d.eventID, err)
+			return
+		}
 		switch {
 		case err == nil && d.rollback:
 			log.update(d.eventID, d.channel, func(o *Outcome) { o.RolledBack++ })
