@@ -143,6 +143,7 @@ type harness struct {
 	instances []*instance
 	hist      History          // the actors' operations (Config.Actors)
 	old       map[int64]target // the old intents retention may drop (retention.go)
+	ingress   *ingressProxy    // the instances' ingress behind one address (Config.Actors; ingress.go)
 }
 
 // note writes one timestamped line of the run's log.
@@ -164,6 +165,14 @@ func (h *harness) setup(ctx context.Context) error {
 	sandboxURL, err := h.startSandbox()
 	if err != nil {
 		return err
+	}
+	if h.cfg.Actors {
+		if err := h.startIngressProxy(); err != nil {
+			return err
+		}
+		if err := h.registerStripeEvents(ctx, sandboxURL); err != nil {
+			return err
+		}
 	}
 	env, err := h.serveEnv(sandboxURL)
 	if err != nil {
@@ -243,13 +252,13 @@ func (h *harness) startSandbox() (string, error) {
 // process's environment but for effectd's own variables.
 func (h *harness) serveEnv(sandboxURL string) ([]string, error) {
 	cfgPath := filepath.Join(h.dir, "effectd.yaml")
-	if err := os.WriteFile(cfgPath, []byte(configYAML(sandboxURL, h.cfg.Lease, h.cfg.Channels)+h.citusYAML()), 0o644); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(configYAML(sandboxURL, h.ingressURL(), h.cfg.Lease, h.cfg.Channels)+h.citusYAML()), 0o644); err != nil {
 		return nil, err
 	}
 	env := []string{
 		"DATABASE_URL=" + h.dsn, "EFFECTD_CONFIG=" + cfgPath, "EFFECTD_LOG_LEVEL=info",
 		"STRIPE_API_KEY=sk_test_effectd_chaos", "TWILIO_ACCOUNT_SID=" + twilioSID, "TWILIO_AUTH_TOKEN=chaos",
-		"CHAOS_HOOK_SECRET=" + hookSecret,
+		"CHAOS_HOOK_SECRET=" + hookSecret, "CHAOS_STRIPE_WHSEC=" + stripeWebhookSecret,
 	}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "EFFECTD_") && !strings.HasPrefix(kv, "DATABASE_URL=") {
@@ -293,7 +302,7 @@ func (h *harness) migrate(ctx context.Context, env []string) error {
 // startInstances starts cfg.Instances effectd serve processes with env.
 func (h *harness) startInstances(ctx context.Context, env []string) error {
 	for n := 1; n <= h.cfg.Instances; n++ {
-		p := &instance{n: n, bin: h.cfg.Binary, env: env, note: h.note,
+		p := &instance{n: n, bin: h.cfg.Binary, env: env, note: h.note, withIngress: h.ingress != nil,
 			logPath: filepath.Join(h.dir, fmt.Sprintf("instance-%d.log", n))}
 		h.instances = append(h.instances, p)
 		p.mu.Lock()
@@ -303,7 +312,18 @@ func (h *harness) startInstances(ctx context.Context, env []string) error {
 			return err
 		}
 	}
+	if h.ingress != nil {
+		h.ingress.instances = h.instances
+	}
 	return nil
+}
+
+// ingressURL is the public address of the instances' ingress, "" without one.
+func (h *harness) ingressURL() string {
+	if h.ingress == nil {
+		return ""
+	}
+	return h.ingress.url
 }
 
 // smsSender is the sender number of the i-th channel: each Twilio channel
@@ -314,18 +334,23 @@ func smsSender(i int) string { return fmt.Sprintf("+1555900%04d", i) }
 // configYAML is the shared configuration: short leases so that faults turn
 // into in-doubt rows quickly, small backoff, and max_attempts high enough that
 // fault storms never exhaust an intent (FAILED would hide what the checker
-// looks for).
-func configYAML(sandboxURL string, lease time.Duration, chans []Channel) string {
+// looks for). With an ingress (its public address), each Twilio channel has
+// its status callbacks and each Stripe channel its events sent there.
+func configYAML(sandboxURL, ingress string, lease time.Duration, chans []Channel) string {
 	var b strings.Builder
 	b.WriteString("channels:\n")
 	for i, c := range chans {
 		fmt.Fprintf(&b, "  %s:\n    provider: %s\n", c.Name, c.Provider)
-		switch c.Provider {
-		case "webhook":
+		switch {
+		case c.Provider == "webhook":
 			fmt.Fprintf(&b, "    webhook: { url: %q, secret_env: CHAOS_HOOK_SECRET }\n", sandboxURL+"/hooks/chaos")
-		case "stripe":
+		case c.Provider == "stripe" && ingress != "":
+			fmt.Fprintf(&b, "    stripe: { base_url: %q, webhook_secret_env: CHAOS_STRIPE_WHSEC }\n", sandboxURL)
+		case c.Provider == "stripe":
 			fmt.Fprintf(&b, "    stripe: { base_url: %q }\n", sandboxURL)
-		case "twilio":
+		case c.Provider == "twilio" && ingress != "":
+			fmt.Fprintf(&b, "    twilio: { from: %q, base_url: %q, status_callback: %q }\n", smsSender(i), sandboxURL, ingress+"/ingress/twilio/"+c.Name)
+		case c.Provider == "twilio":
 			fmt.Fprintf(&b, "    twilio: { from: %q, base_url: %q }\n", smsSender(i), sandboxURL)
 		}
 		fmt.Fprintf(&b, "    policy: { max_attempts: 1000, lease: %s, backoff: { base: 100ms, max: 2s }, in_doubt: %s, lookup_fallback: %s, concurrency: 16 }\n",
@@ -361,7 +386,10 @@ func (h *harness) run(ctx context.Context) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		actorSweeps = h.checkSweeps(ctx, intents, h.sb.Ledger.Snapshot(""), log.Events())
+		if h.ingress != nil {
+			actorSweeps = h.reuseID(ctx, h.sb.Ledger.Snapshot(""))
+		}
+		actorSweeps = append(actorSweeps, h.checkSweeps(ctx, intents, h.sb.Ledger.Snapshot(""), log.Events())...)
 	}
 	crashes := 0
 	for _, p := range h.instances {
@@ -506,9 +534,14 @@ func (h *harness) judge(ctx context.Context, log *Log, sweeps []effectdtype.Swee
 		return nil, err
 	}
 	vs = append(vs, lost...)
+	events, misapplied, err := judgeEvents(ctx, h.pool, intents, h.sb.Ledger.Snapshot(""))
+	if err != nil {
+		return nil, err
+	}
+	vs = append(vs, misapplied...)
 	rep.Violations = append(append(rep.Violations, actorSweeps...), vs...)
 	rep.Invariants = invariantRows(rep.Violations)
-	rep.History, rep.Operations = summary(ops), len(ops)
+	rep.History, rep.Operations = summary(ops)+events, len(ops)
 	return rep, nil
 }
 
@@ -566,6 +599,7 @@ func (h *harness) close() {
 	if h.sbSrv != nil {
 		h.sbSrv.Close()
 	}
+	h.ingress.close()
 	if h.citus != nil {
 		h.citus.Stop()
 	} else if h.pg != nil {

@@ -30,6 +30,9 @@ type instance struct {
 	crashes  int           // exits nobody caused
 
 	addr atomic.Value // string: the running process's admin API, "http://host:port"; read without mu
+
+	withIngress bool         // serve the ingress too (provider events, callbacks)
+	ingress     atomic.Value // string: the running process's ingress, "http://host:port"; read without mu
 }
 
 // start launches the process and waits until its admin API is up.
@@ -57,7 +60,12 @@ func (p *instance) startOnce() error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(p.bin, "serve", "--addr", "127.0.0.1:0", "--insecure-no-auth", "--drain", "5s")
+	args := []string{"serve", "--addr", "127.0.0.1:0", "--insecure-no-auth", "--drain", "5s"}
+	if p.withIngress {
+		args = append(args, "--ingress-addr", "127.0.0.1:0")
+	}
+	p.ingress.Store("")
+	cmd := exec.Command(p.bin, args...)
 	cmd.Env = p.env
 	cmd.Stderr = logf
 	// The child dies with the harness, so nothing outlives a crashed run.
@@ -76,6 +84,9 @@ func (p *instance) startOnce() error {
 		sc := bufio.NewScanner(out)
 		once := false
 		for sc.Scan() {
+			if addr, ok := strings.CutPrefix(sc.Text(), "effectd: ingress on "); ok {
+				p.ingress.Store(addr)
+			}
 			if addr, ok := strings.CutPrefix(sc.Text(), "effectd: admin API on "); ok && !once {
 				once = true
 				p.addr.Store(addr)

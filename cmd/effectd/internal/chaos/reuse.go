@@ -1,0 +1,176 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/effectd/effectd/providers/sandbox"
+	"github.com/effectd/effectd/providers/sandbox/twiliosandbox"
+)
+
+// An id handed to another intent (Config.Actors, with the ingress): after an
+// asynchronous failover loses an intent, the promoted primary's sequence may
+// give its id to a new intent, and the lost intent's message still has
+// callbacks on their way. The checker builds that state directly after the
+// drain, while the instances serve: it takes a SENT intent X of a Twilio
+// channel whose message the sandbox reported on, deletes X and the provider
+// events recorded for it (the failover lost them), inserts in X's place an
+// intent Y of a new event with X's id (OVERRIDING SYSTEM VALUE), IN_DOUBT
+// with no reference, on the same channel, and replays X's message's
+// `delivered` callback to the ingress exactly as the sandbox sent it (its
+// URL, with what effectd appended, signed as Twilio signs). Y must come out
+// as it went in: no intent is changed by a message about another. Then X
+// and its events are put back as they were.
+
+// reuseChannel is the channel of the scenario: an in-doubt policy of
+// manual, so that nothing but the callback could settle Y.
+const reuseChannel = "sms-manual"
+
+// reuseID runs the scenario once and returns its violations.
+func (h *harness) reuseID(ctx context.Context, ledger sandbox.Snapshot) []Violation {
+	op := Op{At: time.Now(), Actor: "provider", Action: "callback of a lost intent's message after its id was reused", Channel: reuseChannel, Result: "ok"}
+	defer func() { h.hist.add(op) }()
+	fail := func(format string, args ...any) []Violation {
+		op.Result, op.Detail = "unknown", fmt.Sprintf(format, args...)
+		h.note("id reuse: %s", op.Detail)
+		return nil
+	}
+	// the messages the sandbox reported on, by SID: their callback URL
+	reported := map[string]string{}
+	for _, cb := range ledger.Callbacks {
+		if cb.Kind == "twilio" && cb.Answer == http.StatusOK && strings.Contains(cb.URL, "/ingress/twilio/"+reuseChannel) {
+			reported[cb.Ref] = cb.URL
+		}
+	}
+	var candidates []struct {
+		ID  int64
+		Ref string
+	}
+	rows, err := h.pool.Query(ctx, `SELECT id, provider_ref FROM effectd.intents WHERE channel = $1 AND status = 'SENT' AND provider_ref IS NOT NULL ORDER BY id`, reuseChannel)
+	if err == nil {
+		candidates, err = pgx.CollectRows(rows, pgx.RowToStructByPos[struct {
+			ID  int64
+			Ref string
+		}])
+	}
+	if err != nil {
+		return fail("listing SENT intents: %v", err)
+	}
+	candidates = slices.DeleteFunc(candidates, func(c struct {
+		ID  int64
+		Ref string
+	}) bool {
+		return reported[c.Ref] == ""
+	})
+	if len(candidates) == 0 {
+		return fail("no SENT intent of %s with a callback", reuseChannel)
+	}
+	x := candidates[rand.New(rand.NewPCG(h.cfg.Seed, 8)).IntN(len(candidates))]
+	to := ""
+	for _, e := range ledger.Effects {
+		if e.Kind == "twilio" && e.Ref == x.Ref {
+			var b struct {
+				To string `json:"to"`
+			}
+			json.Unmarshal(e.Body, &b)
+			to = b.To
+		}
+	}
+	newEvent := fmt.Sprintf("reused-%d", x.ID)
+	op.Event, op.IntentID = newEvent, x.ID
+
+	if err := pgx.BeginFunc(ctx, h.pool, func(tx pgx.Tx) error {
+		// CREATE TABLE … AS takes no parameters: the id is an integer
+		for _, sql := range []string{
+			`CREATE TABLE public.chaos_reused AS SELECT * FROM effectd.intents WHERE id = %d`,
+			`CREATE TABLE public.chaos_reused_events AS SELECT * FROM effectd.provider_events WHERE intent_id = %d`,
+			`DELETE FROM effectd.provider_events WHERE intent_id = %d`,
+			`DELETE FROM effectd.intents WHERE id = %d`,
+		} {
+			if _, err := tx.Exec(ctx, fmt.Sprintf(sql, x.ID)); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO effectd.intents (id, event_id, channel, payload, idempotency_key, status, attempts, created_at, updated_at)
+			OVERRIDING SYSTEM VALUE
+			SELECT id, $1, channel, jsonb_build_object('to', $2::text, 'body', channel || ' ' || $1), channel || ':' || $1, 'IN_DOUBT', 1, now(), now()
+			FROM public.chaos_reused`, newEvent, smsNumber(900000+int(x.ID)))
+		return err
+	}); err != nil {
+		return fail("handing intent %d's id to %s: %v", x.ID, newEvent, err)
+	}
+	defer h.restoreReused(context.WithoutCancel(ctx), x.ID, x.Ref)
+
+	answer, err := replayDelivered(ctx, reported[x.Ref], x.Ref, to)
+	if err != nil {
+		return fail("replaying %s's callback: %v", x.Ref, err)
+	}
+	var status, ref, delivery string
+	if err := h.pool.QueryRow(ctx, `SELECT status, coalesce(provider_ref, ''), coalesce(delivery, '') FROM effectd.intents WHERE id = $1`, x.ID).
+		Scan(&status, &ref, &delivery); err != nil {
+		return fail("reading %s: %v", newEvent, err)
+	}
+	op.Detail = fmt.Sprintf("intent %d's message %s replayed (answered %d) onto %s: %s ref=%q delivery=%q", x.ID, x.Ref, answer, newEvent, status, ref, delivery)
+	h.note("id reuse: %s", op.Detail)
+	if status == "IN_DOUBT" && ref == "" && delivery == "" {
+		return nil
+	}
+	return []Violation{{Rule: "a callback about a lost intent's message changed another intent given its id", Channel: reuseChannel,
+		Keys: []string{fmt.Sprintf("%s (intent %d, %s ref=%s delivery=%s, by %s)", newEvent, x.ID, status, ref, delivery, x.Ref)}}}
+}
+
+// replayDelivered posts the `delivered` status callback of message sid (to
+// to) to callbackURL, signed as Twilio signs it, and returns the answer.
+func replayDelivered(ctx context.Context, callbackURL, sid, to string) (int, error) {
+	form := url.Values{"MessageSid": {sid}, "SmsSid": {sid}, "AccountSid": {twilioSID}, "To": {to},
+		"MessageStatus": {"delivered"}, "SmsStatus": {"delivered"}, "ApiVersion": {"2010-04-01"}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, callbackURL, strings.NewReader(form.Encode()))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Twilio-Signature", twiliosandbox.Signature("chaos", callbackURL, form))
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// restoreReused puts intent id and its provider events back as they were
+// before reuseID, and removes what the replay recorded.
+func (h *harness) restoreReused(ctx context.Context, id int64, sid string) {
+	err := pgx.BeginFunc(ctx, h.pool, func(tx pgx.Tx) error {
+		for _, sql := range []string{
+			`DELETE FROM effectd.provider_events WHERE intent_id = $1 OR event_id LIKE $2`,
+			`DELETE FROM effectd.intents WHERE id = $1`,
+			`INSERT INTO effectd.intents OVERRIDING SYSTEM VALUE SELECT * FROM public.chaos_reused`,
+			`INSERT INTO effectd.provider_events OVERRIDING SYSTEM VALUE SELECT * FROM public.chaos_reused_events`,
+			`DROP TABLE public.chaos_reused, public.chaos_reused_events`,
+		} {
+			args := []any{}
+			if strings.Contains(sql, "$2") {
+				args = []any{id, sid + ":%"}
+			} else if strings.Contains(sql, "$1") {
+				args = []any{id}
+			}
+			if _, err := tx.Exec(ctx, sql, args...); err != nil {
+				return fmt.Errorf("%.40s: %w", sql, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		h.note("id reuse: putting intent %d back: %v", id, err)
+	}
+}
