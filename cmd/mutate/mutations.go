@@ -521,6 +521,9 @@ var mutations = []mutation{
 	{name: "checker: a sweep calls an SMS an orphan when its IN_DOUBT intent predates the window", file: "internal/query/sweep_intents_unsettled.sql",
 		from: "AND status IN ('SENDING', 'IN_DOUBT', 'FAILED', 'SKIPPED', 'CANCELLED')", to: "AND status IN ('SENDING', 'FAILED', 'SKIPPED', 'CANCELLED')",
 		pkg: "./cmd/effectd/internal/chaos/", run: "^TestCheck$"},
+	{name: "checker: a partition dropped one by one not checked again once writers are out (retention racing a requeue)", file: "internal/query/partitions.go",
+		from: "\t\tif p.Parent == \"intents\" {\n\t\t\t// no writer reaches the rows now", to: "\t\tif false {\n\t\t\t// no writer reaches the rows now",
+		pkg: "./cmd/effectd/internal/chaos/", run: "^TestCheck$"},
 
 	// Alerting (issue 38, docs/deploy.md): the Retry-After back-off the rules
 	// watch. The rules and the dashboard are data files that their tests read
