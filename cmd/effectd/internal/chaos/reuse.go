@@ -89,22 +89,35 @@ func (h *harness) reuseID(ctx context.Context, ledger sandbox.Snapshot) []Violat
 	op.Event, op.IntentID = newEvent, x.ID
 
 	if err := pgx.BeginFunc(ctx, h.pool, func(tx pgx.Tx) error {
-		// CREATE TABLE … AS takes no parameters: the id is an integer
+		// CREATE TABLE … AS takes no parameters: the id is an integer. Y is a
+		// copy of X's row (its bucket too, in the distributed mode) made anew.
 		for _, sql := range []string{
 			`CREATE TABLE public.chaos_reused AS SELECT * FROM effectd.intents WHERE id = %d`,
 			`CREATE TABLE public.chaos_reused_events AS SELECT * FROM effectd.provider_events WHERE intent_id = %d`,
-			`DELETE FROM effectd.provider_events WHERE intent_id = %d`,
-			`DELETE FROM effectd.intents WHERE id = %d`,
+			`CREATE TABLE public.chaos_reuser AS SELECT * FROM effectd.intents WHERE id = %d`,
 		} {
 			if _, err := tx.Exec(ctx, fmt.Sprintf(sql, x.ID)); err != nil {
 				return err
 			}
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO effectd.intents (id, event_id, channel, payload, idempotency_key, status, attempts, created_at, updated_at)
-			OVERRIDING SYSTEM VALUE
-			SELECT id, $1, channel, jsonb_build_object('to', $2::text, 'body', channel || ' ' || $1), channel || ':' || $1, 'IN_DOUBT', 1, now(), now()
-			FROM public.chaos_reused`, newEvent, smsNumber(900000+int(x.ID)))
-		return err
+		if _, err := tx.Exec(ctx, `UPDATE public.chaos_reuser SET event_id = $1, idempotency_key = channel || ':' || $1,
+			payload = jsonb_build_object('to', $2::text, 'body', channel || ' ' || $1), status = 'IN_DOUBT', attempts = 1,
+			provider_ref = NULL, last_error = NULL, lease_expires_at = NULL, claimed_at = NULL,
+			delivery = NULL, delivery_detail = NULL, delivery_at = NULL,
+			next_attempt_at = now(), created_at = now(), updated_at = now()`, newEvent, smsNumber(900000+int(x.ID))); err != nil {
+			return err
+		}
+		for _, sql := range []string{
+			`DELETE FROM effectd.provider_events WHERE intent_id = %d`,
+			`DELETE FROM effectd.intents WHERE id = %d`,
+			`INSERT INTO effectd.intents OVERRIDING SYSTEM VALUE SELECT * FROM public.chaos_reuser WHERE id = %d`,
+			`DROP TABLE public.chaos_reuser -- %d`,
+		} {
+			if _, err := tx.Exec(ctx, fmt.Sprintf(sql, x.ID)); err != nil {
+				return err
+			}
+		}
+		return nil
 	}); err != nil {
 		return fail("handing intent %d's id to %s: %v", x.ID, newEvent, err)
 	}
