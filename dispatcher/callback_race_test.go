@@ -79,7 +79,7 @@ func TestCallbackBeforeAnswer(t *testing.T) {
 			}
 			if !during {
 				res, err := d.RecordEvent(ctx, dispatcher.ProviderEvent{Provider: "twilio", EventID: "SM1:queued", Channel: "c",
-					IntentID: id, ObjectRef: "SM1", Type: "queued", Status: "queued", Delivery: statemachine.Accepted, Payload: json.RawMessage(`{}`)})
+					IntentID: id, IntentEventID: "e", ObjectRef: "SM1", Type: "queued", Status: "queued", Delivery: statemachine.Accepted, Payload: json.RawMessage(`{}`)})
 				if err != nil || res.Outcome != dispatcher.EventSettled {
 					t.Fatalf("RecordEvent = %+v, %v; want settled", res, err)
 				}

@@ -101,13 +101,20 @@ func deliveryScenario(t *testing.T, r deliveryRig) []string {
 	for k, v := range ids {
 		name[v] = k
 	}
+	// the producer's event id effectd stamped on the object with intent id id
+	stamped := func(id int64) string {
+		if id == 0 {
+			return ""
+		}
+		return name[id]
+	}
 	stripe := func(id int64, evt, ref string, delivery statemachine.Delivery) dispatcher.ProviderEvent {
-		return dispatcher.ProviderEvent{Provider: "stripe", EventID: evt, Channel: "pay", IntentID: id, ObjectRef: ref,
+		return dispatcher.ProviderEvent{Provider: "stripe", EventID: evt, Channel: "pay", IntentID: id, IntentEventID: stamped(id), ObjectRef: ref,
 			Type: "refund.updated", Status: string(delivery), Delivery: delivery, Detail: "refund " + string(delivery),
 			Payload: json.RawMessage(`{"id":"` + evt + `"}`)}
 	}
 	sms := func(id int64, sid, status string, delivery statemachine.Delivery, code string) dispatcher.ProviderEvent {
-		ev := twilioEvent(id, sid, status, delivery, code)
+		ev := twilioEvent(id, stamped(id), sid, status, delivery, code)
 		ev.Channel = "sms"
 		return ev
 	}

@@ -18,17 +18,18 @@ import (
 // ProviderEvent is one report from a provider about an object effectd created:
 // a Twilio status callback or a Stripe event, already verified.
 type ProviderEvent struct {
-	Provider  string                // twilio | stripe
-	EventID   string                // unique per provider and channel: Stripe's evt_…, for Twilio <MessageSid>:<MessageStatus>
-	Channel   string                // the channel the event arrived for
-	IntentID  int64                 // the intent effectd stamped on the object; 0 when the event carries none
-	ObjectRef string                // SM…, re_…, pi_…, tr_…
-	Type      string                // Stripe's event type; for Twilio the message status
-	Status    string                // the object's status as the provider reports it
-	Delivery  statemachine.Delivery // what Status means; Unknown moves nothing
-	Reversal  bool                  // the provider undid an effect it had completed
-	Detail    string                // the provider's status and error code, e.g. "undelivered 30003"
-	Payload   json.RawMessage       // the event as received (a JSON object)
+	Provider      string                // twilio | stripe
+	EventID       string                // unique per provider and channel: Stripe's evt_…, for Twilio <MessageSid>:<MessageStatus>
+	Channel       string                // the channel the event arrived for
+	IntentID      int64                 // the intent id effectd stamped on the object (effect.MetaIntentID); 0 when the event carries none
+	IntentEventID string                // the producer's event id effectd stamped on the object (effect.MetaEventID); "" when none
+	ObjectRef     string                // SM…, re_…, pi_…, tr_…
+	Type          string                // Stripe's event type; for Twilio the message status
+	Status        string                // the object's status as the provider reports it
+	Delivery      statemachine.Delivery // what Status means; Unknown moves nothing
+	Reversal      bool                  // the provider undid an effect it had completed
+	Detail        string                // the provider's status and error code, e.g. "undelivered 30003"
+	Payload       json.RawMessage       // the event as received (a JSON object)
 }
 
 // Event outcomes, stored on effectd.provider_events.outcome and returned by RecordEvent.
@@ -49,7 +50,11 @@ type EventResult struct {
 }
 
 // RecordEvent stores ev once per channel in effectd.provider_events and
-// applies it to its intent (of that channel) in the same transaction: an intent still SENDING or IN_DOUBT is
+// applies it to its intent in the same transaction. The intent is the one of
+// ev's channel with both IntentID and IntentEventID: an id alone is handed out
+// again after a failover that lost its enqueue, and an event whose object
+// carries no event id matches only the intent already holding ObjectRef
+// (docs/guarantees.md, "Identities"). An intent still SENDING or IN_DOUBT is
 // settled SENT with the event's reference (fenced; an attempt of kind
 // callback), and its delivery moves forward as the statemachine's delivery
 // table allows. An event repeated on its channel changes nothing; one that
@@ -140,7 +145,7 @@ func (d *Dispatcher) applyEvent(ctx context.Context, tx pgx.Tx, ev ProviderEvent
 		case res.From == statemachine.Unknown:
 			delivery = string(statemachine.Accepted)
 		}
-		settled, err := d.settleByEvent(ctx, tx, in, query.EventSettlement{IntentID: res.IntentID, Attempts: in.Attempts,
+		settled, err := d.settleByEvent(ctx, tx, in, query.EventSettlement{IntentID: res.IntentID, Key: in.Key, Attempts: in.Attempts,
 			From: string(in.Status), ProviderRef: ev.ObjectRef, Outcome: "settled by a " + ev.Provider + " event: " + ev.Type,
 			Delivery: delivery, Detail: detail})
 		if err != nil {
@@ -158,7 +163,7 @@ func (d *Dispatcher) applyEvent(ctx context.Context, tx pgx.Tx, ev ProviderEvent
 	if !changed {
 		return res, sentAt, nil
 	}
-	moved, err := d.setDelivery(ctx, tx, in, query.DeliveryChange{IntentID: res.IntentID, From: string(res.From), To: string(to), Detail: ev.Detail})
+	moved, err := d.setDelivery(ctx, tx, in, query.DeliveryChange{IntentID: res.IntentID, Key: in.Key, From: string(res.From), To: string(to), Detail: ev.Detail})
 	if err != nil {
 		return res, sentAt, err
 	}
@@ -168,15 +173,17 @@ func (d *Dispatcher) applyEvent(ctx context.Context, tx pgx.Tx, ev ProviderEvent
 	return res, sentAt, nil
 }
 
-// eventIntent locks the intent ev is about (query.EventIntent). In the
-// distributed mode the event carries no bucket: the intent's is found first,
-// by an index probe on every shard, and the intent locked on its shard; the
-// writes that follow name that bucket.
+// eventIntent locks the intent ev is about (query.EventIntent), with its
+// idempotency key, which the writes that follow fence on. In the distributed
+// mode the event carries no bucket: the intent's is found first, by an index
+// probe on every shard, and the intent locked on its shard; the writes that
+// follow name that bucket.
 func (d *Dispatcher) eventIntent(ctx context.Context, tx pgx.Tx, ev ProviderEvent) (query.EventTarget, error) {
+	o := query.EventObject{IntentID: ev.IntentID, EventID: ev.IntentEventID, Ref: ev.ObjectRef}
 	if d.buckets != nil {
-		return query.EventIntentBucket(ctx, tx, ev.Channel, ev.IntentID, ev.ObjectRef)
+		return query.EventIntentBucket(ctx, tx, ev.Channel, o)
 	}
-	return query.EventIntent(ctx, tx, ev.Channel, ev.IntentID, ev.ObjectRef)
+	return query.EventIntent(ctx, tx, ev.Channel, o)
 }
 
 // settleByEvent applies s to intent in (query.SettleByEvent), on its

@@ -71,9 +71,11 @@ func (r eventRig) state(t *testing.T, id int64) intentState {
 	return s
 }
 
-func twilioEvent(id int64, sid, status string, delivery statemachine.Delivery, code string) dispatcher.ProviderEvent {
+// twilioEvent is a status callback of message sid, whose callback URL effectd
+// gave intent id and the producer's event ("" = a URL without it).
+func twilioEvent(id int64, event, sid, status string, delivery statemachine.Delivery, code string) dispatcher.ProviderEvent {
 	return dispatcher.ProviderEvent{
-		Provider: "twilio", EventID: sid + ":" + status, Channel: "sms", IntentID: id, ObjectRef: sid,
+		Provider: "twilio", EventID: sid + ":" + status, Channel: "sms", IntentID: id, IntentEventID: event, ObjectRef: sid,
 		Type: status, Status: status, Delivery: delivery, Detail: dispatcher.DetailOf(status, code),
 		Payload: json.RawMessage(fmt.Sprintf(`{"MessageSid":%q,"MessageStatus":%q}`, sid, status)),
 	}
@@ -95,16 +97,16 @@ func TestRecordEventForwardOnly(t *testing.T) {
 	r := newEventRig(t, nil)
 	id := r.insert(t, "e1", "SENT", "SM1", "accepted")
 
-	if res := r.record(t, twilioEvent(id, "SM1", "delivered", statemachine.Delivered, "")); res.Outcome != dispatcher.EventApplied || res.To != statemachine.Delivered {
+	if res := r.record(t, twilioEvent(id, "e1", "SM1", "delivered", statemachine.Delivered, "")); res.Outcome != dispatcher.EventApplied || res.To != statemachine.Delivered {
 		t.Fatalf("delivered: %+v", res)
 	}
-	if res := r.record(t, twilioEvent(id, "SM1", "delivered", statemachine.Delivered, "")); !res.Duplicate {
+	if res := r.record(t, twilioEvent(id, "e1", "SM1", "delivered", statemachine.Delivered, "")); !res.Duplicate {
 		t.Fatalf("repeat: %+v, want duplicate", res)
 	}
-	if res := r.record(t, twilioEvent(id, "SM1", "sent", statemachine.Accepted, "")); res.Outcome != dispatcher.EventUnchanged {
+	if res := r.record(t, twilioEvent(id, "e1", "SM1", "sent", statemachine.Accepted, "")); res.Outcome != dispatcher.EventUnchanged {
 		t.Fatalf("late sent: %+v, want unchanged", res)
 	}
-	if res := r.record(t, twilioEvent(id, "SM1", "undelivered", statemachine.Undelivered, "30003")); res.Outcome != dispatcher.EventUnchanged {
+	if res := r.record(t, twilioEvent(id, "e1", "SM1", "undelivered", statemachine.Undelivered, "30003")); res.Outcome != dispatcher.EventUnchanged {
 		t.Fatalf("undelivered after delivered, no reversal: %+v, want unchanged", res)
 	}
 	if s := r.state(t, id); s.Delivery != "delivered" || s.Detail != "delivered" {
@@ -122,12 +124,12 @@ func TestRecordEventUndelivered(t *testing.T) {
 	t.Parallel()
 	r := newEventRig(t, nil)
 	id := r.insert(t, "e1", "SENT", "SM1", "accepted")
-	r.record(t, twilioEvent(id, "SM1", "undelivered", statemachine.Undelivered, "30003"))
+	r.record(t, twilioEvent(id, "e1", "SM1", "undelivered", statemachine.Undelivered, "30003"))
 	if s := r.state(t, id); s.Delivery != "undelivered" || s.Detail != "undelivered 30003" {
 		t.Fatalf("intent: %+v", s)
 	}
 	// Never back.
-	r.record(t, twilioEvent(id, "SM1", "delivered", statemachine.Delivered, ""))
+	r.record(t, twilioEvent(id, "e1", "SM1", "delivered", statemachine.Delivered, ""))
 	if s := r.state(t, id); s.Delivery != "undelivered" {
 		t.Fatalf("after a late delivered: %+v", s)
 	}
@@ -139,7 +141,7 @@ func TestRecordEventReversal(t *testing.T) {
 	r := newEventRig(t, nil)
 	id := r.insert(t, "e1", "SENT", "re_1", "accepted")
 	ev := func(evt, status string, d statemachine.Delivery, reversal bool) dispatcher.ProviderEvent {
-		return dispatcher.ProviderEvent{Provider: "stripe", EventID: evt, Channel: "sms", IntentID: id, ObjectRef: "re_1",
+		return dispatcher.ProviderEvent{Provider: "stripe", EventID: evt, Channel: "sms", IntentID: id, IntentEventID: "e1", ObjectRef: "re_1",
 			Type: "refund.updated", Status: status, Delivery: d, Reversal: reversal, Detail: status}
 	}
 	r.record(t, ev("evt_1", "succeeded", statemachine.Delivered, false))
@@ -162,7 +164,7 @@ func TestRecordEventSettlesInDoubt(t *testing.T) {
 	r := newEventRig(t, nil)
 	for _, status := range []string{"SENDING", "IN_DOUBT"} {
 		id := r.insert(t, "e-"+status, status, "", "")
-		res := r.record(t, twilioEvent(id, "SM-"+status, "sent", statemachine.Accepted, ""))
+		res := r.record(t, twilioEvent(id, "e-"+status, "SM-"+status, "sent", statemachine.Accepted, ""))
 		if res.Outcome != dispatcher.EventSettled {
 			t.Fatalf("%s: %+v, want settled", status, res)
 		}
@@ -183,16 +185,16 @@ func TestRecordEventOrphansAndOtherRefs(t *testing.T) {
 	t.Parallel()
 	r := newEventRig(t, nil)
 	id := r.insert(t, "e1", "SENT", "SM1", "accepted")
-	if res := r.record(t, twilioEvent(id+1000, "SM9", "delivered", statemachine.Delivered, "")); res.Outcome != dispatcher.EventOrphan || res.IntentID != 0 {
+	if res := r.record(t, twilioEvent(id+1000, "e1", "SM9", "delivered", statemachine.Delivered, "")); res.Outcome != dispatcher.EventOrphan || res.IntentID != 0 {
 		t.Fatalf("unknown intent: %+v, want orphan", res)
 	}
-	if res := r.record(t, twilioEvent(0, "SM8", "delivered", statemachine.Delivered, "")); res.Outcome != dispatcher.EventOrphan {
+	if res := r.record(t, twilioEvent(0, "", "SM8", "delivered", statemachine.Delivered, "")); res.Outcome != dispatcher.EventOrphan {
 		t.Fatalf("no intent id, unknown ref: %+v, want orphan", res)
 	}
-	if res := r.record(t, twilioEvent(id, "SM2", "delivered", statemachine.Delivered, "")); res.Outcome != dispatcher.EventOtherRef {
+	if res := r.record(t, twilioEvent(id, "e1", "SM2", "delivered", statemachine.Delivered, "")); res.Outcome != dispatcher.EventOtherRef {
 		t.Fatalf("another message: %+v, want other_ref", res)
 	}
-	if res := r.record(t, twilioEvent(0, "SM1", "delivered", statemachine.Delivered, "")); res.Outcome != dispatcher.EventApplied || res.IntentID != id {
+	if res := r.record(t, twilioEvent(0, "", "SM1", "delivered", statemachine.Delivered, "")); res.Outcome != dispatcher.EventApplied || res.IntentID != id {
 		t.Fatalf("by reference: %+v, want applied to %d", res, id)
 	}
 	var orphans int
@@ -214,19 +216,19 @@ func TestRecordEventDedupePerChannel(t *testing.T) {
 	t.Parallel()
 	r := newEventRig(t, nil)
 	id := r.insert(t, "e1", "SENT", "SM1", "accepted")
-	wrong := twilioEvent(id, "SM1", "delivered", statemachine.Delivered, "")
+	wrong := twilioEvent(id, "e1", "SM1", "delivered", statemachine.Delivered, "")
 	wrong.Channel = "hook"
 	if res := r.record(t, wrong); res.Outcome != dispatcher.EventOrphan {
 		t.Fatalf("on the wrong channel: %+v, want orphan", res)
 	}
-	if res := r.record(t, twilioEvent(id, "SM1", "delivered", statemachine.Delivered, "")); res.Duplicate || res.Outcome != dispatcher.EventApplied {
+	if res := r.record(t, twilioEvent(id, "e1", "SM1", "delivered", statemachine.Delivered, "")); res.Duplicate || res.Outcome != dispatcher.EventApplied {
 		t.Fatalf("on its own channel after the wrong one: %+v, want applied", res)
 	}
 	if s := r.state(t, id); s.Delivery != "delivered" {
 		t.Fatalf("intent: %+v, want delivered", s)
 	}
 	for _, ch := range []string{"sms", "hook"} {
-		again := twilioEvent(id, "SM1", "delivered", statemachine.Delivered, "")
+		again := twilioEvent(id, "e1", "SM1", "delivered", statemachine.Delivered, "")
 		again.Channel = ch
 		if res := r.record(t, again); !res.Duplicate {
 			t.Errorf("repeat on %s: %+v, want duplicate", ch, res)
@@ -258,9 +260,9 @@ func TestNotifyOutcomes(t *testing.T) {
 	r := newEventRig(t, &dispatcher.Notify{Channel: "hook", On: []string{"sent", "delivered", "undelivered", "cancelled"}})
 	ctx := context.Background()
 	id := r.insert(t, "e1", "SENDING", "", "")
-	r.record(t, twilioEvent(id, "SM1", "sent", statemachine.Accepted, ""))            // settles: SENT
-	r.record(t, twilioEvent(id, "SM1", "delivered", statemachine.Delivered, ""))      // delivered
-	r.record(t, twilioEvent(id, "SM1", "undelivered", statemachine.Undelivered, "1")) // refused: no change, no notice
+	r.record(t, twilioEvent(id, "e1", "SM1", "sent", statemachine.Accepted, ""))            // settles: SENT
+	r.record(t, twilioEvent(id, "e1", "SM1", "delivered", statemachine.Delivered, ""))      // delivered
+	r.record(t, twilioEvent(id, "e1", "SM1", "undelivered", statemachine.Undelivered, "1")) // refused: no change, no notice
 	failed := r.insert(t, "e2", "SENDING", "", "")
 	if _, err := r.pool.Exec(ctx, `UPDATE effectd.intents SET status = 'FAILED' WHERE id = $1`, failed); err != nil {
 		t.Fatal(err) // failed is not listed
@@ -333,7 +335,7 @@ func TestNotifyNeverBlocksTheChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := r.insert(t, "e1", "SENDING", "", "")
-	if res := r.record(t, twilioEvent(id, "SM1", "sent", statemachine.Accepted, "")); res.Outcome != dispatcher.EventSettled {
+	if res := r.record(t, twilioEvent(id, "e1", "SM1", "sent", statemachine.Accepted, "")); res.Outcome != dispatcher.EventSettled {
 		t.Fatalf("%+v", res)
 	}
 	if s := r.state(t, id); s.Status != "SENT" {
@@ -369,6 +371,7 @@ func TestRecordEventRaces(t *testing.T) {
 	const intents = 20
 	type report struct {
 		id     int64
+		event  string
 		status string
 		d      statemachine.Delivery
 		code   string
@@ -391,8 +394,9 @@ func TestRecordEventRaces(t *testing.T) {
 			final, d, code = "undelivered", statemachine.Undelivered, "30003"
 		}
 		for copies := 0; copies < 3; copies++ {
-			reports = append(reports, report{ids[i], "queued", statemachine.Accepted, ""}, report{ids[i], "sent", statemachine.Accepted, ""},
-				report{ids[i], final, d, code})
+			event := fmt.Sprint("e", i)
+			reports = append(reports, report{ids[i], event, "queued", statemachine.Accepted, ""}, report{ids[i], event, "sent", statemachine.Accepted, ""},
+				report{ids[i], event, final, d, code})
 		}
 	}
 	rand.Shuffle(len(reports), func(i, j int) { reports[i], reports[j] = reports[j], reports[i] })
@@ -404,7 +408,7 @@ func TestRecordEventRaces(t *testing.T) {
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			sid := fmt.Sprint("SM", rep.id)
-			if _, err := r.d.RecordEvent(context.Background(), twilioEvent(rep.id, sid, rep.status, rep.d, rep.code)); err != nil {
+			if _, err := r.d.RecordEvent(context.Background(), twilioEvent(rep.id, rep.event, sid, rep.status, rep.d, rep.code)); err != nil {
 				t.Error(err)
 			}
 		}()

@@ -156,12 +156,12 @@ func notifyScenario(t *testing.T, pool *pgxpool.Pool, buckets int) []string {
 		t.Fatalf("apply: %+v, %v", res, err)
 	}
 	for range 2 { // the repeat changes nothing
-		if _, err := d.RecordEvent(ctx, twilioEventOn("sms", sent, "SM-sms:s1", "delivered", statemachine.Delivered)); err != nil {
+		if _, err := d.RecordEvent(ctx, twilioEventOn("sms", sent, "s1", "SM-sms:s1", "delivered", statemachine.Delivered)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// the timed-out call settled SENT by its callback
-	if _, err := d.RecordEvent(ctx, twilioEventOn("sms", maybe, "SM7", "sent", statemachine.Accepted)); err != nil {
+	if _, err := d.RecordEvent(ctx, twilioEventOn("sms", maybe, "s7:maybe", "SM7", "sent", statemachine.Accepted)); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "the poll", func() bool {
@@ -223,9 +223,10 @@ FROM effectd.intents WHERE channel = 'hook' ORDER BY event_id`)
 	return out
 }
 
-// twilioEventOn is a Twilio status callback about intent id of channel.
-func twilioEventOn(channel string, id int64, sid, status string, delivery statemachine.Delivery) dispatcher.ProviderEvent {
-	ev := twilioEvent(id, sid, status, delivery, "")
+// twilioEventOn is a Twilio status callback about intent id (of the
+// producer's event) of channel.
+func twilioEventOn(channel string, id int64, event, sid, status string, delivery statemachine.Delivery) dispatcher.ProviderEvent {
+	ev := twilioEvent(id, event, sid, status, delivery, "")
 	ev.Channel = channel
 	return ev
 }

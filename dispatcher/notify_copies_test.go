@@ -61,13 +61,13 @@ func TestNotifySentCarriesDelivery(t *testing.T) {
 		want   string
 	}{
 		{"twilio sent callback first", func(r eventRig, id int64) {
-			r.record(t, twilioEvent(id, "SM1", "sent", statemachine.Accepted, ""))
+			r.record(t, twilioEvent(id, "e1", "SM1", "sent", statemachine.Accepted, ""))
 		}, "accepted"},
 		{"twilio delivered callback first", func(r eventRig, id int64) {
-			r.record(t, twilioEvent(id, "SM1", "delivered", statemachine.Delivered, ""))
+			r.record(t, twilioEvent(id, "e1", "SM1", "delivered", statemachine.Delivered, ""))
 		}, "delivered"},
 		{"event that says nothing of delivery", func(r eventRig, id int64) {
-			r.record(t, twilioEvent(id, "SM1", "sending", statemachine.Unknown, ""))
+			r.record(t, twilioEvent(id, "e1", "SM1", "sending", statemachine.Unknown, ""))
 		}, "accepted"},
 		{"operator resolve", func(r eventRig, id int64) {
 			if _, err := r.pool.Exec(ctx, `UPDATE effectd.intents SET status = 'IN_DOUBT', lease_expires_at = NULL WHERE id = $1`, id); err != nil {

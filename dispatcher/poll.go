@@ -168,7 +168,7 @@ func (pl *poller) pollOne(ctx context.Context, conn query.DB, ch *channel, x due
 	}
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), pl.d.cfg.WriteTimeout)
 	defer wcancel()
-	poll := query.Poll{IntentID: x.ID, Attempts: x.Attempts, From: string(from), To: target,
+	poll := query.Poll{IntentID: x.ID, Key: x.Key, Attempts: x.Attempts, From: string(from), To: target,
 		Detail: detail, StartedAt: started, Outcome: outcome, Error: errText, ProviderRef: x.ProviderRef}
 	var moved bool
 	if pl.d.buckets != nil {

@@ -133,7 +133,7 @@ func twilioForm(sid, status, code string) url.Values {
 func TestTwilioCallbacks(t *testing.T) {
 	t.Parallel()
 	srv, rec, reg, _ := setup(t)
-	query := "?effectd_intent_id=42"
+	query := "?effectd_event_id=ord-1&effectd_intent_id=42"
 	signed := func(f url.Values, token, signedURL string) http.Header {
 		return http.Header{
 			"Content-Type":       {"application/x-www-form-urlencoded"},
@@ -149,7 +149,7 @@ func TestTwilioCallbacks(t *testing.T) {
 		t.Fatalf("recorded %d events, want 1", len(evs))
 	}
 	ev := evs[0]
-	if ev.EventID != "SM1:undelivered" || ev.IntentID != 42 || ev.ObjectRef != "SM1" || ev.Delivery != statemachine.Undelivered ||
+	if ev.EventID != "SM1:undelivered" || ev.IntentID != 42 || ev.IntentEventID != "ord-1" || ev.ObjectRef != "SM1" || ev.Delivery != statemachine.Undelivered ||
 		ev.Detail != "undelivered 30003" || ev.Channel != "sms" || strings.Contains(string(ev.Payload), "+1555") {
 		t.Fatalf("event: %+v payload %s", ev, ev.Payload)
 	}
@@ -162,7 +162,8 @@ func TestTwilioCallbacks(t *testing.T) {
 	}{
 		{"no signature", http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}, good.Encode(), query},
 		{"another token", signed(good, "othertoken", callbackURL+query), good.Encode(), query},
-		{"another intent", signed(good, authToken, callbackURL+query), good.Encode(), "?effectd_intent_id=43"},
+		{"another intent", signed(good, authToken, callbackURL+query), good.Encode(), "?effectd_event_id=ord-1&effectd_intent_id=43"},
+		{"another event", signed(good, authToken, callbackURL+query), good.Encode(), "?effectd_event_id=ord-2&effectd_intent_id=42"},
 		{"changed status", signed(good, authToken, callbackURL+query), twilioForm("SM1", "delivered", "").Encode(), query},
 		{"signed for the listener's own address", signed(good, authToken, srv.URL+"/ingress/twilio/sms"+query), good.Encode(), query},
 	}
@@ -180,8 +181,8 @@ func TestTwilioCallbacks(t *testing.T) {
 	if code, _ := post(t, srv.URL+"/ingress/twilio/refund"+query, signed(good, authToken, callbackURL+query), good.Encode()); code != http.StatusNotFound {
 		t.Errorf("a stripe channel on the twilio route: %d, want 404", code)
 	}
-	if got := counter(t, reg, "twilio", "bad_signature"); got != 5 {
-		t.Errorf("bad_signature = %v, want 5", got)
+	if got := counter(t, reg, "twilio", "bad_signature"); got != 6 {
+		t.Errorf("bad_signature = %v, want 6", got)
 	}
 }
 
@@ -213,7 +214,7 @@ func TestStripeEvents(t *testing.T) {
 	if len(evs) != 2 {
 		t.Fatalf("recorded %d events, want 2", len(evs))
 	}
-	if ev := evs[0]; ev.EventID != "evt_1" || ev.IntentID != 7 || ev.ObjectRef != "re_1" || ev.Delivery != statemachine.Undelivered ||
+	if ev := evs[0]; ev.EventID != "evt_1" || ev.IntentID != 7 || ev.IntentEventID != "e" || ev.ObjectRef != "re_1" || ev.Delivery != statemachine.Undelivered ||
 		!ev.Reversal || ev.Detail != "failed expired_or_canceled_card" || ev.Type != "refund.updated" {
 		t.Fatalf("event: %+v", ev)
 	}

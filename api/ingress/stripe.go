@@ -58,22 +58,25 @@ func (h *handler) stripe(w http.ResponseWriter, r *http.Request) {
 	kind, _ := obj["object"].(string)
 	ref, _ := obj["id"].(string)
 	var id int64
+	var eventID string
 	if meta, ok := obj["metadata"].(map[string]any); ok {
 		s, _ := meta[effect.MetaIntentID].(string)
 		id = intentID(s)
+		eventID, _ = meta[effect.MetaEventID].(string)
 	}
 	out := stripe.OutcomeOf(kind, obj, string(evt.Type))
 	h.record(w, r, dispatcher.ProviderEvent{
-		Provider:  "stripe",
-		EventID:   evt.ID,
-		Channel:   c.Name,
-		IntentID:  id,
-		ObjectRef: ref,
-		Type:      string(evt.Type),
-		Status:    out.Status,
-		Delivery:  statemachine.Delivery(out.Delivery),
-		Reversal:  out.Reversal,
-		Detail:    out.Detail,
-		Payload:   b,
+		Provider:      "stripe",
+		EventID:       evt.ID,
+		Channel:       c.Name,
+		IntentID:      id,
+		IntentEventID: eventID,
+		ObjectRef:     ref,
+		Type:          string(evt.Type),
+		Status:        out.Status,
+		Delivery:      statemachine.Delivery(out.Delivery),
+		Reversal:      out.Reversal,
+		Detail:        out.Detail,
+		Payload:       b,
 	})
 }

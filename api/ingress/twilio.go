@@ -16,7 +16,9 @@ import (
 // twilio handles POST /ingress/twilio/{channel}: a status callback. It is
 // verified against the channel's status_callback URL as configured (the URL
 // Twilio was given), with the query as received: effectd appended
-// effectd_intent_id to it when it created the message.
+// effectd_intent_id and effectd_event_id to it when it created the message
+// (a message created before effectd appended the event id matches only the
+// intent that already holds its sid: dispatcher.RecordEvent).
 func (h *handler) twilio(w http.ResponseWriter, r *http.Request) {
 	c, ok := h.channel(w, r, "twilio")
 	if !ok {
@@ -65,15 +67,16 @@ func (h *handler) twilio(w http.ResponseWriter, r *http.Request) {
 	}
 	payload, _ := json.Marshal(kept)
 	h.record(w, r, dispatcher.ProviderEvent{
-		Provider:  "twilio",
-		EventID:   sid + ":" + status,
-		Channel:   c.Name,
-		IntentID:  intentID(r.URL.Query().Get(effect.MetaIntentID)),
-		ObjectRef: sid,
-		Type:      status,
-		Status:    status,
-		Delivery:  statemachine.Delivery(twilio.Delivery(status)),
-		Detail:    dispatcher.DetailOf(status, form.Get("ErrorCode")),
-		Payload:   payload,
+		Provider:      "twilio",
+		EventID:       sid + ":" + status,
+		Channel:       c.Name,
+		IntentID:      intentID(r.URL.Query().Get(effect.MetaIntentID)),
+		IntentEventID: r.URL.Query().Get(effect.MetaEventID),
+		ObjectRef:     sid,
+		Type:          status,
+		Status:        status,
+		Delivery:      statemachine.Delivery(twilio.Delivery(status)),
+		Detail:        dispatcher.DetailOf(status, form.Get("ErrorCode")),
+		Payload:       payload,
 	})
 }

@@ -4,11 +4,13 @@ package query
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/internal/citustest"
@@ -106,7 +108,7 @@ func TestCitusEventLookupProbesIndexes(t *testing.T) {
 		args      []any
 		index     string // every scan probes an index whose name has this
 	}{
-		{"by id", eventBucketByIDSQL, []any{"sms", id}, "_id_"},
+		{"by id", eventBucketByIDSQL, []any{"sms", id, "e5"}, "_id_"},
 		{"by reference", eventBucketByRefSQL, []any{"sms", "SM5"}, "_provider_ref_"},
 	} {
 		p := plan(tc.sql, tc.args...)
@@ -127,7 +129,9 @@ func TestCitusEventLookupProbesIndexes(t *testing.T) {
 // distributed mode that changes an intent's delivery returns, in the same
 // statement, what a settled count needs (bucket, created_at, channel, old and
 // new status, old and new delivery), and nothing when its compare-and-set
-// fails: the delivery is part of every one.
+// fails: the delivery is part of every one, and so is the intent's key (a
+// statement naming the id of an intent a failover lost, handed out again,
+// writes nothing, not even an attempt).
 func TestCitusDeliveryStatementsReturnWhatMoved(t *testing.T) {
 	pool := citusDB(t)
 	ctx := context.Background()
@@ -163,16 +167,32 @@ func TestCitusDeliveryStatementsReturnWhatMoved(t *testing.T) {
 			}
 		}
 	}
-	settle := EventSettlement{IntentID: id, Attempts: 1, From: "IN_DOUBT", ProviderRef: "SM1", Outcome: "settled", Delivery: "accepted"}
+	// Each statement first names intent id with the key of an intent a
+	// failover lost ("sms:lost"), whose id was handed out again; the event's
+	// lock too.
+	var locked int64
+	if err := pool.QueryRow(ctx, eventIntentBucketSQL, 5, id, "sms", "sms:lost").Scan(&locked); !errors.Is(err, pgx.ErrNoRows) {
+		t.Fatalf("the event's lock with another intent's key: intent %d, %v; want no row", locked, err)
+	}
+	settle := EventSettlement{IntentID: id, Key: "sms:e1", Attempts: 1, From: "IN_DOUBT", ProviderRef: "SM1", Outcome: "settled", Delivery: "accepted"}
+	staleSettle := settle
+	staleSettle.Key = "sms:lost"
+	moved("settle with another intent's key", nil)(SettleByEventBucket(ctx, pool, staleSettle, "", 5))
 	moved("settle, delivery not unknown", nil)(SettleByEventBucket(ctx, pool, settle, "delivered", 5))
 	moved("settle on another bucket", nil)(SettleByEventBucket(ctx, pool, settle, "", 4))
 	moved("settle", &DeliveryMoved{OldStatus: "IN_DOUBT", Status: "SENT", Delivery: "accepted"})(SettleByEventBucket(ctx, pool, settle, "", 5))
 	moved("settle again", nil)(SettleByEventBucket(ctx, pool, settle, "", 5))
-	change := DeliveryChange{IntentID: id, From: "accepted", To: "delivered", Detail: "delivered"}
+	change := DeliveryChange{IntentID: id, Key: "sms:e1", From: "accepted", To: "delivered", Detail: "delivered"}
+	staleChange := change
+	staleChange.Key = "sms:lost"
+	moved("set with another intent's key", nil)(SetDeliveryBucket(ctx, pool, staleChange, 5))
 	moved("set", &DeliveryMoved{OldStatus: "SENT", Status: "SENT", OldDelivery: "accepted", Delivery: "delivered"})(SetDeliveryBucket(ctx, pool, change, 5))
 	moved("set again", nil)(SetDeliveryBucket(ctx, pool, change, 5))
-	poll := Poll{IntentID: id, Attempts: 1, From: "delivered", To: "undelivered", Detail: "undelivered 30003",
+	poll := Poll{IntentID: id, Key: "sms:e1", Attempts: 1, From: "delivered", To: "undelivered", Detail: "undelivered 30003",
 		StartedAt: time.Now(), Outcome: "poll", ProviderRef: "SM1"}
+	stalePoll := poll
+	stalePoll.Key = "sms:lost"
+	moved("poll with another intent's key", nil)(RecordPollBucket(ctx, pool, stalePoll, 5))
 	moved("poll", &DeliveryMoved{OldStatus: "SENT", Status: "SENT", OldDelivery: "delivered", Delivery: "undelivered"})(RecordPollBucket(ctx, pool, poll, 5))
 	moved("poll again", nil)(RecordPollBucket(ctx, pool, poll, 5))
 	var trail string
@@ -180,6 +200,6 @@ func TestCitusDeliveryStatementsReturnWhatMoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	if trail != "callback@5 poll@5 poll@5" {
-		t.Errorf("attempts: %q; want a callback and two polls on bucket 5", trail)
+		t.Errorf("attempts: %q; want a callback and two polls on bucket 5, none for another intent's key", trail)
 	}
 }

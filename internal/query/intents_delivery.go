@@ -36,16 +36,27 @@ type EventTarget struct {
 	ProviderRef string     // "" = none
 	Delivery    string     // a statemachine.Delivery; "" = unknown
 	DeliveryAt  *time.Time // when the delivery last moved
+	Key         string     // its idempotency key: the writes that follow fence on it
 	Bucket      int64      // the distributed mode's bucket (EventIntentBucket); 0 otherwise
 }
 
-// EventIntent locks the intent of channel that a provider event is about: by
-// the id effectd stamped on the provider's object (intentID), else (intentID
-// 0) the oldest intent whose provider reference is objectRef. pgx.ErrNoRows
-// when there is none: the event is an orphan.
-func EventIntent(ctx context.Context, db DB, channel string, intentID int64, objectRef string) (t EventTarget, err error) {
-	err = db.QueryRow(ctx, eventIntentSQL, channel, intentID, objectRef).
-		Scan(&t.ID, &t.Status, &t.Attempts, &t.ProviderRef, &t.Delivery, &t.DeliveryAt)
+// EventObject is what a provider event says about the object it reports on:
+// what effectd stamped on it, and its reference.
+type EventObject struct {
+	IntentID int64  // effect.MetaIntentID; 0 = none
+	EventID  string // effect.MetaEventID, the producer's event id; "" = none
+	Ref      string // the provider's reference of the object
+}
+
+// EventIntent locks the intent of channel that a provider event is about: the
+// one with both the id and the producer's event id effectd stamped on the
+// provider's object, else (either missing) the oldest intent whose provider
+// reference is the object's. An id alone names no intent: a failover that
+// lost an enqueue hands its id out again. pgx.ErrNoRows when there is none:
+// the event is an orphan.
+func EventIntent(ctx context.Context, db DB, channel string, o EventObject) (t EventTarget, err error) {
+	err = db.QueryRow(ctx, eventIntentSQL, channel, o.IntentID, o.Ref, o.EventID).
+		Scan(&t.ID, &t.Status, &t.Attempts, &t.ProviderRef, &t.Delivery, &t.DeliveryAt, &t.Key)
 	return t, err
 }
 
@@ -53,6 +64,7 @@ func EventIntent(ctx context.Context, db DB, channel string, intentID int64, obj
 // provider event says the provider holds its effect.
 type EventSettlement struct {
 	IntentID    int64
+	Key         string // the intent's idempotency key: the fence, with Attempts and From
 	Attempts    int32  // the fence, with From
 	From        string // SENDING or IN_DOUBT
 	ProviderRef string // the event's object
@@ -67,7 +79,7 @@ type EventSettlement struct {
 // fenced out).
 func SettleByEvent(ctx context.Context, db DB, s EventSettlement) (applied bool, err error) {
 	var id int64
-	err = db.QueryRow(ctx, settleByEventSQL, s.IntentID, s.Attempts, s.From, s.ProviderRef, s.Outcome, s.Delivery, s.Detail).Scan(&id)
+	err = db.QueryRow(ctx, settleByEventSQL, s.IntentID, s.Attempts, s.From, s.ProviderRef, s.Outcome, s.Delivery, s.Detail, s.Key).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
@@ -77,15 +89,16 @@ func SettleByEvent(ctx context.Context, db DB, s EventSettlement) (applied bool,
 // DeliveryChange moves an intent's delivery as a compare-and-set.
 type DeliveryChange struct {
 	IntentID int64
+	Key      string // the intent's idempotency key: the fence, with From
 	From     string // the delivery it must still have; "" = unknown
 	To       string
 	Detail   string // the provider's status and error code; "" = none
 }
 
 // SetDelivery applies c and reports whether the delivery moved (false: it
-// was no longer c.From).
+// was no longer c.From, or no intent has c's id and key any more).
 func SetDelivery(ctx context.Context, db DB, c DeliveryChange) (moved bool, err error) {
-	tag, err := db.Exec(ctx, setDeliverySQL, c.IntentID, c.From, c.To, c.Detail)
+	tag, err := db.Exec(ctx, setDeliverySQL, c.IntentID, c.From, c.To, c.Detail, c.Key)
 	return tag.RowsAffected() == 1, err
 }
 
@@ -97,6 +110,7 @@ type DuePoll struct {
 	Attempts    int32
 	Polls       int       // polls made so far
 	Since       time.Time // when the delivery last moved (else the row)
+	Key         string    // its idempotency key: the poll's record fences on it
 }
 
 // PollDue lists up to limit SENT intents of channel whose delivery is not

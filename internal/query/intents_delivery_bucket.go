@@ -56,21 +56,23 @@ type DeliveryMoved struct {
 }
 
 // EventIntentBucket is EventIntent in the distributed mode: it finds the
-// intent's bucket (by intentID, else by objectRef; a read of every shard,
-// one index probe in each day partition), then locks the intent on its
-// bucket's shard. pgx.ErrNoRows when there is none: the event is an orphan.
-func EventIntentBucket(ctx context.Context, db DB, channel string, intentID int64, objectRef string) (t EventTarget, err error) {
+// intent's bucket and key (by the object's intent id and event id, else by
+// its reference; a read of every shard, one index probe in each day
+// partition), then locks the intent with that key on its bucket's shard.
+// pgx.ErrNoRows when there is none: the event is an orphan.
+func EventIntentBucket(ctx context.Context, db DB, channel string, o EventObject) (t EventTarget, err error) {
 	var id int64
-	if intentID != 0 {
-		err = db.QueryRow(ctx, eventBucketByIDSQL, channel, intentID).Scan(&t.Bucket, &id)
+	var key string
+	if o.IntentID != 0 && o.EventID != "" {
+		err = db.QueryRow(ctx, eventBucketByIDSQL, channel, o.IntentID, o.EventID).Scan(&t.Bucket, &id, &key)
 	} else {
-		err = db.QueryRow(ctx, eventBucketByRefSQL, channel, objectRef).Scan(&t.Bucket, &id)
+		err = db.QueryRow(ctx, eventBucketByRefSQL, channel, o.Ref).Scan(&t.Bucket, &id, &key)
 	}
 	if err != nil {
 		return t, err
 	}
-	err = db.QueryRow(ctx, eventIntentBucketSQL, t.Bucket, id, channel).
-		Scan(&t.ID, &t.Status, &t.Attempts, &t.ProviderRef, &t.Delivery, &t.DeliveryAt)
+	err = db.QueryRow(ctx, eventIntentBucketSQL, t.Bucket, id, channel, key).
+		Scan(&t.ID, &t.Status, &t.Attempts, &t.ProviderRef, &t.Delivery, &t.DeliveryAt, &t.Key)
 	return t, err
 }
 
@@ -94,20 +96,21 @@ func scanMoved(row pgx.Row) (*DeliveryMoved, error) {
 // moved, nil when fenced out.
 func SettleByEventBucket(ctx context.Context, db DB, s EventSettlement, from string, bucket int64) (*DeliveryMoved, error) {
 	return scanMoved(db.QueryRow(ctx, settleByEventBucketSQL, s.IntentID, s.Attempts, s.From, s.ProviderRef, s.Outcome,
-		s.Delivery, s.Detail, from, bucket))
+		s.Delivery, s.Detail, from, bucket, s.Key))
 }
 
 // SetDeliveryBucket is SetDelivery for an intent of bucket. It returns what
-// moved, nil when the delivery was no longer c.From.
+// moved, nil when the delivery was no longer c.From or no intent has c's id
+// and key any more.
 func SetDeliveryBucket(ctx context.Context, db DB, c DeliveryChange, bucket int64) (*DeliveryMoved, error) {
-	return scanMoved(db.QueryRow(ctx, setDeliveryBucketSQL, c.IntentID, c.From, c.To, c.Detail, bucket))
+	return scanMoved(db.QueryRow(ctx, setDeliveryBucketSQL, c.IntentID, c.From, c.To, c.Detail, bucket, c.Key))
 }
 
 // RecordPollBucket is RecordPoll for an intent of bucket. It returns what
 // moved, nil when the delivery did not move.
 func RecordPollBucket(ctx context.Context, db DB, p Poll, bucket int64) (*DeliveryMoved, error) {
 	return scanMoved(db.QueryRow(ctx, recordPollBucketSQL, p.IntentID, p.Attempts, p.From, p.To, p.Detail, p.StartedAt,
-		p.Outcome, p.Error, p.ProviderRef, bucket))
+		p.Outcome, p.Error, p.ProviderRef, bucket, p.Key))
 }
 
 // PollDueBucket is PollDue for the intents of one bucket.

@@ -2,8 +2,9 @@
 -- bucket $4 whose delivery is not final and whose next poll is due (the n-th
 -- poll at delivery_at + $2[n+1]), at most $3. One single-shard statement:
 -- every table read is restricted to bucket $4. Each serve instance polls the
--- buckets it holds.
-SELECT i.id, i.provider_ref, coalesce(i.delivery, ''), i.attempts, p.n, coalesce(i.delivery_at, i.updated_at)
+-- buckets it holds. Each comes with its idempotency key, which the poll's
+-- record fences on.
+SELECT i.id, i.provider_ref, coalesce(i.delivery, ''), i.attempts, p.n, coalesce(i.delivery_at, i.updated_at), i.idempotency_key
 FROM effectd.intents i
 CROSS JOIN LATERAL (
     SELECT count(*)::int AS n FROM effectd.attempts a WHERE a.bucket = $4 AND a.intent_id = i.id AND a.kind = 'poll'

@@ -1,6 +1,7 @@
 -- record_poll.sql in the distributed mode, for an intent of bucket $10:
--- records one delivery poll of intent $1 (attempt $2) as an attempt of kind
--- poll on the same bucket, and moves its delivery from $3 ('' = unknown) to
+-- records one delivery poll of intent $1 (attempt $2, still with idempotency
+-- key $11; no row has both: nothing is written) as an attempt of kind poll on
+-- the same bucket, and moves its delivery from $3 ('' = unknown) to
 -- $4 with detail $5 when $4 is not empty, as a compare-and-set; the attempt
 -- started at $6, with outcome $7, error $8 ('' = none) and provider
 -- reference $9. One single-shard statement, which also counts the move
@@ -8,10 +9,13 @@
 -- notices_bucket.sql). A row when the delivery moved, telling what moved: the intent's
 -- bucket, created_at, channel, status (unchanged), old and new delivery. Run
 -- it through query.RecordPollBucket.
-WITH moved AS (
+WITH target AS (
+    SELECT id FROM effectd.intents WHERE bucket = $10 AND id = $1 AND idempotency_key = $11
+),
+moved AS (
     UPDATE effectd.intents
     SET delivery = $4, delivery_detail = nullif($5, ''), delivery_at = now(), updated_at = now()
-    WHERE bucket = $10 AND id = $1 AND $4 <> '' AND coalesce(delivery, '') = $3
+    WHERE bucket = $10 AND id = (SELECT id FROM target) AND $4 <> '' AND coalesce(delivery, '') = $3
     RETURNING bucket, created_at, channel, status, $3::text AS old_delivery, delivery,
               id, event_id, delivery_detail, provider_ref, last_error, idempotency_key,
               -- the payload only where a copied error is to be masked (notices): the
@@ -21,7 +25,8 @@ WITH moved AS (
 ),
 recorded AS (
     INSERT INTO effectd.attempts (bucket, intent_id, attempt, kind, started_at, finished_at, outcome, error, provider_ref)
-    VALUES ($10, $1, $2, 'poll', $6, now(), $7, nullif($8, ''), $9)
+    SELECT $10, $1, $2, 'poll', $6, now(), $7, nullif($8, ''), $9
+    FROM target
 ),
 -- the move, counted when settled (the old state and delivery -1, the new +1)
 -- under the intent's UTC day and channel, on its shard (docs/scale.md, "Counts")

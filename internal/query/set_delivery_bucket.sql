@@ -1,6 +1,7 @@
 -- set_delivery.sql in the distributed mode, for an intent of bucket $5:
 -- moves intent $1's delivery from $2 ('' = unknown) to $3 with detail $4
--- ('' = none), as a compare-and-set, in one single-shard statement that also
+-- ('' = none), as a compare-and-set on the row that still has idempotency
+-- key $6, in one single-shard statement that also
 -- counts the move (counted) and writes the producer's notification of it
 -- (notified, notices_bucket.sql). The row returned tells what moved: the intent's
 -- bucket, created_at, channel, status (unchanged), old and new delivery. No
@@ -11,7 +12,7 @@ WITH updated AS (
         delivery_detail = nullif($4, ''),
         delivery_at     = now(),
         updated_at      = now()
-    WHERE bucket = $5 AND id = $1 AND coalesce(delivery, '') = $2
+    WHERE bucket = $5 AND id = $1 AND idempotency_key = $6 AND coalesce(delivery, '') = $2
     RETURNING bucket, created_at, channel, status, $2::text AS old_delivery, delivery,
               id, event_id, delivery_detail, provider_ref, last_error, idempotency_key,
               -- the payload only where a copied error is to be masked (notices): the

@@ -1,6 +1,6 @@
 -- settle_by_event.sql in the distributed mode, for an intent of bucket $9:
 -- settles intent $1 (attempts $2, status $3: SENDING or IN_DOUBT, delivery
--- $8, '' = unknown) as SENT with provider reference $4, fenced, and records
+-- $8, '' = unknown, still with idempotency key $10) as SENT with provider reference $4, fenced, and records
 -- an attempt of kind callback with outcome $5 on the same bucket; the
 -- delivery becomes $6 with detail $7 ('' = none), $6 = '' leaves it. One
 -- single-shard statement. now() is read once in a CTE: Citus refuses a
@@ -21,7 +21,7 @@ updated AS (
         delivery_at      = CASE WHEN $6 <> '' THEN t.now ELSE delivery_at END,
         updated_at       = t.now
     FROM t
-    WHERE bucket = $9 AND id = $1 AND status = $3 AND attempts = $2 AND coalesce(delivery, '') = $8
+    WHERE bucket = $9 AND id = $1 AND idempotency_key = $10 AND status = $3 AND attempts = $2 AND coalesce(delivery, '') = $8
     RETURNING bucket, created_at, channel, $3::text AS old_status, status, $8::text AS old_delivery, delivery,
               id, event_id, delivery_detail, provider_ref, last_error, idempotency_key,
               -- the payload only where a copied error is to be masked (notices): the

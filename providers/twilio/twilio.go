@@ -45,7 +45,7 @@ type Config struct {
 	From                string        // default sender, used when the payload has no "from"
 	MessagingServiceSID string        // "MG…", used when neither the payload nor From names a sender
 	BaseURL             string        // "" = the real API; else scheme and host (and path prefix) replacing https://api.twilio.com
-	StatusCallback      string        // optional URL; the intent id is appended as effectd_intent_id
+	StatusCallback      string        // optional URL; the intent id and event id are appended as effectd_intent_id and effectd_event_id
 	HTTPClient          *http.Client  // its Transport carries the requests (default http.DefaultTransport)
 	Timeout             time.Duration // bounds one Send or one Lookup, all requests included (default 10s)
 }
@@ -184,16 +184,20 @@ func (p *Provider) Send(ctx context.Context, key string, payload json.RawMessage
 	return *msg.Sid, nil
 }
 
-// statusCallback returns the configured callback URL carrying the intent id.
+// statusCallback returns the configured callback URL carrying the intent id
+// and the producer's event id: the callback names its intent by both, since
+// an intent id is handed out again after a failover that lost its enqueue.
 func (p *Provider) statusCallback(meta map[string]string) string {
 	if p.callback == nil {
 		return ""
 	}
 	u := *p.callback
-	if id := meta[effect.MetaIntentID]; id != "" {
-		q := u.Query()
-		q.Set(effect.MetaIntentID, id)
-		u.RawQuery = q.Encode()
+	q := u.Query()
+	for _, k := range []string{effect.MetaIntentID, effect.MetaEventID} {
+		if v := meta[k]; v != "" {
+			q.Set(k, v)
+			u.RawQuery = q.Encode()
+		}
 	}
 	return u.String()
 }

@@ -118,8 +118,8 @@ func TestSend(t *testing.T) {
 		t.Errorf("message = %+v", m)
 	}
 	cb, err := url.Parse(m.StatusCallback)
-	if err != nil || cb.Host != "hooks.example" || cb.Query().Get("effectd_intent_id") != "42" || cb.Query().Get("x") != "1" {
-		t.Errorf("status callback %q lacks the intent id", m.StatusCallback)
+	if err != nil || cb.Host != "hooks.example" || cb.Query().Get("effectd_intent_id") != "42" || cb.Query().Get("effectd_event_id") != "ev-1" || cb.Query().Get("x") != "1" {
+		t.Errorf("status callback %q lacks the intent id or the event id", m.StatusCallback)
 	}
 	if n := s.Ledger.Applied("twilio", ref); n != 1 {
 		t.Errorf("applied %d times, want 1", n)

@@ -1,0 +1,67 @@
+package query
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/effectd/effectd/internal/pgtest"
+)
+
+// TestDeliveryWritesFenceOnTheIntent: the statements that settle an intent by
+// a provider event, move its delivery, or record a delivery poll apply only to
+// the row that still has the intent's key. After a failover that lost an
+// enqueue, the intent's id is handed out again; a write naming the lost
+// intent (by its id and its key, "sms:lost") must leave the intent that has
+// the id now untouched, its attempts too.
+func TestDeliveryWritesFenceOnTheIntent(t *testing.T) {
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	for _, s := range []string{
+		`INSERT INTO effectd.channels (name, provider) VALUES ('sms', 'twilio')`,
+		`INSERT INTO effectd.intents (id, event_id, channel, payload, idempotency_key, status, attempts)
+		 OVERRIDING SYSTEM VALUE VALUES (7, 'new', 'sms', '{}', 'sms:new', 'IN_DOUBT', 1)`,
+	} {
+		if _, err := pool.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := func() string {
+		t.Helper()
+		var s string
+		if err := pool.QueryRow(ctx, `SELECT concat_ws(' ', status, provider_ref, delivery, delivery_detail,
+			(SELECT count(*) FROM effectd.attempts WHERE intent_id = 7)) FROM effectd.intents WHERE id = 7`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	check := func(what, want string, applied bool, err error, wantApplied bool) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got := state(); applied != wantApplied || got != want {
+			t.Fatalf("%s: applied %v, intent %q; want %v, %q", what, applied, got, wantApplied, want)
+		}
+	}
+	for _, key := range []string{"sms:lost", "sms:new"} {
+		own := key == "sms:new"
+		settle := EventSettlement{IntentID: 7, Key: key, Attempts: 1, From: "IN_DOUBT", ProviderRef: "SM-" + key, Outcome: "settled", Delivery: "accepted"}
+		applied, err := SettleByEvent(ctx, pool, settle)
+		check("settle by "+key, map[bool]string{false: "IN_DOUBT 0", true: "SENT SM-sms:new accepted 1"}[own], applied, err, own)
+	}
+	for _, key := range []string{"sms:lost", "sms:new"} {
+		own := key == "sms:new"
+		moved, err := SetDelivery(ctx, pool, DeliveryChange{IntentID: 7, Key: key, From: "accepted", To: "undelivered", Detail: "undelivered 30003"})
+		check("set delivery by "+key, map[bool]string{false: "SENT SM-sms:new accepted 1", true: "SENT SM-sms:new undelivered undelivered 30003 1"}[own],
+			moved, err, own)
+	}
+	for _, key := range []string{"sms:lost", "sms:new"} {
+		own := key == "sms:new"
+		moved, err := RecordPoll(ctx, pool, Poll{IntentID: 7, Key: key, Attempts: 1, From: "undelivered", To: "delivered",
+			Detail: "delivered", StartedAt: time.Now(), Outcome: "poll", ProviderRef: "SM-" + key})
+		want := map[bool]string{false: "SENT SM-sms:new undelivered undelivered 30003 1", true: "SENT SM-sms:new delivered delivered 2"}[own]
+		check(fmt.Sprintf("poll by %s", key), want, moved, err, own)
+	}
+}
