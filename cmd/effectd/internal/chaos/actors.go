@@ -106,12 +106,14 @@ func planActors(rng *rand.Rand, ds []delivery) []delivery {
 }
 
 // moveIntent moves the intent d's transaction made, and its dedupe key, by
-// d.moveDays UTC days, in that transaction: the moved clock.
+// d.moveDays UTC days, in that transaction: the moved clock. The new time is
+// read first and written as a value: Citus refuses an UPDATE that calls a
+// STABLE function (timestamptz + interval) on a column (0A000).
 func moveIntent(ctx context.Context, tx pgx.Tx, d delivery, buckets int) error {
 	const (
-		intentSQL = `UPDATE effectd.intents SET created_at = created_at + make_interval(days => $3::int)
-			WHERE event_id = $1 AND channel = $2`
-		keySQL = `UPDATE effectd.dedupe_keys SET day = day + $3::int, until = until + $3::int
+		movedSQL  = `SELECT created_at + make_interval(days => $3::int) FROM effectd.intents WHERE event_id = $1 AND channel = $2`
+		intentSQL = `UPDATE effectd.intents SET created_at = $3 WHERE event_id = $1 AND channel = $2`
+		keySQL    = `UPDATE effectd.dedupe_keys SET day = day + $3::int, until = until + $3::int
 			WHERE key = effectd.dedupe_key($2, $1)`
 	)
 	args := []any{d.eventID, d.channel, d.moveDays}
@@ -119,7 +121,11 @@ func moveIntent(ctx context.Context, tx pgx.Tx, d delivery, buckets int) error {
 	if buckets > 0 {
 		args, onBucket = append(args, bucketOf(d.eventID, buckets)), " AND bucket = $4"
 	}
-	if _, err := tx.Exec(ctx, intentSQL+onBucket, args...); err != nil {
+	var moved time.Time
+	if err := tx.QueryRow(ctx, movedSQL+onBucket, args...).Scan(&moved); err != nil {
+		return fmt.Errorf("reading the intent to move: %w", err)
+	}
+	if _, err := tx.Exec(ctx, intentSQL+onBucket, append([]any{d.eventID, d.channel, moved}, args[3:]...)...); err != nil {
 		return fmt.Errorf("moving the intent %d days: %w", d.moveDays, err)
 	}
 	_, err := tx.Exec(ctx, keySQL+onBucket, args...)
