@@ -94,7 +94,7 @@ func NewHandler(cfg Config) (http.Handler, error) {
 	if err := h.registry.Register(newCollector(h)); err != nil {
 		return nil, fmt.Errorf("api.NewHandler: register metrics: %w", err)
 	}
-	h.metricsHandler = promhttp.HandlerFor(h.registry, promhttp.HandlerOpts{Registry: h.registry})
+	h.metricsHandler = promhttp.HandlerFor(h.registry, promhttp.HandlerOpts{Registry: h.registry, EnableOpenMetrics: true})
 	return h.routes(), nil
 }
 

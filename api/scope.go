@@ -176,5 +176,5 @@ func (h *handler) metrics(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	promhttp.HandlerFor(scopedGatherer(h.registry, s), promhttp.HandlerOpts{}).ServeHTTP(w, r)
+	promhttp.HandlerFor(scopedGatherer(h.registry, s), promhttp.HandlerOpts{EnableOpenMetrics: true}).ServeHTTP(w, r)
 }

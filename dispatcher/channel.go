@@ -108,6 +108,7 @@ type channel struct {
 	inflight  atomic.Int64
 	coolUntil atomic.Int64 // unix nanoseconds: a provider asked us to slow down
 	keyed     bool
+	notifies  bool // another channel's Notify names it: its intents are notifications
 	looker    Looker
 	poller    Poller
 }

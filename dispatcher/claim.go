@@ -345,7 +345,8 @@ func (w *workers) work(j job) {
 // call runs one attempt outside any transaction and decides its outcome.
 func (w *workers) call(ch *channel, c *claimed) completion {
 	p := ch.policy.Load()
-	out := completion{id: c.ID, bucket: c.Bucket, key: c.Key, created: c.CreatedAt, attempts: c.Attempts, channel: ch.Name, started: time.Now(), called: true}
+	out := completion{id: c.ID, bucket: c.Bucket, key: c.Key, created: c.CreatedAt, attempts: c.Attempts, channel: ch.Name, started: time.Now(), called: true,
+		traceparent: c.Traceparent}
 	if c.Problem != "" {
 		out.called = false
 		out.finished = out.started
@@ -376,10 +377,14 @@ func (w *workers) call(ch *channel, c *claimed) completion {
 	}
 	ctx, cancel := context.WithDeadline(w.ctx, c.deadline)
 	defer cancel()
+	ctx, span := w.d.startAttempt(ctx, ch, c, out.started)
+	if span != nil {
+		defer func() { endSpan(span, out.outcome, out.err != "") }()
+	}
 	meta := map[string]string{effect.MetaEventID: c.EventID, effect.MetaIntentID: strconv.FormatInt(c.ID, 10)}
-	ref, err := ch.Provider.Send(ctx, c.Key, c.Payload, meta)
+	ref, err := w.d.send(ctx, ch, c, meta)
 	out.finished = time.Now()
-	w.d.m.calls.WithLabelValues(ch.Name).Observe(out.finished.Sub(out.started).Seconds())
+	observe(ctx, w.d.m.calls.WithLabelValues(ch.Name), out.finished.Sub(out.started).Seconds())
 	if err == nil {
 		out.event, out.outcome, out.ref = statemachine.Succeed, "sent", validText(ref)
 		return out

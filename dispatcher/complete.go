@@ -27,7 +27,8 @@ type completion struct {
 	next        time.Time // next attempt, for retries
 	started     time.Time
 	finished    time.Time
-	called      bool // a provider call was made (false for max_age skips)
+	called      bool   // a provider call was made (false for max_age skips)
+	traceparent string // the producer's trace context: its log lines name the trace
 }
 
 // completers write the workers' outcomes in batches: each blocks for the
@@ -243,7 +244,7 @@ func (d *Dispatcher) countCompletions(batch []completion, fenced map[attemptKey]
 		switch fenced[c.attemptKey()] {
 		case settledEarly:
 			// Not a conflict: the provider's callback told of the call first.
-			d.log.Info("provider call answered; the intent was already settled by its callback", "intent", c.id, "channel", c.channel, "attempt", c.attempts, "ref", c.ref)
+			d.intentLog(c.traceparent).Info("provider call answered; the intent was already settled by its callback", "intent", c.id, "channel", c.channel, "attempt", c.attempts, "ref", c.ref)
 			continue
 		case racedOut:
 			continue
@@ -252,12 +253,12 @@ func (d *Dispatcher) countCompletions(batch []completion, fenced map[attemptKey]
 			// and its id may now name another intent. This line is the call's
 			// only record; a sweep of the channel lists its effect as an orphan.
 			d.m.fenced.WithLabelValues(c.channel).Inc()
-			d.log.Error("provider call made for an intent that no longer exists (lost in a database failover?); the call is not recorded on any row",
+			d.intentLog(c.traceparent).Error("provider call made for an intent that no longer exists (lost in a database failover?); the call is not recorded on any row",
 				"intent", c.id, "key", c.key, "channel", c.channel, "attempt", c.attempts, "outcome", c.outcome, "ref", c.ref)
 			continue
 		case fencedOut:
 			d.m.fenced.WithLabelValues(c.channel).Inc()
-			d.log.Warn("outcome fenced out: the row was settled by someone else", "intent", c.id, "channel", c.channel, "attempt", c.attempts, "outcome", c.outcome)
+			d.intentLog(c.traceparent).Warn("outcome fenced out: the row was settled by someone else", "intent", c.id, "channel", c.channel, "attempt", c.attempts, "outcome", c.outcome)
 			continue
 		}
 		d.m.outcomes.WithLabelValues(c.channel, c.outcome).Inc()
@@ -268,9 +269,9 @@ func (d *Dispatcher) countCompletions(batch []completion, fenced map[attemptKey]
 			d.m.retries.WithLabelValues(c.channel).Inc()
 		}
 		if c.err != "" {
-			d.log.Warn("provider call failed", "intent", c.id, "channel", c.channel, "attempt", c.attempts, "outcome", c.outcome, "error", cmp.Or(c.logErr, c.err))
+			d.intentLog(c.traceparent).Warn("provider call failed", "intent", c.id, "channel", c.channel, "attempt", c.attempts, "outcome", c.outcome, "error", cmp.Or(c.logErr, c.err))
 		} else if d.log.Enabled(context.Background(), slog.LevelDebug) {
-			d.log.Debug("intent sent", "intent", c.id, "channel", c.channel, "attempt", c.attempts, "ref", c.ref)
+			d.intentLog(c.traceparent).Debug("intent sent", "intent", c.id, "channel", c.channel, "attempt", c.attempts, "ref", c.ref)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config configures a Dispatcher. A zero field takes the Default constant
@@ -19,6 +20,10 @@ type Config struct {
 	Logger   *slog.Logger
 	// Registerer receives the dispatcher's metrics; nil registers nothing.
 	Registerer prometheus.Registerer
+	// TracerProvider traces attempts, provider calls, lookups, settlements,
+	// provider events and operator actions (docs/tracing.md); nil traces
+	// nothing and costs nothing.
+	TracerProvider trace.TracerProvider
 
 	ClaimBatch        int           // most rows one claim takes, at most MaxClaimBatch [DefaultClaimBatch]
 	Completers        int           // concurrent batched completion writers [DefaultCompleters]
@@ -138,6 +143,7 @@ type Dispatcher struct {
 	cfg    Config
 	log    *slog.Logger
 	m      *metrics
+	tracer trace.Tracer // nil: tracing is off (Config.TracerProvider)
 	chans  []*channel
 	byName map[string]*channel
 	names  []string
@@ -200,6 +206,14 @@ func New(pool *pgxpool.Pool, cfg Config) (*Dispatcher, error) {
 		d.chans = append(d.chans, ch)
 		d.byName[c.Name] = ch
 		d.names = append(d.names, c.Name)
+	}
+	for _, ch := range d.chans {
+		if ch.Notify != nil && d.byName[ch.Notify.Channel] != nil {
+			d.byName[ch.Notify.Channel].notifies = true
+		}
+	}
+	if cfg.TracerProvider != nil {
+		d.tracer = cfg.TracerProvider.Tracer(TracerName)
 	}
 	d.completers = newCompleters(d, cfg.Completers, cfg.ClaimBatch, completionQueueBatches*cfg.ClaimBatch)
 	d.workers = newWorkers(d, d.completers.queue)

@@ -56,6 +56,8 @@ func (e *InputError) Unwrap() error { return e.err }
 // when the intent is new and false for a duplicate (EventID, Channel), which
 // changes nothing. Committing tx makes the intent visible to dispatchers; rolling
 // it back leaves nothing. Bad input returns an *InputError naming the field.
+// The span in ctx, if any, is the intent's producer span: the intent keeps
+// its trace context and each attempt is traced in its trace (docs/tracing.md).
 func Enqueue(ctx context.Context, tx Tx, in Intent) (inserted bool, err error) {
 	if field, msg := checkIntent(in); field != "" {
 		return false, &InputError{Field: field, Message: msg}
@@ -65,7 +67,8 @@ func Enqueue(ctx context.Context, tx Tx, in Intent) (inserted bool, err error) {
 		return false, &InputError{Field: "payload", Message: "effectd.enqueue: payload: " + err.Error(), err: err}
 	}
 	inserted, err = query.Enqueue(ctx, tx, query.NewIntent{EventID: in.EventID, Channel: in.Channel, Payload: payload,
-		OccurredAt: nullTime(in.OccurredAt), NotBefore: nullTime(in.NotBefore), OrderingKey: nullString(in.OrderingKey)})
+		OccurredAt: nullTime(in.OccurredAt), NotBefore: nullTime(in.NotBefore), OrderingKey: nullString(in.OrderingKey),
+		Traceparent: traceparentOf(ctx)})
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "22023" {
 		return false, &InputError{Field: pgErr.ColumnName, Message: pgErr.Message, err: err}

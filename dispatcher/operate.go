@@ -110,6 +110,8 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, aft
 	if err != nil {
 		return before, after, err
 	}
+	ctx, span := startOperator(ctx, pool, string(op.Event), op.IntentID)
+	defer func() { endSpan(span, operatorOutcome(err), err != nil) }()
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return before, after, err

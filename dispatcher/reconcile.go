@@ -83,13 +83,21 @@ func (rc *reconciler) settleBatch(ctx context.Context, n int) (int, error) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			s, err := d.decide(ctx, r, true, false)
+			sctx, span := d.startSettle(ctx, r)
+			s, err := d.decide(sctx, r, true, false)
 			if err != nil {
 				d.release(ctx, r)
+				if span != nil {
+					endSpan(span, "released", true)
+				}
 				return
 			}
-			if err := d.apply(ctx, r, &s, ""); err != nil {
-				d.logDB(ctx, "settling an in-doubt intent", err, "intent", r.ID)
+			err = d.apply(sctx, r, &s, "")
+			if err != nil {
+				d.logDB(ctx, "settling an in-doubt intent", err, append([]any{"intent", r.ID}, traceAttrs(r.Traceparent)...)...)
+			}
+			if span != nil {
+				endSpan(span, s.Outcome+" → "+string(s.To), err != nil)
 			}
 		}()
 	}
@@ -124,10 +132,10 @@ func (d *Dispatcher) release(ctx context.Context, r query.Unsettled) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.WriteTimeout)
 	defer cancel()
 	if err := query.ReleaseLease(wctx, d.pool, r); err != nil {
-		d.log.Warn("giving back an in-doubt intent whose lookup shutdown cut short", "intent", r.ID, "channel", r.Channel, "error", err)
+		d.intentLog(r.Traceparent).Warn("giving back an in-doubt intent whose lookup shutdown cut short", "intent", r.ID, "channel", r.Channel, "error", err)
 		return
 	}
-	d.log.Info("lookup cut short by shutdown: the intent is left for the next instance", "intent", r.ID, "channel", r.Channel)
+	d.intentLog(r.Traceparent).Info("lookup cut short by shutdown: the intent is left for the next instance", "intent", r.ID, "channel", r.Channel)
 }
 
 // decide works out how to settle r: by lookup when the policy asks for it and
@@ -150,9 +158,13 @@ func (d *Dispatcher) decide(ctx context.Context, r query.Unsettled, withPolicy, 
 			return s, nil
 		case ch.looker != nil:
 			lctx, cancel := context.WithTimeout(ctx, min(p.Lease.D(), d.cfg.SettleLease/2))
+			lctx, span := d.startChild(lctx, SpanLookup, AttrChannel.String(r.Channel), AttrIntentID.Int64(r.ID), AttrIdempotencyKey.String(r.Key))
 			meta := map[string]string{effect.MetaEventID: r.EventID, effect.MetaIntentID: strconv.FormatInt(r.ID, 10)}
 			ref, found, err := ch.looker.Lookup(lctx, r.Key, r.Payload, meta, r.CreatedAt, r.ClaimedAt)
 			cancel()
+			if span != nil {
+				endSpan(span, lookupOutcome(found, err), err != nil)
+			}
 			switch {
 			case err != nil && ctx.Err() != nil:
 				return s, fmt.Errorf("lookup cut short: %w", context.Cause(ctx))
@@ -232,7 +244,7 @@ func (d *Dispatcher) apply(ctx context.Context, r query.Unsettled, s *effectdtyp
 		return err
 	}
 	if s.Applied {
-		d.log.Info("in-doubt intent settled", "intent", r.ID, "channel", r.Channel, "outcome", s.Outcome, "to", s.To)
+		d.intentLog(r.Traceparent).Info("in-doubt intent settled", "intent", r.ID, "channel", r.Channel, "outcome", s.Outcome, "to", s.To)
 		if s.To == statemachine.Pending {
 			poke(d.wake)
 		}

@@ -19,12 +19,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/effectd/effectd/api"
 	"github.com/effectd/effectd/api/console"
 	"github.com/effectd/effectd/api/ingress"
 	"github.com/effectd/effectd/cmd/effectd/internal/config"
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/internal/tracing"
 	"github.com/effectd/effectd/migrations"
 )
 
@@ -100,9 +102,26 @@ func runServe(ctx context.Context, args []string, getenv env, stdout, stderr io.
 	if err := api.CheckTLS(*addr, tlsConfig != nil, *plaintext); err != nil {
 		return usagef("serve: %v", err)
 	}
-	return serve(ctx, serveOptions{dsn: dsn, chans: cfg.Channels, addr: *addr, tokens: tokens, insecure: *insecure,
+	tp, err := tracing.Setup(ctx, getenv)
+	if err != nil {
+		return usagef("serve: %v", err)
+	}
+	o := serveOptions{dsn: dsn, chans: cfg.Channels, addr: *addr, tokens: tokens, insecure: *insecure,
 		tls: tlsConfig, migrate: *migrate, producers: cfg.Access.Producers, drain: *drain, log: log, stdout: stdout, limits: limits,
-		ingressAddr: *ingressAddr, ingress: ingressChans, citus: cfg.Citus})
+		ingressAddr: *ingressAddr, ingress: ingressChans, citus: cfg.Citus}
+	if tp != nil {
+		o.tracer = tp
+		defer func() {
+			// the spans of the last calls are sent before the process ends
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := tp.Shutdown(sctx); err != nil {
+				log.Warn("tracing: spans not sent at shutdown", "error", err)
+			}
+		}()
+		log.Info("tracing on: spans exported by OTLP (docs/tracing.md)")
+	}
+	return serve(ctx, o)
 }
 
 type serveOptions struct {
@@ -124,6 +143,8 @@ type serveOptions struct {
 	ingress     []ingress.Channel // the channels whose events it receives
 
 	citus *migrations.Citus // database.citus; nil: single-node mode
+
+	tracer trace.TracerProvider // nil: tracing is off
 }
 
 // serve runs the dispatcher and the admin API until ctx ends, then drains.
@@ -146,7 +167,8 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	d, err := dispatcher.New(pool, dispatcher.Config{Channels: o.chans, Logger: o.log, Registerer: reg, Buckets: buckets})
+	d, err := dispatcher.New(pool, dispatcher.Config{Channels: o.chans, Logger: o.log, Registerer: reg, Buckets: buckets,
+		TracerProvider: o.tracer})
 	if err != nil {
 		return err
 	}
@@ -265,7 +287,7 @@ func adminHandler(pool *pgxpool.Pool, d *dispatcher.Dispatcher, reg *prometheus.
 // startIngress serves the provider events listener on o.ingressAddr until
 // the returned stop is called.
 func startIngress(ctx context.Context, d *dispatcher.Dispatcher, reg *prometheus.Registry, o serveOptions) (stop func(), err error) {
-	ih, err := ingress.NewHandler(ingress.Config{Channels: o.ingress, Recorder: d, Logger: o.log, Registerer: reg})
+	ih, err := ingress.NewHandler(ingress.Config{Channels: o.ingress, Recorder: d.Events(), Logger: o.log, Registerer: reg})
 	if err != nil {
 		return nil, err
 	}

@@ -55,7 +55,7 @@ claimed AS (
       AND u.created_at >= (SELECT min(created_at) FROM due)
       AND u.created_at <= (SELECT max(created_at) FROM due)
     RETURNING u.id, u.event_id, u.payload, u.attempts, u.idempotency_key,
-              u.created_at, coalesce(u.occurred_at, u.created_at) AS occurred_at
+              u.created_at, coalesce(u.occurred_at, u.created_at) AS occurred_at, u.traceparent
 ),
 spent AS (
     UPDATE effectd.rate_buckets
@@ -64,9 +64,9 @@ spent AS (
     WHERE channel = $1 AND $4::float8 > 0
 )
 SELECT coalesce((SELECT avail FROM bucket), 0), c.id, c.event_id, c.payload, c.attempts, c.idempotency_key,
-       c.created_at, c.occurred_at
+       c.created_at, c.occurred_at, c.traceparent
 FROM claimed c
 UNION ALL
-SELECT b.avail, 0, '', NULL, 0, '', now(), now()
+SELECT b.avail, 0, '', NULL, 0, '', now(), now(), NULL
 FROM bucket b
 WHERE NOT EXISTS (SELECT 1 FROM claimed)

@@ -42,6 +42,6 @@ claimed AS (
     FROM due
     WHERE u.bucket = $4 AND u.id = due.id
     RETURNING u.id, u.event_id, u.payload, u.attempts, u.idempotency_key,
-              u.created_at, coalesce(u.occurred_at, u.created_at) AS occurred_at
+              u.created_at, coalesce(u.occurred_at, u.created_at) AS occurred_at, u.traceparent
 )
 SELECT * FROM claimed

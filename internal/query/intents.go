@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/statemachine"
@@ -33,6 +34,12 @@ var maybeAppliedSQL string
 //go:embed enqueue.sql
 var enqueueSQL string
 
+//go:embed enqueue_traced.sql
+var enqueueTracedSQL string
+
+//go:embed intent_traceparent.sql
+var intentTraceparentSQL string
+
 // scanIntent reads one whole intent. A time that Go and JSON cannot carry does
 // not fail the read: it is clamped and named in Problems.
 func scanIntent(row pgx.Row) (effectdtype.IntentRow, error) {
@@ -57,6 +64,15 @@ func collectIntents(rows pgx.Rows) ([]effectdtype.IntentRow, error) {
 // SelectIntent reads intent id, whole; pgx.ErrNoRows when there is none.
 func SelectIntent(ctx context.Context, db DB, id int64) (effectdtype.IntentRow, error) {
 	return scanIntent(db.QueryRow(ctx, selectIntentSQL, id))
+}
+
+// IntentTraceparent reads the producer's trace context kept with intent id,
+// "" when it has none, and when the intent was created; pgx.ErrNoRows when
+// there is no such intent.
+func IntentTraceparent(ctx context.Context, db DB, id int64) (traceparent string, created time.Time, err error) {
+	var tp pgtype.Text
+	err = db.QueryRow(ctx, intentTraceparentSQL, id).Scan(&tp, &created)
+	return tp.String, created, err
 }
 
 // IntentChannel reads the channel of intent id; pgx.ErrNoRows when there is none.
@@ -121,6 +137,10 @@ type NewIntent struct {
 	OccurredAt  *time.Time
 	NotBefore   *time.Time
 	OrderingKey *string
+	// Traceparent is the producer's trace context (W3C traceparent): set,
+	// it is effectd.traceparent for the rest of the transaction and the
+	// intent keeps it; "" leaves the transaction's setting as it is.
+	Traceparent string
 }
 
 // Enqueue records n through effectd.enqueue, in the caller's transaction. It
@@ -128,6 +148,10 @@ type NewIntent struct {
 // channel, which changes nothing). effectd.enqueue's refusals of bad input
 // come back as *pgconn.PgError.
 func Enqueue(ctx context.Context, db RowQuerier, n NewIntent) (inserted bool, err error) {
+	if n.Traceparent != "" {
+		err = db.QueryRow(ctx, enqueueTracedSQL, n.EventID, n.Channel, n.Payload, n.OccurredAt, n.NotBefore, n.OrderingKey, n.Traceparent).Scan(&inserted)
+		return inserted, err
+	}
 	err = db.QueryRow(ctx, enqueueSQL, n.EventID, n.Channel, n.Payload, n.OccurredAt, n.NotBefore, n.OrderingKey).Scan(&inserted)
 	return inserted, err
 }

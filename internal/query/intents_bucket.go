@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/statemachine"
@@ -70,11 +71,12 @@ func claimBucket(ctx context.Context, db DB, p ClaimParams, bucket int64) ([]Cla
 	claimed := make([]Claimed, 0, p.Limit)
 	for rows.Next() {
 		c := Claimed{Bucket: bucket}
+		var traceparent pgtype.Text
 		created, occurred := looseTime{Field: "created_at"}, looseTime{Field: "occurred_at"}
-		if err := rows.Scan(&c.ID, &c.EventID, &c.Payload, &c.Attempts, &c.Key, &created, &occurred); err != nil {
+		if err := rows.Scan(&c.ID, &c.EventID, &c.Payload, &c.Attempts, &c.Key, &created, &occurred, &traceparent); err != nil {
 			return claimed, err
 		}
-		c.CreatedAt, c.OccurredAt = created.Time, occurred.Time
+		c.CreatedAt, c.OccurredAt, c.Traceparent = created.Time, occurred.Time, traceparent.String
 		c.Problem = cmp.Or(occurred.Problem, created.Problem)
 		claimed = append(claimed, c)
 	}

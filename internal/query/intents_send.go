@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/effectd/effectd/statemachine"
 )
@@ -60,6 +61,8 @@ type Claimed struct {
 	// is not called.
 	Problem string
 	Bucket  int64 // distributed mode: the intent's bucket (ClaimBucket); 0 otherwise
+	// Traceparent is the producer's trace context kept at enqueue; "" = none.
+	Traceparent string
 }
 
 // Claim moves up to p.Limit due PENDING intents of a channel that is not
@@ -78,14 +81,15 @@ func Claim(ctx context.Context, db DB, p ClaimParams) (claimed []Claimed, avail 
 	claimed = make([]Claimed, 0, p.Limit)
 	for rows.Next() {
 		var c Claimed
+		var traceparent pgtype.Text
 		created, occurred := looseTime{Field: "created_at"}, looseTime{Field: "occurred_at"}
-		if err := rows.Scan(&avail, &c.ID, &c.EventID, &c.Payload, &c.Attempts, &c.Key, &created, &occurred); err != nil {
+		if err := rows.Scan(&avail, &c.ID, &c.EventID, &c.Payload, &c.Attempts, &c.Key, &created, &occurred, &traceparent); err != nil {
 			return claimed, 0, err
 		}
 		if c.ID == 0 {
 			continue // nothing claimed: the row only reports the bucket
 		}
-		c.CreatedAt, c.OccurredAt = created.Time, occurred.Time
+		c.CreatedAt, c.OccurredAt, c.Traceparent = created.Time, occurred.Time, traceparent.String
 		c.Problem = cmp.Or(occurred.Problem, created.Problem)
 		claimed = append(claimed, c)
 	}
@@ -105,15 +109,18 @@ type Unsettled struct {
 	ClaimedAt time.Time // CreatedAt when never claimed
 	Status    statemachine.State
 	Bucket    int64 // distributed mode: the intent's bucket (TakeExpiredBucket); 0 otherwise
+	// Traceparent is the producer's trace context kept at enqueue; "" = none.
+	Traceparent string
 }
 
 // scanUnsettled reads the row of an Unsettled, then more, in the order of
 // take_expired.sql and reconcile_read.sql.
 func scanUnsettled(row pgx.Row, more ...any) (Unsettled, error) {
 	var u Unsettled
+	var traceparent pgtype.Text
 	created, claimed := looseTime{Field: "created_at"}, looseTime{Field: "claimed_at"}
-	err := row.Scan(append([]any{&u.ID, &u.EventID, &u.Channel, &u.Payload, &u.Attempts, &u.Key, &created, &claimed, &u.Status}, more...)...)
-	u.CreatedAt, u.ClaimedAt = created.Time, claimed.Time
+	err := row.Scan(append([]any{&u.ID, &u.EventID, &u.Channel, &u.Payload, &u.Attempts, &u.Key, &created, &claimed, &u.Status, &traceparent}, more...)...)
+	u.CreatedAt, u.ClaimedAt, u.Traceparent = created.Time, claimed.Time, traceparent.String
 	return u, err
 }
 

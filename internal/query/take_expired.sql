@@ -22,4 +22,4 @@ WHERE i.id = ANY (ARRAY(SELECT id FROM expired))
   AND i.created_at >= (SELECT min(created_at) FROM expired)
   AND i.created_at <= (SELECT max(created_at) FROM expired)
 RETURNING i.id, i.event_id, i.channel, i.payload, i.attempts, i.idempotency_key,
-          i.created_at, coalesce(i.claimed_at, i.created_at), i.status
+          i.created_at, coalesce(i.claimed_at, i.created_at), i.status, i.traceparent

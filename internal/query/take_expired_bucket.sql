@@ -20,6 +20,6 @@ taken AS (
     FROM expired
     WHERE i.bucket = $4 AND i.id = expired.id
     RETURNING i.id, i.event_id, i.channel, i.payload, i.attempts, i.idempotency_key,
-              i.created_at, coalesce(i.claimed_at, i.created_at) AS claimed_at, i.status
+              i.created_at, coalesce(i.claimed_at, i.created_at) AS claimed_at, i.status, i.traceparent
 )
 SELECT * FROM taken

@@ -16,6 +16,7 @@ import (
 
 	"github.com/effectd/effectd/api/ingress"
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/internal/tracing"
 	"github.com/effectd/effectd/migrations"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/providers/stripe"
@@ -253,7 +254,7 @@ func newProvider(s ChannelSpec, getenv func(string) string, bad fieldError) (dis
 		p, err = twilio.New(twilio.Config{
 			AccountSID: getenv("TWILIO_ACCOUNT_SID"), AuthToken: getenv("TWILIO_AUTH_TOKEN"),
 			From: t.From, MessagingServiceSID: t.MessagingServiceSID, BaseURL: t.BaseURL, StatusCallback: t.StatusCallback,
-			HTTPClient: pooledClient(),
+			HTTPClient: pooledClient(getenv),
 		})
 		if err == nil && (getenv("TWILIO_ACCOUNT_SID") == "" || getenv("TWILIO_AUTH_TOKEN") == "") {
 			err = errors.New("TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN must be set in the environment")
@@ -266,7 +267,7 @@ func newProvider(s ChannelSpec, getenv func(string) string, bad fieldError) (dis
 		if getenv("STRIPE_API_KEY") == "" {
 			err = errors.New("STRIPE_API_KEY must be set in the environment")
 		} else {
-			p, err = stripe.New(stripe.Config{APIKey: getenv("STRIPE_API_KEY"), BaseURL: st.BaseURL, HTTPClient: pooledClient()})
+			p, err = stripe.New(stripe.Config{APIKey: getenv("STRIPE_API_KEY"), BaseURL: st.BaseURL, HTTPClient: pooledClient(getenv)})
 		}
 	case "webhook":
 		w := deref(s.Webhook)
@@ -281,7 +282,7 @@ func newProvider(s ChannelSpec, getenv func(string) string, bad fieldError) (dis
 			return nil, bad("must not be negative", "webhook", "timeout")
 		default:
 			where = []string{"webhook"}
-			p, err = webhook.New(webhook.Config{URL: w.URL, Secret: getenv(w.SecretEnv), Timeout: time.Duration(w.Timeout), HTTPClient: pooledClient()})
+			p, err = webhook.New(webhook.Config{URL: w.URL, Secret: getenv(w.SecretEnv), Timeout: time.Duration(w.Timeout), HTTPClient: pooledClient(getenv)})
 		}
 	case "":
 		return nil, bad("is required (twilio, stripe or webhook)", "provider")
@@ -323,10 +324,14 @@ func yamlMessage(err error) string {
 // pooledClient is a channel's HTTP client. net/http's default keeps only two
 // idle connections per host, so a channel with many calls in flight would dial
 // a new connection for most calls; this one keeps as many as a channel may use.
-func pooledClient() *http.Client {
+// With tracing on (the OTEL_* variables), each request is a client span.
+func pooledClient(getenv func(string) string) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 0 // no limit across hosts
 	t.MaxIdleConnsPerHost = 1024
+	if tracing.Enabled(getenv) {
+		return &http.Client{Transport: tracing.Transport(t)}
+	}
 	return &http.Client{Transport: t}
 }
 
