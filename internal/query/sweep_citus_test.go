@@ -46,7 +46,9 @@ func TestCitusSweepReads(t *testing.T) {
 	for _, r := range rows {
 		got = append(got, r.EventID+" "+string(r.Status))
 	}
-	if want := "[u-0 IN_DOUBT u-1 FAILED u-2 SENDING]"; fmt.Sprint(got) != want {
+	// a PENDING intent with an attempt behind it may own an object too; the SENT one and
+	// the IN_DOUBT one last changed a day before the objects may not
+	if want := "[u-0 IN_DOUBT u-1 FAILED u-2 SENDING u-4 PENDING]"; fmt.Sprint(got) != want {
 		t.Errorf("unsettled owners: %v, want %s", got, want)
 	}
 
