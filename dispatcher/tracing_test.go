@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -106,7 +107,8 @@ func TestAttemptSpans(t *testing.T) {
 		return "ref-" + key, nil
 	}}
 	chans := []dispatcher.Channel{{Name: "c", Kind: "webhook", Provider: p, Policy: fastPolicy("webhook")}}
-	d := run(t, pool, dispatcher.Config{Channels: chans, TracerProvider: tp})
+	reg := prometheus.NewRegistry()
+	d := run(t, pool, dispatcher.Config{Channels: chans, TracerProvider: tp, Registerer: reg})
 	r := rig{pool: pool, d: d}
 
 	ctx, producer := producerCtx(t)
@@ -150,6 +152,9 @@ func TestAttemptSpans(t *testing.T) {
 	if !outcomes["retry/1"] || !outcomes["sent/2"] {
 		t.Errorf("attempt outcomes %v, want retry/1 and sent/2", outcomes)
 	}
+	if got := exemplarTraces(t, reg, "effectd_provider_call_seconds"); !got[producer.TraceID().String()] {
+		t.Errorf("call latency exemplars name traces %v, want %s", got, producer.TraceID())
+	}
 	for _, s := range rec.Ended() {
 		if s.Name() != dispatcher.SpanProviderCall {
 			continue
@@ -178,4 +183,29 @@ func isOneOf(id trace.SpanID, spans []sdktrace.ReadOnlySpan) bool {
 		}
 	}
 	return false
+}
+
+// exemplarTraces are the trace ids the exemplars of histogram name carry.
+func exemplarTraces(t *testing.T, reg *prometheus.Registry, name string) map[string]bool {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, b := range m.GetHistogram().GetBucket() {
+				for _, l := range b.GetExemplar().GetLabel() {
+					if l.GetName() == "trace_id" {
+						ids[l.GetValue()] = true
+					}
+				}
+			}
+		}
+	}
+	return ids
 }
