@@ -147,16 +147,15 @@ BEGIN
 
     -- 7. The day partitions made ahead before the mode was set (migration
     --    013 makes 3), wholly in the future and empty, are made again as wide
-    --    as partition_days says (each but one that ends a span, which would
-    --    come back the same), so that a new cluster does not plan them on
-    --    every shard at every read until they expire.
+    --    as partition_days says, so that a new cluster does not plan them on
+    --    every shard at every read until they expire. All of them go: one
+    --    kept because it ends a span would cut the span made before it
+    --    (a Thursday's migrate kept Sunday's and made Friday to Sunday).
     IF distribute.partition_days > 1 THEN
         FOR r IN
             SELECT p.name, p.parent FROM effectd.partitions p
             WHERE p.lower >= ((now() AT TIME ZONE 'UTC')::date + 1)::timestamp AT TIME ZONE 'UTC'
               AND p.upper - p.lower = interval '1 day'
-              -- one that ends a span is what add_partition makes again
-              AND ((p.upper AT TIME ZONE 'UTC')::date - date '1970-01-05') % distribute.partition_days <> 0
             ORDER BY p.lower, p.parent
         LOOP
             EXECUTE format('SELECT NOT EXISTS (SELECT 1 FROM effectd.%I)', r.name) INTO have_none;
