@@ -527,6 +527,9 @@ var mutations = []mutation{
 	{name: "checker: a callback matched to an intent by the id on the object alone (the id reused after a failover)", file: "internal/query/event_intent.sql",
 		from: "  AND ($4::text = '' OR event_id = $4::text)", to: "  AND $4::text IS NOT NULL",
 		pkg: "./cmd/effectd/internal/chaos/", run: "^TestCheck$"},
+	{name: "checker: a callback's intent found by the id on the object alone (citus)", file: "internal/query/event_bucket_by_id.sql",
+		from: " AND event_id = $3", to: " AND $3::text IS NOT NULL",
+		pkg: "./cmd/effectd/internal/chaos/", run: "^TestCitusCheck$", tags: "citus"},
 
 	// Alerting (issue 38, docs/deploy.md): the Retry-After back-off the rules
 	// watch. The rules and the dashboard are data files that their tests read
