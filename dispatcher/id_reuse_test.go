@@ -3,6 +3,7 @@ package dispatcher_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -189,5 +190,30 @@ func TestDeliveryPollAfterIDReuse(t *testing.T) {
 	})
 	if after := untouched(t, pool, id); after != before {
 		t.Errorf("the intent that has the id now: %q → %q; want it untouched", before, after)
+	}
+}
+
+// TestOperateAfterIDReuse: an operator's form shows an intent, and the
+// operation it sends names the intent by its id and its event id. When the
+// intent was lost meanwhile and its id handed to another intent, the
+// operation finds no intent (ErrNotFound) and the intent that has the id now
+// is untouched; its own event id applies it.
+func TestOperateAfterIDReuse(t *testing.T) {
+	t.Parallel()
+	r := newEventRig(t, nil)
+	id := r.insert(t, "lost", "IN_DOUBT", "", "")
+	reuseID(t, r.pool, id, "sms", "new", "IN_DOUBT", "", "")
+	before := untouched(t, r.pool, id)
+	ctx := context.Background()
+	op := dispatcher.Operation{IntentID: id, EventID: "lost", Event: statemachine.ResolveSkip, Actor: "alice", Reason: "checked at the provider"}
+	if _, _, err := dispatcher.Operate(ctx, r.pool, op); !errors.Is(err, dispatcher.ErrNotFound) {
+		t.Fatalf("the lost intent's operation: %v; want ErrNotFound", err)
+	}
+	if after := untouched(t, r.pool, id); after != before {
+		t.Fatalf("the intent that has the id now: %q → %q; want it untouched", before, after)
+	}
+	op.EventID = "new"
+	if _, after, err := dispatcher.Operate(ctx, r.pool, op); err != nil || after.Status != statemachine.Skipped {
+		t.Fatalf("its own operation: %s, %v", after.Status, err)
 	}
 }

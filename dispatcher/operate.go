@@ -18,7 +18,13 @@ import (
 
 // Operation is one operator transition of an intent.
 type Operation struct {
-	IntentID    int64
+	IntentID int64
+	// EventID, when set, is the producer's event id of the intent the
+	// operator was shown: the operation applies only to the intent with both
+	// IntentID and EventID (an id is handed out again after a failover that
+	// lost its enqueue), and returns ErrNotFound otherwise. Empty: it applies
+	// to the intent IntentID names when the operation runs.
+	EventID     string
 	Event       statemachine.Event // Requeue, Cancel, ResolveSent, ResolveSend or ResolveSkip
 	Actor       string             // who asks: a token name
 	ProviderRef string             // for ResolveSent: the provider's reference of the effect
@@ -121,6 +127,10 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, aft
 	if before, err = readIntent(ctx, tx, op.IntentID); err != nil {
 		return before, after, err
 	}
+	if op.EventID != "" && before.EventID != op.EventID {
+		return before, after, fmt.Errorf("intent %d of event %q: %w (the id names the intent of event %q now)",
+			op.IntentID, op.EventID, ErrNotFound, before.EventID)
+	}
 	if x := op.Expect; x != nil && (before.Status != x.Status || before.Attempts != x.Attempts) {
 		return before, after, &ChangedError{IntentID: op.IntentID, Was: *x, Now: Expected{before.Status, before.Attempts}}
 	}
@@ -133,7 +143,7 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, aft
 			return before, after, err
 		}
 	}
-	after, err = query.Operate(ctx, tx, query.Transition{IntentID: op.IntentID, From: before.Status, Attempts: before.Attempts,
+	after, err = query.Operate(ctx, tx, query.Transition{IntentID: op.IntentID, Key: before.IdempotencyKey, From: before.Status, Attempts: before.Attempts,
 		To: to, ProviderRef: ref})
 	if errors.Is(err, pgx.ErrNoRows) {
 		now, err := refused(ctx, tx, op, before)

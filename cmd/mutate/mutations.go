@@ -581,4 +581,13 @@ var mutations = []mutation{
 	{name: "ingress: a Twilio callback's event id not read", file: "api/ingress/twilio.go",
 		from: "IntentEventID: r.URL.Query().Get(effect.MetaEventID),", to: "IntentEventID: \"\",",
 		pkg: "./api/ingress/", run: "^TestTwilioCallbacks$"},
+	{name: "operate: the event id the operator was shown not checked", file: "dispatcher/operate.go",
+		from: "if op.EventID != \"\" && before.EventID != op.EventID {", to: "if false {",
+		pkg: "./dispatcher/", run: "^TestOperateAfterIDReuse$"},
+	{name: "operate: fence on the intent's key removed", file: "internal/query/operate.sql",
+		from: "  AND idempotency_key = $6\n", to: "  AND $6::text IS NOT NULL\n",
+		pkg: "./internal/query/", run: "^TestOperateFencesOnTheIntent$"},
+	{name: "operate: fence on the intent's key removed (citus)", file: "internal/query/operate_bucket.sql",
+		from: "AND idempotency_key = $7", to: "AND $7::text IS NOT NULL",
+		pkg: "./internal/query/", run: "^TestCitusOperateFencesOnTheIntent$", tags: "citus"},
 }

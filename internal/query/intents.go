@@ -84,6 +84,7 @@ func IntentChannel(ctx context.Context, db DB, id int64) (channel string, err er
 // Transition is an operator's transition of one intent, as Operate applies it.
 type Transition struct {
 	IntentID int64
+	Key      string             // the idempotency key it was read with: the fence, with From and Attempts
 	From     statemachine.State // the status it was read in: the fence, with Attempts
 	Attempts int
 	To       statemachine.State
@@ -103,9 +104,9 @@ func Operate(ctx context.Context, db DB, t Transition) (effectdtype.IntentRow, e
 		return effectdtype.IntentRow{}, err
 	}
 	if distributed {
-		return scanIntent(db.QueryRow(ctx, operateBucketSQL, t.IntentID, t.From, t.Attempts, t.To, t.ProviderRef, bucket))
+		return scanIntent(db.QueryRow(ctx, operateBucketSQL, t.IntentID, t.From, t.Attempts, t.To, t.ProviderRef, bucket, t.Key))
 	}
-	return scanIntent(db.QueryRow(ctx, operateSQL, t.IntentID, t.From, t.Attempts, t.To, t.ProviderRef))
+	return scanIntent(db.QueryRow(ctx, operateSQL, t.IntentID, t.From, t.Attempts, t.To, t.ProviderRef, t.Key))
 }
 
 // CallHistory is what the provider's key window rule needs of an intent.

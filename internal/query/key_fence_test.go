@@ -2,9 +2,12 @@ package query
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/effectd/effectd/internal/pgtest"
 )
@@ -63,5 +66,30 @@ func TestDeliveryWritesFenceOnTheIntent(t *testing.T) {
 			Detail: "delivered", StartedAt: time.Now(), Outcome: "poll", ProviderRef: "SM-" + key})
 		want := map[bool]string{false: "SENT SM-sms:new undelivered undelivered 30003 1", true: "SENT SM-sms:new delivered delivered 2"}[own]
 		check(fmt.Sprintf("poll by %s", key), want, moved, err, own)
+	}
+}
+
+// TestOperateFencesOnTheIntent: an operator's transition applies only to the
+// row that still has the key of the intent it was read with; an intent that
+// was given the id after a failover is left as it is.
+func TestOperateFencesOnTheIntent(t *testing.T) {
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	for _, s := range []string{
+		`INSERT INTO effectd.channels (name, provider) VALUES ('sms', 'twilio')`,
+		`INSERT INTO effectd.intents (id, event_id, channel, payload, idempotency_key, status, attempts)
+		 OVERRIDING SYSTEM VALUE VALUES (7, 'new', 'sms', '{}', 'sms:new', 'PENDING', 0)`,
+	} {
+		if _, err := pool.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr := Transition{IntentID: 7, Key: "sms:lost", From: "PENDING", Attempts: 0, To: "CANCELLED"}
+	if after, err := Operate(ctx, pool, tr); !errors.Is(err, pgx.ErrNoRows) {
+		t.Fatalf("another intent's transition: %s, %v; want no row", after.Status, err)
+	}
+	tr.Key = "sms:new"
+	if after, err := Operate(ctx, pool, tr); err != nil || after.Status != "CANCELLED" {
+		t.Fatalf("its own transition: %s, %v", after.Status, err)
 	}
 }

@@ -1,5 +1,6 @@
--- operate.sql in the distributed mode, for an intent of bucket $6: the same
--- fenced compare-and-set, on the bucket's shard only. now() is read once in a
+-- operate.sql in the distributed mode, for an intent of bucket $6 with
+-- idempotency key $7: the same fenced compare-and-set, on the bucket's shard
+-- only. now() is read once in a
 -- CTE: Citus refuses a function that is not IMMUTABLE in a CASE of an UPDATE
 -- of a distributed table. In this mode no trigger keeps the settled counts:
 -- the row is read and locked first (old: its delivery, which a provider event
@@ -12,6 +13,7 @@ old AS (
     SELECT id, delivery
     FROM effectd.intents
     WHERE bucket = $6 AND id = $1 AND status = $2 AND attempts = $3
+      AND idempotency_key = $7
     FOR UPDATE
 ),
 changed AS (
