@@ -530,6 +530,10 @@ var mutations = []mutation{
 	{name: "checker: a callback's intent found by the id on the object alone (citus)", file: "internal/query/event_bucket_by_id.sql",
 		from: " AND event_id = $3", to: " AND $3::text IS NOT NULL",
 		pkg: "./cmd/effectd/internal/chaos/", run: "^TestCitusCheck$", tags: "citus"},
+	{name: "checker: enqueue's dedupe by key off (citus)", file: "migrations/*.up.sql",
+		from: "    RETURNING true INTO inserted;\n    IF NOT coalesce(inserted, false) THEN\n        RETURN false;\n    END IF;\n    inserted := false;",
+		to:   "    RETURNING true INTO inserted;\n    IF false THEN\n        RETURN false;\n    END IF;\n    inserted := false;",
+		pkg:  "./cmd/effectd/internal/chaos/", run: "^TestCitusCheck$", tags: "citus"},
 
 	// Alerting (issue 38, docs/deploy.md): the Retry-After back-off the rules
 	// watch. The rules and the dashboard are data files that their tests read
