@@ -443,7 +443,8 @@ func (h *harness) produceUnderFaults(ctx context.Context) (*Log, map[string]int)
 				actors.Add(1)
 				go func() {
 					defer actors.Done()
-					h.retention(faultCtx, rand.New(rand.NewPCG(cfg.Seed, 7)), cfg.Duration*3/4)
+					h.retention(ctx, // every round runs, past the fault phase if need be
+						rand.New(rand.NewPCG(cfg.Seed, 7)), cfg.Duration*3/4)
 				}()
 			}
 		}
