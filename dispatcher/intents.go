@@ -96,6 +96,11 @@ func IntentDetail(ctx context.Context, pool *pgxpool.Pool, id int64) (d effectdt
 	if d.Audit, err = query.ListAudit(ctx, tx, id, MaxDetailRows+1); err != nil {
 		return d, err
 	}
+	traceparent, _, err := query.IntentTraceparent(ctx, tx, id)
+	if err != nil {
+		return d, err
+	}
+	d.TraceID = TraceID(traceparent)
 	// One row past the bound was read to know that older ones exist.
 	if len(d.Attempts) > MaxDetailRows {
 		d.Attempts, d.AttemptsTruncated = d.Attempts[1:], true

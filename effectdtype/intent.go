@@ -74,4 +74,7 @@ type IntentDetail struct {
 	// Set when older attempts or audit entries exist than those shown.
 	AttemptsTruncated bool `json:"attempts_truncated,omitempty"`
 	AuditTruncated    bool `json:"audit_truncated,omitempty"`
+	// TraceID is the producer's trace the intent was enqueued in, absent
+	// without one (docs/tracing.md).
+	TraceID string `json:"trace_id,omitempty"`
 }

@@ -50,6 +50,10 @@ type Config struct {
 	Lifetime       time.Duration         // 0: DefaultLifetime
 	Logger         *slog.Logger          // nil: slog.Default()
 	Registerer     prometheus.Registerer // the console's metrics; nil: not registered
+	// TraceURL is a trace UI's address of one trace, {trace_id} standing
+	// for its id (tracing.ui_url): an intent's trace id links to it. "":
+	// the id is shown alone.
+	TraceURL string
 }
 
 // loginCookie keeps the login form's CSRF token, so that a person who has
@@ -66,6 +70,7 @@ type console struct {
 	crossOrigin  *http.CrossOriginProtection
 	pages        map[string]*template.Template
 	log          *slog.Logger
+	traceURL     string // Config.TraceURL
 
 	logins      *prometheus.CounterVec // effectd_console_logins_total{result}
 	csrfRefused prometheus.Counter     // effectd_console_csrf_refused_total
@@ -100,6 +105,7 @@ func New(cfg Config) (http.Handler, error) {
 	sm.Cookie.Persist = false
 	c := &console{api: cfg.API, tokens: cfg.Tokens, noAuth: cfg.InsecureNoAuth, secureCookie: cfg.SecureCookie,
 		sessions: sm, crossOrigin: http.NewCrossOriginProtection(), pages: pages, log: cmp.Or(cfg.Logger, slog.Default()),
+		traceURL: cfg.TraceURL,
 		logins: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "effectd_console_logins_total",
 			Help: "Console logins, by result: ok or refused (an unknown token)."}, []string{"result"}),
 		csrfRefused: prometheus.NewCounter(prometheus.CounterOpts{Name: "effectd_console_csrf_refused_total",

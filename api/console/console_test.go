@@ -45,7 +45,7 @@ type env struct {
 	srv  *httptest.Server
 }
 
-func setup(t *testing.T) env {
+func setup(t *testing.T, tune ...func(*Config)) env {
 	t.Helper()
 	pool := pgtest.New(t)
 	if _, err := pool.Exec(context.Background(), `
@@ -64,7 +64,11 @@ INSERT INTO effectd.channels (name, provider, policy) VALUES
 	if err != nil {
 		t.Fatal(err)
 	}
-	ui, err := New(Config{Pool: pool, API: ah, Tokens: tokens, Logger: log})
+	cfg := Config{Pool: pool, API: ah, Tokens: tokens, Logger: log}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	ui, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

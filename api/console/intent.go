@@ -24,6 +24,7 @@ type intentData struct {
 	CanRetry   bool
 	CanCancel  bool
 	DryRun     *client.Settlement
+	TraceLink  string // the trace UI's page of the intent's trace; "" without one
 }
 
 func (c *console) loadIntent(r *http.Request) (intentData, error) {
@@ -53,7 +54,7 @@ func (c *console) loadIntent(r *http.Request) (intentData, error) {
 	can := func(ev statemachine.Event) bool { _, err := statemachine.Next(st, ev); return err == nil }
 	return intentData{D: d, Channel: ch, Timeline: timeline(d, events), Dashboard: dashboardLink(ch.Provider, deref(d.Intent.ProviderRef)),
 		CanOperate: p.Can("operate"), CanResolve: can(statemachine.ResolveSkip), CanRetry: can(statemachine.Requeue),
-		CanCancel: can(statemachine.Cancel)}, nil
+		CanCancel: can(statemachine.Cancel), TraceLink: c.traceLink(d.TraceID)}, nil
 }
 
 func (c *console) intent(w http.ResponseWriter, r *http.Request) {
@@ -109,4 +110,13 @@ func (c *console) intentAction(w http.ResponseWriter, r *http.Request) {
 		c.flash(r, "ok", fmt.Sprintf("Done: the intent is now %s.", in.Status))
 	}
 	http.Redirect(w, r, fmt.Sprintf("/ui/intents/%d", id), http.StatusSeeOther)
+}
+
+// traceLink is the trace UI's address of trace id, "" without a trace UI
+// (Config.TraceURL) or an id.
+func (c *console) traceLink(id string) string {
+	if c.traceURL == "" || id == "" {
+		return ""
+	}
+	return strings.ReplaceAll(c.traceURL, "{trace_id}", id)
 }

@@ -108,7 +108,7 @@ func runServe(ctx context.Context, args []string, getenv env, stdout, stderr io.
 	}
 	o := serveOptions{dsn: dsn, chans: cfg.Channels, addr: *addr, tokens: tokens, insecure: *insecure,
 		tls: tlsConfig, migrate: *migrate, producers: cfg.Access.Producers, drain: *drain, log: log, stdout: stdout, limits: limits,
-		ingressAddr: *ingressAddr, ingress: ingressChans, citus: cfg.Citus}
+		ingressAddr: *ingressAddr, ingress: ingressChans, citus: cfg.Citus, traceURL: cfg.TraceURL}
 	if tp != nil {
 		o.tracer = tp
 		defer func() {
@@ -144,7 +144,8 @@ type serveOptions struct {
 
 	citus *migrations.Citus // database.citus; nil: single-node mode
 
-	tracer trace.TracerProvider // nil: tracing is off
+	tracer   trace.TracerProvider // nil: tracing is off
+	traceURL string               // tracing.ui_url: the console links trace ids to it
 }
 
 // serve runs the dispatcher and the admin API until ctx ends, then drains.
@@ -274,7 +275,7 @@ func adminHandler(pool *pgxpool.Pool, d *dispatcher.Dispatcher, reg *prometheus.
 		return nil, err
 	}
 	ui, err := console.New(console.Config{Pool: pool, API: apiHandler, Tokens: o.tokens, InsecureNoAuth: o.insecure,
-		SecureCookie: o.tls != nil, Logger: o.log, Registerer: reg})
+		SecureCookie: o.tls != nil, Logger: o.log, Registerer: reg, TraceURL: o.traceURL})
 	if err != nil {
 		return nil, err
 	}

@@ -29,6 +29,7 @@ type File struct {
 	Channels map[string]ChannelSpec `yaml:"channels"`
 	Access   AccessSpec             `yaml:"access"`   // see LoadAccess
 	Database DatabaseSpec           `yaml:"database"` // see ParseCitus
+	Tracing  TracingSpec            `yaml:"tracing"`  // see ParseTraceURL
 }
 
 // ChannelSpec is one channel as written in the YAML.
@@ -88,10 +89,12 @@ type Loaded struct {
 	Ingress  []ingress.Channel    // as ParseIngress returns them
 	Access   Access               // as ParseAccess reads it
 	Citus    *migrations.Citus    // as ParseCitus reads it; nil in single-node mode
+	TraceURL string               // tracing.ui_url as ParseTraceURL reads it
 }
 
 // LoadAll reads the YAML at path once and parses all of it: the channels, the
-// ingress's channels, the access section and database.citus, in that order.
+// ingress's channels, the access section, database.citus and tracing, in
+// that order.
 func LoadAll(path string, getenv func(string) string) (Loaded, error) {
 	return load(path, func(b []byte) (l Loaded, err error) {
 		if l.Channels, err = Parse(b, getenv); err != nil {
@@ -103,7 +106,10 @@ func LoadAll(path string, getenv func(string) string) (Loaded, error) {
 		if l.Access, err = ParseAccess(b); err != nil {
 			return l, err
 		}
-		l.Citus, err = ParseCitus(b)
+		if l.Citus, err = ParseCitus(b); err != nil {
+			return l, err
+		}
+		l.TraceURL, err = ParseTraceURL(b)
 		return l, err
 	})
 }
