@@ -171,7 +171,7 @@ func TestAttemptSpans(t *testing.T) {
 func attrMap(kvs []attribute.KeyValue) map[attribute.Key]string {
 	m := map[attribute.Key]string{}
 	for _, kv := range kvs {
-		m[kv.Key] = kv.Value.Emit()
+		m[kv.Key] = kv.Value.String()
 	}
 	return m
 }
