@@ -15,8 +15,9 @@ import (
 
 // runCheck is `effectd check`: the randomized checker (docs/checker.md), a
 // chaos run with every actor (isolation levels, a moved clock, concurrent
-// redeliveries, a rolled-back batch, operators, sweeps) whose history is
-// judged invariant by invariant. It exits nonzero on a violation.
+// redeliveries, a rolled-back batch, operators, retention rounds, provider
+// events and callbacks through the ingress, an id reused before a callback,
+// sweeps) whose history is judged invariant by invariant. It exits nonzero on a violation.
 func runCheck(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	seed := fs.Uint64("seed", 0, "seed of the plan, the actors and the fault schedule (0: from the clock; printed)")

@@ -40,6 +40,10 @@ import (
 //   - operators through an instance's admin API: retry (requeue), retry with
 //     force, resolve as sent, resend or skip, bulk retry and bulk resend by an
 //     event id prefix, and reconcile (a lookup now);
+//   - retention rounds racing an operator's requeue (retention.go);
+//   - provider events and callbacks through the instances' ingress, and an
+//     intent id handed to another intent before a callback (ingress.go,
+//     reuse.go);
 //   - after the drain, sweeps of every Stripe and Twilio channel over the
 //     whole history, today's window, yesterday's, and random windows of the
 //     run (see checkSweeps).

@@ -14,8 +14,10 @@ import (
 // loopback, in the distributed mode (make test-citus): producers write
 // producer.orders and enqueue with the bucket, at every isolation level,
 // with the moved clock (the intent and its key moved on their bucket's
-// shard), concurrent redeliveries, the rolled-back batch, operators and
-// sweeps, under SIGKILL, SIGSTOP and worker restarts; every invariant judged.
+// shard), concurrent redeliveries, the rolled-back batch, operators,
+// callbacks and Stripe events through the ingress, an id reused before a
+// callback, and sweeps, under SIGKILL, SIGSTOP and worker restarts (no
+// retention rounds: see docs/checker.md); every invariant judged.
 func TestCitusCheck(t *testing.T) {
 	citustest.Require(t)
 	bin := build(t)

@@ -57,7 +57,9 @@ type Config struct {
 	// Actors adds the randomized checker's actors (actors.go): producers at
 	// every isolation level, concurrent redeliveries, a moved clock, a
 	// rolled-back batch of BatchEvents, operators through the admin API,
-	// and sweeps after the drain; the report then judges every invariant
+	// retention rounds on one PostgreSQL (retention.go), the ingress with
+	// callbacks and Stripe events (ingress.go), an id reused before a
+	// callback (reuse.go), and sweeps after the drain; the report then judges every invariant
 	// (Report.Invariants). `effectd check` sets it, with CheckChannels.
 	Actors bool
 	Batch  int // with actors: the rolled-back batch's events [BatchEvents]
