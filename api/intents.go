@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
@@ -168,6 +169,9 @@ func (h *handler) operate(w http.ResponseWriter, r *http.Request, parse func(bod
 		return none, err
 	}
 	op.IntentID, op.Actor = id, p.Name
+	if op.EventID, err = shownEvent(r); err != nil {
+		return none, err
+	}
 	before, after, err := dispatcher.Operate(r.Context(), h.pool, op)
 	if err != nil {
 		return none, err
@@ -179,6 +183,17 @@ func (h *handler) operate(w http.ResponseWriter, r *http.Request, parse func(bod
 		return none, err
 	}
 	return sc.intent(after), nil
+}
+
+// shownEvent reads ?event_id=, the producer's event id the operator was shown
+// for the intent: the operation then acts only while the intent's id still
+// names that event (dispatcher.Operation.EventID). "" when absent.
+func shownEvent(r *http.Request) (string, error) {
+	e := r.URL.Query().Get("event_id")
+	if len(e) > 255 || !utf8.ValidString(e) || strings.ContainsRune(e, 0) {
+		return "", fmt.Errorf("%w: event_id: must be the intent's event id, 1 to 255 bytes of UTF-8 without NUL", dispatcher.ErrInvalid)
+	}
+	return e, nil
 }
 
 // reconcileIntent answers POST /v1/intents/{id}/reconcile: asks the provider now;

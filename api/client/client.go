@@ -186,12 +186,12 @@ func (c *Client) Retry(ctx context.Context, id int64, reason string, force bool)
 		Reason string `json:"reason,omitempty"`
 		Force  bool   `json:"force,omitempty"`
 	}{reason, force}
-	return in, c.do(ctx, "POST", fmt.Sprintf("/v1/intents/%d/retry", id), body, &in)
+	return in, c.do(ctx, "POST", shown(ctx, fmt.Sprintf("/v1/intents/%d/retry", id)), body, &in)
 }
 
 // Cancel moves a PENDING intent to CANCELLED.
 func (c *Client) Cancel(ctx context.Context, id int64, reason string) (in Intent, err error) {
-	return in, c.do(ctx, "POST", fmt.Sprintf("/v1/intents/%d/cancel", id), reasonBody{reason}, &in)
+	return in, c.do(ctx, "POST", shown(ctx, fmt.Sprintf("/v1/intents/%d/cancel", id)), reasonBody{reason}, &in)
 }
 
 // Resolution settles an IN_DOUBT (or stuck SENDING) intent.
@@ -204,7 +204,27 @@ type Resolution struct {
 
 // Resolve settles an IN_DOUBT (or stuck SENDING) intent.
 func (c *Client) Resolve(ctx context.Context, id int64, r Resolution) (in Intent, err error) {
-	return in, c.do(ctx, "POST", fmt.Sprintf("/v1/intents/%d/resolve", id), r, &in)
+	return in, c.do(ctx, "POST", shown(ctx, fmt.Sprintf("/v1/intents/%d/resolve", id)), r, &in)
+}
+
+// shownEventKey is the context key of ShownEvent.
+type shownEventKey struct{}
+
+// ShownEvent returns ctx carrying the producer's event id the operator was
+// shown for the intent they act on: Retry, Cancel and Resolve then send it
+// (?event_id=), and the server answers 404, changing nothing, when the
+// intent's id now names another event (an id is handed out again after a
+// failover that lost the intent the operator saw).
+func ShownEvent(ctx context.Context, eventID string) context.Context {
+	return context.WithValue(ctx, shownEventKey{}, eventID)
+}
+
+// shown is path with ctx's ShownEvent as ?event_id=, if any.
+func shown(ctx context.Context, path string) string {
+	if e, _ := ctx.Value(shownEventKey{}).(string); e != "" {
+		return path + "?event_id=" + url.QueryEscape(e)
+	}
+	return path
 }
 
 // Settlement is what a reconcile found and did.

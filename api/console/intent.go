@@ -76,6 +76,9 @@ func (c *console) intentAction(w http.ResponseWriter, r *http.Request) {
 	}
 	api, ctx, action := c.client(r), r.Context(), chi.URLParam(r, "action")
 	reason, force := strings.TrimSpace(r.PostFormValue("reason")), r.PostFormValue("force") == "on"
+	if e := r.PostFormValue("event_id"); e != "" { // the event the page showed
+		ctx = client.ShownEvent(ctx, e)
+	}
 	var in client.Intent
 	switch action {
 	case "resolve":

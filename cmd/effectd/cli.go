@@ -20,9 +20,9 @@ import (
 const intentsUsage = `Usage:
   effectd intents list [--status S] [--channel C] [--delivery D] [--q TEXT] [--limit N] [--after ID] [--json]
   effectd intents show ID [--json]
-  effectd intents resolve ID --as sent|resend|skip [--ref R] --reason TEXT [--force] [--json]
-  effectd intents retry ID [--reason TEXT] [--force] [--json]
-  effectd intents cancel ID [--reason TEXT] [--json]
+  effectd intents resolve ID --as sent|resend|skip [--ref R] --reason TEXT [--force] [--event-id E] [--json]
+  effectd intents retry ID [--reason TEXT] [--force] [--event-id E] [--json]
+  effectd intents cancel ID [--reason TEXT] [--event-id E] [--json]
   effectd intents reconcile ID [--dry-run] [--json]
 
 Talks to the admin API at EFFECTD_URL (default http://127.0.0.1:8080) with the
@@ -205,6 +205,7 @@ func intentsResolve(ctx context.Context, c *cli, fs *flag.FlagSet, rest []string
 	ref := fs.String("ref", "", "the provider's reference of the effect, with --as sent")
 	reason := fs.String("reason", "", "why, for the audit (required)")
 	force := fs.Bool("force", false, "with --as resend: send again past the provider's idempotency-key window")
+	shown := fs.String("event-id", "", "the event id you were shown: act only while the id still names it")
 	id, err := c.idArg(fs, rest)
 	if err != nil {
 		return err
@@ -217,6 +218,9 @@ func intentsResolve(ctx context.Context, c *cli, fs *flag.FlagSet, rest []string
 	case strings.TrimSpace(*reason) == "":
 		return usagef("%s: --reason is required: say why, for the audit", fs.Name())
 	}
+	if *shown != "" {
+		ctx = client.ShownEvent(ctx, *shown)
+	}
 	in, err := c.api.Resolve(ctx, id, client.Resolution{As: *as, ProviderRef: *ref, Reason: *reason, Force: *force})
 	if err != nil {
 		return err
@@ -228,9 +232,13 @@ func intentsResolve(ctx context.Context, c *cli, fs *flag.FlagSet, rest []string
 func intentsRetry(ctx context.Context, c *cli, fs *flag.FlagSet, rest []string) error {
 	reason := fs.String("reason", "", "why, for the audit")
 	force := fs.Bool("force", false, "send again past the provider's idempotency-key window (needs --reason)")
+	shown := fs.String("event-id", "", "the event id you were shown: act only while the id still names it")
 	id, err := c.idArg(fs, rest)
 	if err != nil {
 		return err
+	}
+	if *shown != "" {
+		ctx = client.ShownEvent(ctx, *shown)
 	}
 	in, err := c.api.Retry(ctx, id, *reason, *force)
 	if err != nil {
@@ -242,9 +250,13 @@ func intentsRetry(ctx context.Context, c *cli, fs *flag.FlagSet, rest []string) 
 // intentsCancel runs effectd intents cancel.
 func intentsCancel(ctx context.Context, c *cli, fs *flag.FlagSet, rest []string) error {
 	reason := fs.String("reason", "", "why, for the audit")
+	shown := fs.String("event-id", "", "the event id you were shown: act only while the id still names it")
 	id, err := c.idArg(fs, rest)
 	if err != nil {
 		return err
+	}
+	if *shown != "" {
+		ctx = client.ShownEvent(ctx, *shown)
 	}
 	in, err := c.api.Cancel(ctx, id, *reason)
 	if err != nil {

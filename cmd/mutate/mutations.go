@@ -118,6 +118,11 @@ var mutations = []mutation{
 		from: "AND status = 'PENDING' AND attempts > 0", to: "AND false",
 		pkg: "./dispatcher/", run: "^TestSweepOldSkippedOrRetriedOwnsItsObject$"},
 
+	// An operator's action names the event it was shown (issue 36, class 2).
+	{name: "api: the event id an operator was shown not passed to the operation", file: "api/intents.go",
+		from: "if op.EventID, err = shownEvent(r); err != nil {", to: "if _, err = shownEvent(r); err != nil {",
+		pkg: "./api/", run: "^TestOperateOnTheEventShown$"},
+
 	// Deduplication and keys.
 	{name: "enqueue: dedupe by key off (a copy in another day's partition, after a prune or after a snapshot inserted again)", file: "migrations/*.up.sql",
 		from: "    ON CONFLICT DO NOTHING;\n    IF NOT FOUND THEN\n        RETURN false;", to: "    ON CONFLICT DO NOTHING;\n    IF false THEN\n        RETURN false;",
