@@ -599,4 +599,17 @@ var mutations = []mutation{
 	{name: "operate: fence on the intent's key removed (citus)", file: "internal/query/operate_bucket.sql",
 		from: "AND idempotency_key = $7", to: "AND $7::text IS NOT NULL",
 		pkg: "./internal/query/", run: "^TestCitusOperateFencesOnTheIntent$", tags: "citus"},
+	// tracing (docs/tracing.md): the producer's trace context kept and followed
+	{name: "tracing: the attempt not a child of the producer's span", file: "dispatcher/tracing.go",
+		from: "ctx = trace.ContextWithRemoteSpanContext(ctx, sc)", to: "_ = sc",
+		pkg: "./dispatcher/", run: "^TestAttemptSpans$"},
+	{name: "tracing: the Go client does not pass the producer's traceparent", file: "dispatcher/enqueue.go",
+		from: "Traceparent: traceparentOf(ctx)})", to: "})",
+		pkg: "./dispatcher/", run: "^TestEnqueueKeepsTraceparent$"},
+	{name: "tracing: the claim does not read the traceparent", file: "internal/query/intents_send.go",
+		from: "c.Traceparent = created.Time, occurred.Time, traceparent.String", to: "c.Traceparent = created.Time, occurred.Time, \"\"",
+		pkg: "./dispatcher/", run: "^TestAttemptSpans$"},
+	{name: "tracing: no exemplar on the call latency", file: "dispatcher/tracing.go",
+		from: "ok && sc.IsSampled() {", to: "ok && false {",
+		pkg: "./dispatcher/", run: "^TestAttemptSpans$"},
 }
