@@ -167,6 +167,11 @@ func EnqueueMany(ctx context.Context, tx Tx, intents []Intent, opts BatchOptions
 	if len(sent) == 0 {
 		return results, nil
 	}
+	if tp := traceparentOf(ctx); tp != "" {
+		if err := query.SetTraceparent(ctx, tx, tp); err != nil {
+			return nil, fmt.Errorf("dispatcher.EnqueueMany: %w", err)
+		}
+	}
 	answers, err := query.EnqueueMany(ctx, tx, batch, opts.KeepValid, opts.Bucket)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "22023" && pgErr.ColumnName == "intents" {

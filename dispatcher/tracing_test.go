@@ -38,7 +38,7 @@ func storedTraceparent(t *testing.T, pool *pgxpool.Pool, event string) *string {
 }
 
 // TestEnqueueKeepsTraceparent: the producer's trace context is kept with the
-// intent from the Go client's context and from the transaction's
+// intent from the Go client's context (Enqueue and EnqueueMany) and from the transaction's
 // effectd.traceparent setting (a Python or Java producer's way); a value
 // that is not a traceparent, or none, keeps nothing.
 func TestEnqueueKeepsTraceparent(t *testing.T) {
@@ -53,6 +53,16 @@ func TestEnqueueKeepsTraceparent(t *testing.T) {
 	}
 	if ok, err := dispatcher.Enqueue(ctx, tx, dispatcher.Intent{EventID: "go-traced", Channel: "hook", Payload: payload}); err != nil || !ok {
 		t.Fatalf("enqueue: %v %v", ok, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tx, err = pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dispatcher.EnqueueMany(ctx, tx, []dispatcher.Intent{{EventID: "go-batch", Channel: "hook", Payload: payload}}, dispatcher.BatchOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
@@ -79,8 +89,8 @@ func TestEnqueueKeepsTraceparent(t *testing.T) {
 	if _, err := pool.Exec(ctx, `SELECT effectd.enqueue('sql-after', 'hook', $1::jsonb)`, payload); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"go-traced": producerTraceparent, "sql-traced": producerTraceparent}
-	for _, event := range []string{"go-traced", "go-untraced", "sql-traced", "sql-garbage", "sql-upper", "sql-after"} {
+	want := map[string]string{"go-traced": producerTraceparent, "go-batch": producerTraceparent, "sql-traced": producerTraceparent}
+	for _, event := range []string{"go-traced", "go-batch", "go-untraced", "sql-traced", "sql-garbage", "sql-upper", "sql-after"} {
 		got := storedTraceparent(t, pool, event)
 		switch w, traced := want[event]; {
 		case traced && (got == nil || *got != w):

@@ -16,6 +16,16 @@ var statusSQL string
 //go:embed enqueue_many.sql
 var enqueueManySQL string
 
+//go:embed set_traceparent.sql
+var setTraceparentSQL string
+
+// SetTraceparent makes traceparent the producer's trace context for the rest
+// of the caller's transaction: the intents it inserts keep it.
+func SetTraceparent(ctx context.Context, db RowQuerier, traceparent string) error {
+	var set string
+	return db.QueryRow(ctx, setTraceparentSQL, traceparent).Scan(&set)
+}
+
 // Cancel cancels a PENDING intent through effectd.cancel, in the caller's
 // transaction, and returns its status after the call (nil: no such intent).
 func Cancel(ctx context.Context, db RowQuerier, eventID, channel, reason string, bucket *int64) (status *string, err error) {
