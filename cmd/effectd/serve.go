@@ -49,17 +49,11 @@ func runServe(ctx context.Context, args []string, getenv env, stdout, stderr io.
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	if getenv("GOGC") == "" {
 		// The live heap is small (tens of MB) and churns fast: collect less
 		// often and spend the CPU on calls instead. GOGC in the environment wins.
@@ -102,26 +96,51 @@ func runServe(ctx context.Context, args []string, getenv env, stdout, stderr io.
 	if err := api.CheckTLS(*addr, tlsConfig != nil, *plaintext); err != nil {
 		return usagef("serve: %v", err)
 	}
-	tp, err := tracing.Setup(ctx, getenv)
-	if err != nil {
-		return usagef("serve: %v", err)
-	}
 	o := serveOptions{dsn: dsn, chans: cfg.Channels, addr: *addr, tokens: tokens, insecure: *insecure,
 		tls: tlsConfig, migrate: *migrate, producers: cfg.Access.Producers, drain: *drain, log: log, stdout: stdout, limits: limits,
 		ingressAddr: *ingressAddr, ingress: ingressChans, citus: cfg.Citus, traceURL: cfg.TraceURL}
-	if tp != nil {
-		o.tracer = tp
-		defer func() {
-			// the spans of the last calls are sent before the process ends
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if err := tp.Shutdown(sctx); err != nil {
-				log.Warn("tracing: spans not sent at shutdown", "error", err)
-			}
-		}()
-		log.Info("tracing on: spans exported by OTLP (docs/tracing.md)")
+	flush, err := startTracing(ctx, getenv, &o)
+	if err != nil {
+		return usagef("serve: %v", err)
 	}
+	defer flush()
 	return serve(ctx, o)
+}
+
+// startCPUProfile writes a pprof CPU profile of the run to path ("" none)
+// until the returned stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// startTracing sets up OpenTelemetry from the OTEL_* variables (off unless
+// they configure an exporter) as o's tracer, and returns what sends the
+// spans of the last calls before the process ends.
+func startTracing(ctx context.Context, getenv env, o *serveOptions) (flush func(), err error) {
+	tp, err := tracing.Setup(ctx, getenv)
+	if err != nil || tp == nil {
+		return func() {}, err
+	}
+	o.tracer = tp
+	o.log.Info("tracing on: spans exported by OTLP (docs/tracing.md)")
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tp.Shutdown(sctx); err != nil {
+			o.log.Warn("tracing: spans not sent at shutdown", "error", err)
+		}
+	}, nil
 }
 
 type serveOptions struct {
