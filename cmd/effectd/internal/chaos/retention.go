@@ -142,23 +142,11 @@ func (h *harness) retentionRound(ctx context.Context, rp *pgxpool.Pool, back int
 	if oneByOne {
 		mode = "one by one"
 	}
-	var candidates []struct {
-		ID    int64
-		Event string
-	}
-	rows, err := rp.Query(ctx, `SELECT id, event_id FROM effectd.intents WHERE created_at >= $1 AND created_at < $2 AND status = 'FAILED' ORDER BY id`,
-		day, day.Add(24*time.Hour))
-	if err == nil {
-		candidates, err = pgx.CollectRows(rows, pgx.RowToStructByPos[struct {
-			ID    int64
-			Event string
-		}])
-	}
-	if err != nil || len(candidates) == 0 {
+	target, err := failedOn(ctx, rp, day, pick)
+	if err != nil {
 		h.note("retention round on %s: no FAILED intent to requeue (%v)", part, err)
 		return
 	}
-	target := candidates[pick%uint64(len(candidates))]
 
 	var blockers []pgx.Tx
 	release := func() {
@@ -212,6 +200,35 @@ func (h *harness) retentionRound(ctx context.Context, rp *pgxpool.Pool, back int
 		r := <-done
 		res = &r
 	}
+	h.recordRound(part, mode, target.Event, raced, *res, began)
+	h.finishDetaches(ctx, rp)
+}
+
+// failedIntent is a FAILED intent a retention round has an operator requeue.
+type failedIntent struct {
+	ID    int64
+	Event string
+}
+
+// failedOn picks, by pick, one of the FAILED intents created on UTC day day.
+func failedOn(ctx context.Context, rp *pgxpool.Pool, day time.Time, pick uint64) (failedIntent, error) {
+	rows, err := rp.Query(ctx, `SELECT id, event_id FROM effectd.intents WHERE created_at >= $1 AND created_at < $2 AND status = 'FAILED' ORDER BY id`,
+		day, day.Add(24*time.Hour))
+	if err != nil {
+		return failedIntent{}, err
+	}
+	candidates, err := pgx.CollectRows(rows, pgx.RowToStructByPos[failedIntent])
+	if err != nil {
+		return failedIntent{}, err
+	}
+	if len(candidates) == 0 {
+		return failedIntent{}, fmt.Errorf("none on %s", day.Format(time.DateOnly))
+	}
+	return candidates[pick%uint64(len(candidates))], nil
+}
+
+// recordRound adds a retention round's drop to the history and the notes.
+func (h *harness) recordRound(part, mode, requeued string, raced bool, res dropOutcome, began time.Time) {
 	op := Op{At: time.Now(), Actor: "retention", Action: "drop expired partitions (" + mode + ")", Result: "ok"}
 	var names []string
 	for _, p := range res.dropped {
@@ -222,8 +239,7 @@ func (h *harness) retentionRound(ctx context.Context, rp *pgxpool.Pool, back int
 		op.Result, op.Detail = "unknown", op.Detail+": "+res.err.Error()
 	}
 	h.hist.add(op)
-	h.note("retention round (%s, requeue of %s raced: %v): %s", mode, target.Event, raced, op.Detail)
-	h.finishDetaches(ctx, rp)
+	h.note("retention round (%s, requeue of %s raced: %v): %s", mode, requeued, raced, op.Detail)
 }
 
 // finishDetaches is the next prune's first step (query.FinishDetaches): a

@@ -44,86 +44,19 @@ func (h *harness) reuseID(ctx context.Context, ledger sandbox.Snapshot) []Violat
 		h.note("id reuse: %s", op.Detail)
 		return nil
 	}
-	// the messages the sandbox reported on, by SID: their callback URL
-	reported := map[string]string{}
-	for _, cb := range ledger.Callbacks {
-		if cb.Kind == "twilio" && cb.Answer == http.StatusOK && strings.Contains(cb.URL, "/ingress/twilio/"+reuseChannel) {
-			reported[cb.Ref] = cb.URL
-		}
-	}
-	var candidates []struct {
-		ID  int64
-		Ref string
-	}
-	rows, err := h.pool.Query(ctx, `SELECT id, provider_ref FROM effectd.intents WHERE channel = $1 AND status = 'SENT' AND provider_ref IS NOT NULL ORDER BY id`, reuseChannel)
-	if err == nil {
-		candidates, err = pgx.CollectRows(rows, pgx.RowToStructByPos[struct {
-			ID  int64
-			Ref string
-		}])
-	}
+	x, callbackURL, to, err := h.reuseCandidate(ctx, ledger)
 	if err != nil {
-		return fail("listing SENT intents: %v", err)
-	}
-	candidates = slices.DeleteFunc(candidates, func(c struct {
-		ID  int64
-		Ref string
-	}) bool {
-		return reported[c.Ref] == ""
-	})
-	if len(candidates) == 0 {
-		return fail("no SENT intent of %s with a callback", reuseChannel)
-	}
-	x := candidates[rand.New(rand.NewPCG(h.cfg.Seed, 8)).IntN(len(candidates))]
-	to := ""
-	for _, e := range ledger.Effects {
-		if e.Kind == "twilio" && e.Ref == x.Ref {
-			var b struct {
-				To string `json:"to"`
-			}
-			json.Unmarshal(e.Body, &b)
-			to = b.To
-		}
+		return fail("%v", err)
 	}
 	newEvent := fmt.Sprintf("reused-%d", x.ID)
 	op.Event, op.IntentID = newEvent, x.ID
 
-	if err := pgx.BeginFunc(ctx, h.pool, func(tx pgx.Tx) error {
-		// CREATE TABLE … AS takes no parameters: the id is an integer. Y is a
-		// copy of X's row (its bucket too, in the distributed mode) made anew.
-		for _, sql := range []string{
-			`CREATE TABLE public.chaos_reused AS SELECT * FROM effectd.intents WHERE id = %d`,
-			`CREATE TABLE public.chaos_reused_events AS SELECT * FROM effectd.provider_events WHERE intent_id = %d`,
-			`CREATE TABLE public.chaos_reuser AS SELECT * FROM effectd.intents WHERE id = %d`,
-		} {
-			if _, err := tx.Exec(ctx, fmt.Sprintf(sql, x.ID)); err != nil {
-				return err
-			}
-		}
-		if _, err := tx.Exec(ctx, `UPDATE public.chaos_reuser SET event_id = $1, idempotency_key = channel || ':' || $1,
-			payload = jsonb_build_object('to', $2::text, 'body', channel || ' ' || $1), status = 'IN_DOUBT', attempts = 1,
-			provider_ref = NULL, last_error = NULL, lease_expires_at = NULL, claimed_at = NULL,
-			delivery = NULL, delivery_detail = NULL, delivery_at = NULL,
-			next_attempt_at = now(), created_at = now(), updated_at = now()`, newEvent, smsNumber(900000+int(x.ID))); err != nil {
-			return err
-		}
-		for _, sql := range []string{
-			`DELETE FROM effectd.provider_events WHERE intent_id = %d`,
-			`DELETE FROM effectd.intents WHERE id = %d`,
-			`INSERT INTO effectd.intents OVERRIDING SYSTEM VALUE SELECT * FROM public.chaos_reuser WHERE id = %d`,
-			`DROP TABLE public.chaos_reuser -- %d`,
-		} {
-			if _, err := tx.Exec(ctx, fmt.Sprintf(sql, x.ID)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
+	if err := h.handOverID(ctx, x.ID, newEvent, to); err != nil {
 		return fail("handing intent %d's id to %s: %v", x.ID, newEvent, err)
 	}
 	defer h.restoreReused(context.WithoutCancel(ctx), x.ID, x.Ref)
 
-	answer, err := replayDelivered(ctx, reported[x.Ref], x.Ref, to)
+	answer, err := replayDelivered(ctx, callbackURL, x.Ref, to)
 	if err != nil {
 		return fail("replaying %s's callback: %v", x.Ref, err)
 	}
@@ -139,6 +72,88 @@ func (h *harness) reuseID(ctx context.Context, ledger sandbox.Snapshot) []Violat
 	}
 	return []Violation{{Rule: "a callback about a lost intent's message changed another intent given its id", Channel: reuseChannel,
 		Keys: []string{fmt.Sprintf("%s (intent %d, %s ref=%s delivery=%s, by %s)", newEvent, x.ID, status, ref, delivery, x.Ref)}}}
+}
+
+// sentMessage is a SENT intent of reuseChannel and its message's SID.
+type sentMessage struct {
+	ID  int64
+	Ref string
+}
+
+// reuseCandidate picks, by the seed, a SENT intent of reuseChannel whose
+// message the sandbox reported on, and returns it with its message's
+// callback URL and recipient.
+func (h *harness) reuseCandidate(ctx context.Context, ledger sandbox.Snapshot) (x sentMessage, callbackURL, to string, err error) {
+	// the messages the sandbox reported on, by SID: their callback URL
+	reported := map[string]string{}
+	for _, cb := range ledger.Callbacks {
+		if cb.Kind == "twilio" && cb.Answer == http.StatusOK && strings.Contains(cb.URL, "/ingress/twilio/"+reuseChannel) {
+			reported[cb.Ref] = cb.URL
+		}
+	}
+	var candidates []sentMessage
+	rows, err := h.pool.Query(ctx, `SELECT id, provider_ref FROM effectd.intents WHERE channel = $1 AND status = 'SENT' AND provider_ref IS NOT NULL ORDER BY id`, reuseChannel)
+	if err == nil {
+		candidates, err = pgx.CollectRows(rows, pgx.RowToStructByPos[sentMessage])
+	}
+	if err != nil {
+		return sentMessage{}, "", "", fmt.Errorf("listing SENT intents: %w", err)
+	}
+	candidates = slices.DeleteFunc(candidates, func(c sentMessage) bool {
+		return reported[c.Ref] == ""
+	})
+	if len(candidates) == 0 {
+		return sentMessage{}, "", "", fmt.Errorf("no SENT intent of %s with a callback", reuseChannel)
+	}
+	x = candidates[rand.New(rand.NewPCG(h.cfg.Seed, 8)).IntN(len(candidates))]
+	for _, e := range ledger.Effects {
+		if e.Kind == "twilio" && e.Ref == x.Ref {
+			var b struct {
+				To string `json:"to"`
+			}
+			json.Unmarshal(e.Body, &b)
+			to = b.To
+		}
+	}
+	return x, reported[x.Ref], to, nil
+}
+
+// handOverID replaces intent id and its provider events by a new intent of
+// newEvent (to to) with the same id, IN_DOUBT without a reference, as a
+// failover that lost the intent and handed its id out again leaves it; X's
+// row and events are kept aside in public.chaos_reused* for restoreReused.
+func (h *harness) handOverID(ctx context.Context, id int64, newEvent, to string) error {
+	return pgx.BeginFunc(ctx, h.pool, func(tx pgx.Tx) error {
+		// CREATE TABLE … AS takes no parameters: the id is an integer. Y is a
+		// copy of X's row (its bucket too, in the distributed mode) made anew.
+		for _, sql := range []string{
+			`CREATE TABLE public.chaos_reused AS SELECT * FROM effectd.intents WHERE id = %d`,
+			`CREATE TABLE public.chaos_reused_events AS SELECT * FROM effectd.provider_events WHERE intent_id = %d`,
+			`CREATE TABLE public.chaos_reuser AS SELECT * FROM effectd.intents WHERE id = %d`,
+		} {
+			if _, err := tx.Exec(ctx, fmt.Sprintf(sql, id)); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec(ctx, `UPDATE public.chaos_reuser SET event_id = $1, idempotency_key = channel || ':' || $1,
+			payload = jsonb_build_object('to', $2::text, 'body', channel || ' ' || $1), status = 'IN_DOUBT', attempts = 1,
+			provider_ref = NULL, last_error = NULL, lease_expires_at = NULL, claimed_at = NULL,
+			delivery = NULL, delivery_detail = NULL, delivery_at = NULL,
+			next_attempt_at = now(), created_at = now(), updated_at = now()`, newEvent, smsNumber(900000+int(id))); err != nil {
+			return err
+		}
+		for _, sql := range []string{
+			`DELETE FROM effectd.provider_events WHERE intent_id = %d`,
+			`DELETE FROM effectd.intents WHERE id = %d`,
+			`INSERT INTO effectd.intents OVERRIDING SYSTEM VALUE SELECT * FROM public.chaos_reuser WHERE id = %d`,
+			`DROP TABLE public.chaos_reuser -- %d`,
+		} {
+			if _, err := tx.Exec(ctx, fmt.Sprintf(sql, id)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // replayDelivered posts the `delivered` status callback of message sid (to
