@@ -128,16 +128,22 @@ func TestScheduledSweepsTileTime(t *testing.T) {
 		t.Errorf("scheduled windows\n  %s\nwant them to tile time\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 	}
 
-	rep, err := d2.Sweep(context.Background(), "tiled", minute(-1), minute(7))
-	if err != nil {
-		t.Fatal(err)
-	}
 	spans := func(ws []effectdtype.SweepWindow) string {
 		var s []string
 		for _, w := range ws {
 			s = append(s, span(w.Since, w.Until))
 		}
 		return strings.Join(s, " ")
+	}
+	// The sweep logs its line before the schedule records its window: the
+	// report reads the recorded windows once the last one is there.
+	var rep effectdtype.SweepReport
+	eventually(t, 10*time.Second, "the started instance's window recorded", func() bool {
+		rep, err = d2.Sweep(context.Background(), "tiled", minute(-1), minute(7))
+		return err != nil || spans(rep.Scheduled.Covered) == span(minute(0), minute(6))
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	if got, want := spans(rep.Scheduled.Covered), span(minute(0), minute(6)); got != want {
 		t.Errorf("report's scheduled.covered = %s, want %s", got, want)
