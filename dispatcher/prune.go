@@ -54,7 +54,7 @@ func (pr *pruner) run(ctx context.Context) {
 // intents (SENT, FAILED, SKIPPED, CANCELLED; never IN_DOUBT or a row in
 // flight) of the channels whose retention is shorter than the longest or than
 // a day (which a partition would keep up to 25 times too long), with their
-// attempts. Only one instance prunes at a time; the others return at
+// attempts, in both modes. Only one instance prunes at a time; the others return at
 // once. It returns how many intents it deleted row by row.
 func (pr *pruner) prune(ctx context.Context) (int64, error) {
 	conn, err := pr.d.pool.Acquire(ctx)
@@ -82,23 +82,44 @@ func (pr *pruner) prune(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	var total int64
-	if pr.d.buckets != nil {
-		// The distributed mode drops whole partitions only: the row-by-row
-		// prune locks rows across every shard, which Citus refuses. A channel
-		// whose retention is shorter keeps its rows until their partition goes.
-		return 0, nil
-	}
 	for _, ch := range pr.d.chans {
 		keep := ch.policy.Load().Retention.D()
 		if keep >= horizon && keep >= partitionSpan {
 			continue // its rows go with their partitions, at most a day late
 		}
+		n, err := pr.pruneChannel(ctx, conn, ch.Name, keep)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, ctx.Err()
+}
+
+// pruneChannel deletes, pruneBatch rows at a time, the terminal intents of
+// channel last changed more than keep ago, and returns how many it deleted.
+// In the distributed mode it goes bucket by bucket (query.PruneBucket): a
+// statement that locked rows across shards would be refused.
+func (pr *pruner) pruneChannel(ctx context.Context, db query.DB, channel string, keep time.Duration) (int64, error) {
+	batch := func() (int64, error) { return query.Prune(ctx, db, channel, pruneBatch, keep) }
+	buckets := []int{0}
+	if pr.d.buckets != nil {
+		buckets = make([]int, pr.d.buckets.buckets)
+		for b := range buckets {
+			buckets[b] = b
+		}
+	}
+	var total int64
+	for _, b := range buckets {
+		if pr.d.buckets != nil {
+			batch = func() (int64, error) { return query.PruneBucket(ctx, db, channel, pruneBatch, keep, b) }
+		}
 		for ctx.Err() == nil {
-			n, err := query.Prune(ctx, conn, ch.Name, pruneBatch, keep)
+			n, err := batch()
+			total += n
 			if err != nil {
 				return total, err
 			}
-			total += n
 			if n < pruneBatch {
 				break
 			}

@@ -4,6 +4,7 @@ package dispatcher_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -231,4 +233,82 @@ RETURNING id`, oldest.Lower.Time, oldest.Upper.Time).Scan(&id); err != nil {
 	if n := count(`created_at >= $1 AND created_at < $2`, oldest.Lower.Time, oldest.Upper.Time); n != inOldest {
 		t.Errorf("%d intents left in %s, want all %d", n, oldest.Name, inOldest)
 	}
+}
+
+// TestCitusPruneShortRetention: in the distributed mode a channel that keeps
+// its history for less than a day has its settled intents deleted row by row,
+// bucket by bucket, as on one node: the old SENT intents of every bucket go
+// with their attempts, the recent ones, an old IN_DOUBT one and the other
+// channel's stay, and the counts by status still equal the rows.
+func TestCitusPruneShortRetention(t *testing.T) {
+	const buckets = 4
+	pool := citusPool(t, buckets)
+	ctx := context.Background()
+	p := &scripted{calls: map[string]int{}, answer: func(key string, n int) (string, error) { return "ref-" + key, nil }}
+	short := fastPolicy("webhook")
+	short.Retention = policy.Duration(time.Hour)
+	chans := []dispatcher.Channel{
+		{Name: "short", Kind: "webhook", Provider: p, Policy: short},
+		{Name: "long", Kind: "webhook", Provider: p, Policy: fastPolicy("webhook")},
+	}
+	d := run(t, pool, dispatcher.Config{Channels: chans, Buckets: buckets, BucketLease: 2 * time.Second})
+	const n = 12
+	for i := range n {
+		for _, ch := range []string{"short", "long"} {
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO producer.orders (bucket, id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, i%buckets, i); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(ctx, `SELECT effectd.enqueue(event_id => $1, channel => $2, payload => '{}', bucket => $3)`,
+				fmt.Sprintf("e-%d", i), ch, i%buckets); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	count := intentCounter(t, pool)
+	eventually(t, 60*time.Second, "every intent SENT", func() bool { return count(`status = 'SENT'`) == 2*n })
+	// Half of each channel's intents last changed two hours ago, one of them IN_DOUBT.
+	if _, err := pool.Exec(ctx, `UPDATE effectd.intents SET updated_at = now() - interval '2 hours'
+		WHERE substr(event_id, 3)::int % 2 = 0`); err != nil {
+		t.Fatal(err)
+	}
+	checkCitusCounts(t, pool, "before the prune")
+	// (by hand, so no count follows it: it is made SENT again before the counts are compared)
+	if _, err := pool.Exec(ctx, `UPDATE effectd.intents SET status = 'IN_DOUBT' WHERE channel = 'short' AND event_id = 'e-0'`); err != nil {
+		t.Fatal(err)
+	}
+	deleted, err := dispatcher.Prune(ctx, d)
+	if err != nil {
+		t.Fatalf("Prune: %v", err)
+	}
+	if want := int64(n/2 - 1); deleted != want {
+		t.Errorf("Prune deleted %d intents, want %d (the old SENT ones of channel short)", deleted, want)
+	}
+	if got := count(`channel = 'short' AND updated_at < now() - interval '1 hour' AND status = 'SENT'`); got != 0 {
+		t.Errorf("%d old SENT intents of channel short left", got)
+	}
+	if got := count(`channel = 'short'`); got != n/2+1 {
+		t.Errorf("channel short keeps %d intents, want %d (the recent ones and the IN_DOUBT one)", got, n/2+1)
+	}
+	if got := count(`channel = 'long'`); got != n {
+		t.Errorf("channel long keeps %d intents, want all %d", got, n)
+	}
+	var orphans int64
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM effectd.attempts a
+		WHERE NOT EXISTS (SELECT 1 FROM effectd.intents i WHERE i.bucket = a.bucket AND i.id = a.intent_id)`).Scan(&orphans); err != nil {
+		t.Fatal(err)
+	}
+	if orphans != 0 {
+		t.Errorf("%d attempt rows left without their intent", orphans)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE effectd.intents SET status = 'SENT' WHERE channel = 'short' AND event_id = 'e-0'`); err != nil {
+		t.Fatal(err)
+	}
+	checkCitusCounts(t, pool, "after the prune")
 }

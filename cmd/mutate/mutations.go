@@ -442,6 +442,13 @@ var mutations = []mutation{
 	{name: "citus: a week's partition laid over the days it overlaps", file: "migrations/016_partition_days.up.sql",
 		from: "SELECT greatest(first::timestamp AT TIME ZONE 'UTC', max(p.upper)) INTO lo", to: "SELECT first::timestamp AT TIME ZONE 'UTC' INTO lo",
 		pkg: "./migrations/", run: "^TestCitusPartitionsSpanWeeks$", tags: "citus"},
+	// Retention shorter than a day partition, in the distributed mode: pruned row by row, bucket by bucket.
+	{name: "citus: a channel's short retention not pruned", file: "internal/query/prune_bucket.sql",
+		from: "      AND i.updated_at < t.cutoff", to: "      AND false",
+		pkg: "./dispatcher/", run: "^TestCitusPruneShortRetention$", tags: "citus"},
+	{name: "citus: a pruned intent left in the settled counts", file: "internal/query/prune_bucket.sql",
+		from: "coalesce(delivery, ''), -count(*)\n    FROM gone", to: "coalesce(delivery, ''), 0\n    FROM gone",
+		pkg: "./dispatcher/", run: "^TestCitusPruneShortRetention$", tags: "citus"},
 	{name: "citus: a completion's count delta not written", file: "internal/query/complete_bucket.sql",
 		from: "WHERE status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED')\n    GROUP BY 2, 3, 4, 5", to: "WHERE false\n    GROUP BY 2, 3, 4, 5",
 		pkg: "./dispatcher/", run: "^TestCitusCountsFollowChanges$", tags: "citus"},

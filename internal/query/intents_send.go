@@ -158,6 +158,17 @@ func Prune(ctx context.Context, db DB, channel string, limit int, olderThan time
 	return tag.RowsAffected(), err
 }
 
+//go:embed prune_bucket.sql
+var pruneBucketSQL string
+
+// PruneBucket is Prune on one bucket of the distributed mode: the intents it
+// deletes leave the settled counts in the same statement.
+func PruneBucket(ctx context.Context, db DB, channel string, limit int, olderThan time.Duration, bucket int) (int64, error) {
+	var n int64
+	err := db.QueryRow(ctx, pruneBucketSQL, channel, limit, interval(olderThan), bucket).Scan(&n)
+	return n, err
+}
+
 //go:embed complete.sql
 var completeSQL string
 
