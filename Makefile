@@ -3,7 +3,7 @@ GO        ?= go
 GOFLAGS   ?=
 PKGS      := ./...
 
-.PHONY: run test test-citus build vet lint staticcheck fuzz fuzz-pure fuzz-db mutate stripe-mock clean deploy
+.PHONY: run test test-citus build schema vet lint staticcheck fuzz fuzz-pure fuzz-db mutate stripe-mock clean deploy
 
 ## run: build ./effectd, then start it on a throwaway local PostgreSQL under
 ## .data/ (unless DATABASE_URL is set), with the sandbox providers and the
@@ -32,6 +32,13 @@ test-citus:
 
 build:
 	$(GO) build -o effectd ./cmd/effectd
+
+## schema: write migrations/schema.sql, the schema the migrations make, from a
+## throwaway PostgreSQL they migrated (pg_dump --schema-only). Run it with
+## every new migration and commit the file with it: make test fails while the
+## committed file differs (TestSchemaFile).
+schema:
+	$(GO) test -count=1 -run '^TestSchemaFile$$' ./migrations/ -write-schema
 
 vet:
 	$(GO) vet $(PKGS)

@@ -22,7 +22,7 @@ import (
 
 // FS holds the schema migrations, 00N_name.up.sql, in the order they apply.
 //
-//go:embed *.sql
+//go:embed *.up.sql
 var FS embed.FS
 
 // versionTable records applied migrations inside effectd's own schema, so it

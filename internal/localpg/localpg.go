@@ -223,6 +223,16 @@ func (s *Server) reachable() error {
 	}
 }
 
+// Bin returns the path of the PostgreSQL program name (pg_dump, psql, …) from
+// the binaries the servers start from, so a client matches the server's version.
+func Bin(name string) (string, error) {
+	dir, err := binDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, name), nil
+}
+
 func binDir() (string, error) {
 	if p, err := exec.LookPath("pg_ctl"); err == nil {
 		if real, err := filepath.EvalSymlinks(p); err == nil {
