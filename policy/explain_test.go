@@ -33,6 +33,9 @@ func TestExplain(t *testing.T) {
 		got = append(got, f.Name+"="+string(f.Value)+" "+string(f.Source))
 	}
 	want := []string{
+		`approval="none" default`,
+		`approval_bulk_threshold=100 default`,
+		`approval_expiry="24h0m0s" default`,
 		`backoff.base="2s" override`,
 		`backoff.max="1h0m0s" YAML`,
 		`concurrency=16 default`,

@@ -29,6 +29,25 @@ const (
 	DefaultLookupFallback = InDoubtManual
 	DefaultConcurrency    = 16
 	DefaultRetention      = Duration(360 * time.Hour)
+	// DefaultApproval runs every operator action at once (no second person).
+	DefaultApproval = ApprovalNone
+	// DefaultApprovalBulkThreshold is how many rows a bulk action of a
+	// two-person channel may hold before it needs approval.
+	DefaultApprovalBulkThreshold = 100
+	// DefaultApprovalExpiry is how long an approval request waits for a decision.
+	DefaultApprovalExpiry = Duration(24 * time.Hour)
+)
+
+// Approval modes: who decides an operator's risky action on a channel.
+const (
+	ApprovalNone      = "none"       // the operator alone
+	ApprovalTwoPerson = "two-person" // a request another person with the approve right decides
+)
+
+// The bounds of an approval request's expiry.
+const (
+	MinApprovalExpiry = Duration(time.Minute)
+	MaxApprovalExpiry = Duration(30 * 24 * time.Hour)
 )
 
 // The bounds Validate holds a policy to.
@@ -72,7 +91,17 @@ type Policy struct {
 	// Sweep schedules the channel's reconciliation sweep [0: off]; a
 	// webhook channel, whose receiver lists nothing, has none.
 	Sweep SweepSchedule `json:"sweep" yaml:"sweep"`
+	// Approval is ApprovalNone or ApprovalTwoPerson: with two-person, a
+	// resolve as sent or skip, a send forced past the key window, a bulk
+	// action over ApprovalBulkThreshold rows and a change of this policy
+	// become requests another person approves [DefaultApproval].
+	Approval              string   `json:"approval" yaml:"approval"`
+	ApprovalBulkThreshold int      `json:"approval_bulk_threshold" yaml:"approval_bulk_threshold"` // [DefaultApprovalBulkThreshold]
+	ApprovalExpiry        Duration `json:"approval_expiry" yaml:"approval_expiry"`                 // a request undecided this long expires [DefaultApprovalExpiry]
 }
+
+// TwoPerson reports whether the channel's risky operator actions need a second person.
+func (p Policy) TwoPerson() bool { return p.Approval == ApprovalTwoPerson }
 
 // SweepSchedule runs a reconciliation sweep at every multiple of Every on
 // the clock (every: 1h sweeps on the hour) of the Window ending at that
@@ -114,6 +143,10 @@ func Default(kind string) Policy {
 		LookupFallback: DefaultLookupFallback,
 		Concurrency:    DefaultConcurrency,
 		Retention:      DefaultRetention,
+
+		Approval:              DefaultApproval,
+		ApprovalBulkThreshold: DefaultApprovalBulkThreshold,
+		ApprovalExpiry:        DefaultApprovalExpiry,
 	}
 	if kind == "webhook" {
 		p.InDoubt = DefaultWebhookInDoubt
@@ -178,6 +211,20 @@ func (p Policy) Validate() error {
 		return bad("sweep.window", "must be at most "+MaxSweepWindow.Short()+", the longest window a sweep reads, got "+p.Sweep.Window.Short())
 	case p.Sweep.Window > 0 && p.Sweep.Window < p.Sweep.Every:
 		return bad("sweep.window", "must be at least sweep.every ("+p.Sweep.Every.Short()+") or 0 (the same), else intents created between two sweeps are never swept")
+	}
+	return p.validateApproval()
+}
+
+// validateApproval checks the approval fields.
+func (p Policy) validateApproval() error {
+	bad := func(field, msg string) error { return &Error{Field: "policy." + field, Msg: msg} }
+	switch {
+	case p.Approval != ApprovalNone && p.Approval != ApprovalTwoPerson:
+		return bad("approval", "must be none or two-person, got "+quoteShort(p.Approval))
+	case p.ApprovalBulkThreshold < 1 || p.ApprovalBulkThreshold > 1_000_000:
+		return bad("approval_bulk_threshold", fmt.Sprintf("must be between 1 and 1000000 rows, got %d", p.ApprovalBulkThreshold))
+	case p.ApprovalExpiry < MinApprovalExpiry || p.ApprovalExpiry > MaxApprovalExpiry:
+		return bad("approval_expiry", "must be between "+MinApprovalExpiry.Short()+" and "+MaxApprovalExpiry.Short()+", got "+p.ApprovalExpiry.Short())
 	}
 	return nil
 }

@@ -23,6 +23,10 @@ func TestDefault(t *testing.T) {
 		LookupFallback: "manual",
 		Concurrency:    16,
 		Retention:      policy.Duration(360 * time.Hour),
+
+		Approval:              "none",
+		ApprovalBulkThreshold: 100,
+		ApprovalExpiry:        policy.Duration(24 * time.Hour),
 	}
 	for _, kind := range []string{"stripe", "twilio", ""} {
 		if got := policy.Default(kind); got != want {
@@ -61,6 +65,10 @@ func TestValidateNamesField(t *testing.T) {
 		{"policy.concurrency", "must be between 1 and 10000, got 0", func(p *policy.Policy) { p.Concurrency = 0 }},
 		{"policy.concurrency", "must be between 1 and 10000, got 10001", func(p *policy.Policy) { p.Concurrency = 10001 }},
 		{"policy.retention", "must be at least 1h", func(p *policy.Policy) { p.Retention = policy.Duration(time.Hour - time.Second) }},
+		{"policy.approval", `must be none or two-person, got "four-eyes"`, func(p *policy.Policy) { p.Approval = "four-eyes" }},
+		{"policy.approval", `must be none or two-person, got ""`, func(p *policy.Policy) { p.Approval = "" }},
+		{"policy.approval_bulk_threshold", "must be between 1 and 1000000 rows, got 0", func(p *policy.Policy) { p.ApprovalBulkThreshold = 0 }},
+		{"policy.approval_expiry", "must be between 1m and 720h, got 30s", func(p *policy.Policy) { p.ApprovalExpiry = policy.Duration(30 * time.Second) }},
 	}
 	for _, c := range cases {
 		p := policy.Default("twilio")
