@@ -3,8 +3,11 @@ package chaos
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,7 +42,8 @@ type SweepRow struct {
 func sweptChannel(c Channel) bool { return c.Provider == "stripe" || c.Provider == "twilio" }
 
 // sweep runs the sweep of every swept channel over [since, now) through
-// instance 1's admin API. A failed sweep is a violation, not a failed run.
+// instance 1's admin API, a window it declines as too large in halves
+// (sweepSplitting). A failed sweep is a violation, not a failed run.
 func (h *harness) sweep(ctx context.Context, since time.Time) (reps []effectdtype.SweepReport, failed []Violation) {
 	addr, _ := h.instances[0].addr.Load().(string)
 	c := &client.Client{BaseURL: addr}
@@ -48,17 +52,114 @@ func (h *harness) sweep(ctx context.Context, since time.Time) (reps []effectdtyp
 		if !sweptChannel(ch) {
 			continue
 		}
-		rep, err := c.Sweep(ctx, ch.Name, since, until)
+		s, err := sweepSplitting(ctx, c, ch.Name, since, until)
 		if err != nil {
 			failed = append(failed, Violation{Rule: "sweep failed: " + err.Error(), Channel: ch.Name, Keys: []string{"-"}})
 			continue
 		}
+		rep := s.Report
 		h.note("sweep %s: %d intents, %d objects: orphan %d, duplicate %d, unsettled %d, missing %d", ch.Name, rep.Intents, rep.Objects,
 			rep.Counts[effectdtype.FindingOrphan], rep.Counts[effectdtype.FindingDuplicate],
 			rep.Counts[effectdtype.FindingUnsettled], rep.Counts[effectdtype.FindingMissing])
 		reps = append(reps, rep)
 	}
 	return reps, failed
+}
+
+// minSplitWindow is the shortest window the checker halves when the admin API
+// declines a sweep as too large. The sweep lists the provider 5 minutes on
+// either side of its window (the dispatcher's skew), so below a minute a half
+// lists nearly what its parent did: halving further cannot bring the listing
+// under the provider's bound.
+const minSplitWindow = time.Minute
+
+// shorterWindow is what the admin API's message says when it declines a
+// sweep's window as too large (POST /v1/sweeps, api/sweeps.go): 503
+// unavailable when the provider's listing holds more than it reads
+// (stripe.ListLimit, twilio.ListLimit: "list a shorter window"), 422 invalid
+// when the window holds more intents than dispatcher.SweepMaxIntents ("sweep a
+// shorter one") or its unmatched objects more unsettled owners than the sweep
+// considers ("sweep a shorter window").
+var shorterWindow = regexp.MustCompile(`(list|sweep) a shorter (window|one)`)
+
+// declinedTooLarge reports whether err is the admin API declining a sweep's
+// window as too large.
+func declinedTooLarge(err error) bool {
+	var e *client.Error
+	return errors.As(err, &e) && (e.Status == http.StatusServiceUnavailable || e.Status == http.StatusUnprocessableEntity) &&
+		shorterWindow.MatchString(e.Message)
+}
+
+// splitSweep is one channel's sweep of a window, as an operator runs it when
+// the API declines the window as too large: halved until each part answers.
+type splitSweep struct {
+	Report   effectdtype.SweepReport // the union of the parts' reports, over the whole window
+	Parts    int                     // sweeps that answered
+	Declined int                     // sweeps declined as too large, each then split in halves
+}
+
+// sweepSplitting sweeps channel over [since, until) through c. A window the
+// API declines as too large is split into halves, each swept the same way,
+// down to minSplitWindow; the report is the union of the parts': their
+// findings, counts, intents, unlisted intents and objects (the parts'
+// listings overlap by the skew, so an object near a cut counts twice), over
+// the whole window. A declined window too short to halve is an error saying
+// so; any other failure is returned as it came.
+func sweepSplitting(ctx context.Context, c *client.Client, channel string, since, until time.Time) (splitSweep, error) {
+	s := splitSweep{Report: effectdtype.SweepReport{Channel: channel, Since: since.UTC(), Until: until.UTC(), Counts: map[string]int{}}}
+	return s, s.sweep(ctx, c, since, until)
+}
+
+// sweep adds the sweep of [since, until), or of its halves, to s.
+func (s *splitSweep) sweep(ctx context.Context, c *client.Client, since, until time.Time) error {
+	rep, err := c.Sweep(ctx, s.Report.Channel, since, until)
+	if declinedTooLarge(err) {
+		s.Declined++
+		if until.Sub(since) < 2*minSplitWindow {
+			return fmt.Errorf("declined as too large, and [%s, %s) (%s) is not split below %s: %w",
+				since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339), until.Sub(since), minSplitWindow, err)
+		}
+		mid := since.Add(until.Sub(since) / 2)
+		if err := s.sweep(ctx, c, since, mid); err != nil {
+			return err
+		}
+		return s.sweep(ctx, c, mid, until)
+	}
+	if err != nil {
+		return err
+	}
+	s.add(rep)
+	return nil
+}
+
+// add merges one part's report into the whole window's.
+func (s *splitSweep) add(rep effectdtype.SweepReport) {
+	u := &s.Report
+	if s.Parts == 0 || rep.ListedSince.Before(u.ListedSince) {
+		u.ListedSince = rep.ListedSince
+	}
+	if rep.ListedUntil.After(u.ListedUntil) {
+		u.ListedUntil = rep.ListedUntil
+	}
+	s.Parts++
+	u.Provider = rep.Provider
+	u.Intents += rep.Intents
+	u.Objects += rep.Objects
+	u.Unlisted += rep.Unlisted
+	u.Findings = append(u.Findings, rep.Findings...)
+	for k, n := range rep.Counts {
+		u.Counts[k] += n
+	}
+}
+
+// detail describes a sweep for the history: its counts, and its parts when
+// it was split.
+func (s splitSweep) detail() string {
+	d := fmt.Sprintf("%v", s.Report.Counts)
+	if s.Declined > 0 {
+		d += fmt.Sprintf(", split in %d parts (%d windows declined as too large)", s.Parts, s.Declined)
+	}
+	return d
 }
 
 // compareSweeps judges the sweeps' findings against what the ledger and the

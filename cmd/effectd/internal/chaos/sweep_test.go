@@ -1,10 +1,20 @@
 package chaos
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectd/effectd/api"
+	"github.com/effectd/effectd/api/client"
+	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/providers/effect"
@@ -87,4 +97,125 @@ func TestCompareSweeps(t *testing.T) {
 	if n != 2 {
 		t.Errorf("synchronous: %d channels flagged for their findings, want 2: %+v", n, vs)
 	}
+}
+
+// listingSweeper is a sweep over a listing of objects created at given
+// times. Like the dispatcher's, it lists 5 minutes on either side of its
+// window, declines a listing of more than limit objects as the Stripe
+// provider does (wrapped in dispatcher.ErrListing), and finds each object
+// created in its window (an orphan, named by its reference).
+type listingSweeper struct {
+	created []time.Time
+	limit   int
+	calls   int
+}
+
+func (l *listingSweeper) Sweep(_ context.Context, channel string, since, until time.Time) (effectdtype.SweepReport, error) {
+	l.calls++
+	rep := effectdtype.SweepReport{Channel: channel, Provider: "stripe", Since: since, Until: until,
+		ListedSince: since.Add(-5 * time.Minute), ListedUntil: until.Add(5 * time.Minute), Counts: map[string]int{}}
+	for i, at := range l.created {
+		if at.Before(rep.ListedSince) || !at.Before(rep.ListedUntil) {
+			continue
+		}
+		if rep.Objects++; rep.Objects > l.limit {
+			return rep, fmt.Errorf("%w: stripe list refunds: more than %d created between %s and %s: list a shorter window", dispatcher.ErrListing,
+				l.limit, rep.ListedSince.Format(time.RFC3339), rep.ListedUntil.Format(time.RFC3339))
+		}
+		if !at.Before(since) && at.Before(until) {
+			rep.Findings = append(rep.Findings, effectdtype.Finding{Kind: effectdtype.FindingOrphan, Objects: []effect.Object{{Ref: fmt.Sprint("re_", i)}}})
+			rep.Counts[effectdtype.FindingOrphan]++
+		}
+	}
+	return rep, nil
+}
+
+// sweepAPI serves the admin API with sweeper behind it, and a client of it.
+func sweepAPI(t *testing.T, sweeper api.Sweeper) *client.Client {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none") // never connected: the sweep route needs no row
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	h, err := api.NewHandler(api.Config{Pool: pool, InsecureNoAuth: true, Sweeper: sweeper, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &client.Client{BaseURL: srv.URL}
+}
+
+// TestSweepSplitsWindowTooLarge: a window whose listing holds more objects
+// than the provider lists, which the admin API declines, is swept in halves,
+// as an operator would, and the halves' findings cover the whole window,
+// each object found once; the checker's judgement of the window then sees
+// the union. A declined window too short to halve, and any other failure,
+// are errors.
+func TestSweepSplitsWindowTooLarge(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	l := &listingSweeper{limit: 150} // a minute's window lists 11 minutes: 110
+	for i := range 600 {             // 10 a minute for an hour
+		l.created = append(l.created, t0.Add(time.Duration(i)*6*time.Second))
+	}
+	c := sweepAPI(t, l)
+	since, until := t0.Add(-48*time.Hour), t0.Add(48*time.Hour)
+
+	s, err := sweepSplitting(ctx, c, "refund", since, until)
+	if err != nil {
+		t.Fatalf("sweep of a window holding 600 objects, 150 listed at most: %v", err)
+	}
+	if s.Declined == 0 || s.Parts < 2 {
+		t.Errorf("declined %d, parts %d: want the window split", s.Declined, s.Parts)
+	}
+	if !s.Report.Since.Equal(since) || !s.Report.Until.Equal(until) || s.Report.Counts[effectdtype.FindingOrphan] != 600 {
+		t.Errorf("report over [%s, %s), %d orphans: want the whole window's, 600", s.Report.Since, s.Report.Until, s.Report.Counts[effectdtype.FindingOrphan])
+	}
+	seen := map[string]int{}
+	for _, f := range s.Report.Findings {
+		seen[f.Objects[0].Ref]++
+	}
+	for i := range l.created {
+		if ref := fmt.Sprint("re_", i); seen[ref] != 1 {
+			t.Errorf("%s found %d times, want once", ref, seen[ref])
+		}
+	}
+
+	// The checker judges the union: every orphan true, none missed.
+	var ledger sandbox.Snapshot // each a refund of an event whose intent was lost
+	for i := range l.created {
+		b, _ := json.Marshal(map[string]any{"metadata": map[string]string{effect.MetaEventID: fmt.Sprint("lost-", i)}})
+		ledger.Effects = append(ledger.Effects, sandbox.Effect{Kind: "stripe", Key: fmt.Sprint("refund:lost-", i), Ref: fmt.Sprint("re_", i), Applied: 1, Body: b})
+	}
+	a := expectFindings(nil, ledger)
+	bad := map[[2]string][]string{}
+	a.judge(Channels[1], sweepWindow{"history", since, until, true}, s.Report, bad)
+	if len(bad) > 0 {
+		t.Errorf("judged the split sweep: %v", bad)
+	}
+
+	// Ten objects in one second: every window around them lists more than 5.
+	l.limit, l.created = 5, l.created[:0]
+	for i := range 10 {
+		l.created = append(l.created, t0.Add(time.Duration(i)*100*time.Millisecond))
+	}
+	if _, err := sweepSplitting(ctx, c, "refund", since, until); err == nil || !strings.Contains(err.Error(), "declined as too large") ||
+		!strings.Contains(err.Error(), "list a shorter window") {
+		t.Errorf("a window that cannot be split enough: %v, want declined as too large, with the API's message", err)
+	}
+
+	l.calls = 0
+	down := sweepAPI(t, failingSweeper{})
+	if _, err := sweepSplitting(ctx, down, "refund", since, until); err == nil || declinedTooLarge(err) {
+		t.Errorf("a provider that does not answer: %v, want its error, not split", err)
+	}
+}
+
+// failingSweeper is a sweep whose provider does not answer.
+type failingSweeper struct{}
+
+func (failingSweeper) Sweep(context.Context, string, time.Time, time.Time) (effectdtype.SweepReport, error) {
+	return effectdtype.SweepReport{}, fmt.Errorf("%w: stripe list refunds: unavailable: connection refused", dispatcher.ErrListing)
 }
