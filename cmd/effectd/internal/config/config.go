@@ -89,12 +89,13 @@ type Loaded struct {
 	Ingress  []ingress.Channel    // as ParseIngress returns them
 	Access   Access               // as ParseAccess reads it
 	Citus    *migrations.Citus    // as ParseCitus reads it; nil in single-node mode
+	Storage  Storage              // database.storage as ParseStorage reads it
 	TraceURL string               // tracing.ui_url as ParseTraceURL reads it
 }
 
 // LoadAll reads the YAML at path once and parses all of it: the channels, the
-// ingress's channels, the access section, database.citus and tracing, in
-// that order.
+// ingress's channels, the access section, database.citus, database.storage
+// and tracing, in that order.
 func LoadAll(path string, getenv func(string) string) (Loaded, error) {
 	return load(path, func(b []byte) (l Loaded, err error) {
 		if l.Channels, err = Parse(b, getenv); err != nil {
@@ -107,6 +108,9 @@ func LoadAll(path string, getenv func(string) string) (Loaded, error) {
 			return l, err
 		}
 		if l.Citus, err = ParseCitus(b); err != nil {
+			return l, err
+		}
+		if l.Storage, err = ParseStorage(b); err != nil {
 			return l, err
 		}
 		l.TraceURL, err = ParseTraceURL(b)

@@ -10,7 +10,45 @@ import (
 
 // DatabaseSpec is the database section of the YAML.
 type DatabaseSpec struct {
-	Citus *CitusSpec `yaml:"citus"` // nil: single-node mode
+	Storage string     `yaml:"storage"` // see ParseStorage
+	Citus   *CitusSpec `yaml:"citus"`   // nil: single-node mode
+}
+
+// Storage is database.storage: the storage mode serve runs in.
+type Storage string
+
+// The values of database.storage.
+const (
+	StorageAuto   Storage = "auto"   // the mode the database is in, detected at start-up (the default)
+	StorageSingle Storage = "single" // one PostgreSQL; a distributed database is refused
+	StorageCitus  Storage = "citus"  // Citus, laid out as database.citus says; any other database is refused
+)
+
+// ParseStorage reads database.storage of a YAML document, StorageAuto when
+// absent. An error names the field: a value other than auto, single or
+// citus, single beside database.citus, or citus without it.
+func ParseStorage(b []byte) (Storage, error) {
+	var f File
+	root, err := decodeDocument(b, &f)
+	if err != nil {
+		return "", err
+	}
+	s := Storage(f.Database.Storage)
+	bad := func(msg string) error {
+		p := []string{"database", "storage"}
+		return &Error{Path: p, Line: lineOf(root, p), Msg: msg}
+	}
+	switch {
+	case s == "":
+		return StorageAuto, nil
+	case s != StorageAuto && s != StorageSingle && s != StorageCitus:
+		return "", bad(fmt.Sprintf("want auto, single or citus, got %s", quote(string(s))))
+	case s == StorageSingle && f.Database.Citus != nil:
+		return "", bad("is single, but database.citus is set: remove one of them")
+	case s == StorageCitus && f.Database.Citus == nil:
+		return "", bad("is citus, which needs database.citus (the producer's table effectd's tables are co-located with)")
+	}
+	return s, nil
 }
 
 // CitusSpec is database.citus as written in the YAML: the producer's

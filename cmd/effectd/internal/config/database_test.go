@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -54,5 +55,47 @@ func TestParseCitus(t *testing.T) {
 	// LoadAll reads the section too, and Parse (the channels) ignores it.
 	if _, err := Parse([]byte(hook+"database:\n  citus: {colocate_with: p.o, bucket_column: b, buckets: 4}\n"), getenv); err != nil {
 		t.Errorf("Parse with database.citus: %v", err)
+	}
+}
+
+// TestParseStorage: database.storage is auto when absent, reads each of its
+// three values, and refuses any other, single beside database.citus and citus
+// without it, naming the field and its line.
+func TestParseStorage(t *testing.T) {
+	hook := "channels:\n  x:\n    provider: webhook\n    webhook: {url: 'http://127.0.0.1:1/x', secret_env: HOOK_SECRET}\n"
+	citus := "  citus: {colocate_with: p.o, bucket_column: b, buckets: 4}\n"
+	for _, tc := range []struct{ name, database string }{
+		{"absent", ""},
+		{"auto", "database:\n  storage: auto\n"},
+		{"auto beside citus", "database:\n  storage: auto\n" + citus},
+		{"single", "database:\n  storage: single\n"},
+		{"citus", "database:\n  storage: citus\n" + citus},
+	} {
+		got, err := ParseStorage([]byte(hook + tc.database))
+		want := map[string]Storage{"absent": StorageAuto, "auto": StorageAuto, "auto beside citus": StorageAuto,
+			"single": StorageSingle, "citus": StorageCitus}[tc.name]
+		if err != nil || got != want {
+			t.Errorf("%s: ParseStorage = %q, %v; want %q", tc.name, got, err, want)
+		}
+	}
+	for _, tc := range []struct{ name, database, want string }{
+		{"unknown", "database:\n  storage: sharded\n", `database.storage: line 6: want auto, single or citus, got "sharded"`},
+		{"upper case", "database:\n  storage: Citus\n" + citus, `database.storage: line 6: want auto, single or citus, got "Citus"`},
+		{"a list", "database:\n  storage: [single]\n", "database.storage: line 6: cannot unmarshal"},
+		{"single beside citus", "database:\n  storage: single\n" + citus, "database.storage: line 6: is single, but database.citus is set"},
+		{"citus alone", "database:\n  storage: citus\n", "database.storage: line 6: is citus, which needs database.citus"},
+	} {
+		_, err := ParseStorage([]byte(hook + tc.database))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v; want it to contain %q", tc.name, err, tc.want)
+		}
+	}
+	// LoadAll reads it with the rest.
+	path := t.TempDir() + "/effectd.yaml"
+	if err := os.WriteFile(path, []byte(hook+"database:\n  storage: single\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := LoadAll(path, getenv); err != nil || l.Storage != StorageSingle {
+		t.Errorf("LoadAll: Storage %q, %v; want single", l.Storage, err)
 	}
 }
