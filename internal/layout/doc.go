@@ -1,4 +1,7 @@
 // Package layout holds the checks of the code's own shape that its tests
 // enforce: no function over 80 lines outside tests, and no package under api/
-// reaching past the dispatcher into the data layer (internal/query).
+// reaching past the dispatcher into the data layer (internal/query); and of
+// the documentation's: README.md at most 300 lines and linking every docs/
+// page, every relative link resolving, and every command and test the pages
+// name existing.
 package layout
