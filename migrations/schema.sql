@@ -1071,6 +1071,39 @@ $$;
 
 
 --
+-- Name: roll_minutes(); Type: FUNCTION; Schema: effectd; Owner: -
+--
+
+CREATE FUNCTION effectd.roll_minutes() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    INSERT INTO effectd.minute_rollup_deltas (channel, minute, measure, slot, n)
+    SELECT n.channel, date_trunc('minute', now()), m.measure, m.slot, count(*)
+    FROM new_rows n
+    JOIN old_rows o ON o.id = n.id AND o.created_at = n.created_at
+    CROSS JOIN LATERAL (VALUES
+        ('sent', 0, n.status = 'SENT' AND o.status <> 'SENT'),
+        ('failed', 0, n.status = 'FAILED' AND o.status <> 'FAILED'),
+        ('in_doubt', 0, n.status = 'IN_DOUBT' AND o.status <> 'IN_DOUBT'),
+        ('skipped', 0, n.status = 'SKIPPED' AND o.status <> 'SKIPPED'),
+        ('accepted', 0, n.delivery = 'accepted' AND o.delivery IS DISTINCT FROM 'accepted'),
+        ('delivered', 0, n.delivery = 'delivered' AND o.delivery IS DISTINCT FROM 'delivered'),
+        ('undelivered', 0, n.delivery = 'undelivered' AND o.delivery IS DISTINCT FROM 'undelivered'),
+        ('provider_errors', 0, o.status = 'SENDING' AND n.status <> 'SENDING' AND n.last_error IS NOT NULL),
+        ('backoffs', 0, o.status = 'SENDING' AND n.status = 'PENDING'),
+        ('latency',
+         least(47, greatest(0, floor(2 * ln(greatest(extract(epoch FROM now() - n.created_at) * 1000, 1)) / ln(2))))::int,
+         o.status = 'SENDING' AND n.status IN ('SENT', 'FAILED', 'IN_DOUBT', 'SKIPPED'))
+    ) AS m(measure, slot, hit)
+    WHERE m.hit
+    GROUP BY 1, 2, 3, 4;
+    RETURN NULL;
+END
+$$;
+
+
+--
 -- Name: status(text, text, bigint); Type: FUNCTION; Schema: effectd; Owner: -
 --
 
@@ -1177,6 +1210,55 @@ $_$;
 
 SET default_tablespace = '';
 
+SET default_table_access_method = heap;
+
+--
+-- Name: approval_requests; Type: TABLE; Schema: effectd; Owner: -
+--
+
+CREATE TABLE effectd.approval_requests (
+    id bigint NOT NULL,
+    channel text NOT NULL,
+    action text NOT NULL,
+    intent_id bigint,
+    event_id text,
+    intent_status text,
+    intent_attempts integer,
+    idempotency_key text,
+    parameters jsonb DEFAULT '{}'::jsonb NOT NULL,
+    reason text NOT NULL,
+    requester text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    state text DEFAULT 'pending'::text NOT NULL,
+    decider text,
+    decision_reason text,
+    decided_at timestamp with time zone,
+    outcome text,
+    CONSTRAINT approval_requests_action_check CHECK ((action = ANY (ARRAY['intent.resolve_sent'::text, 'intent.resolve_skip'::text, 'intent.resolve_send'::text, 'intent.requeue'::text, 'bulk.apply'::text, 'channel.policy'::text]))),
+    CONSTRAINT approval_requests_check CHECK (((state = 'pending'::text) = (decided_at IS NULL))),
+    CONSTRAINT approval_requests_check1 CHECK (((state <> ALL (ARRAY['approved'::text, 'rejected'::text, 'failed'::text])) OR (decider IS NOT NULL))),
+    CONSTRAINT approval_requests_check2 CHECK ((decider IS DISTINCT FROM requester)),
+    CONSTRAINT approval_requests_check3 CHECK (((intent_id IS NULL) = (action !~~ 'intent.%'::text))),
+    CONSTRAINT approval_requests_reason_check CHECK ((reason <> ''::text)),
+    CONSTRAINT approval_requests_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'approved'::text, 'rejected'::text, 'expired'::text, 'failed'::text])))
+);
+
+
+--
+-- Name: approval_requests_id_seq; Type: SEQUENCE; Schema: effectd; Owner: -
+--
+
+ALTER TABLE effectd.approval_requests ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME effectd.approval_requests_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
 --
 -- Name: attempts; Type: TABLE; Schema: effectd; Owner: -
 --
@@ -1209,8 +1291,6 @@ ALTER TABLE effectd.attempts ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
-
-SET default_table_access_method = heap;
 
 --
 -- Name: audit; Type: TABLE; Schema: effectd; Owner: -
@@ -1275,7 +1355,8 @@ CREATE TABLE effectd.bulk_rows (
     snapshot uuid NOT NULL,
     intent_id bigint NOT NULL,
     status text NOT NULL,
-    attempts integer NOT NULL
+    attempts integer NOT NULL,
+    idempotency_key text
 );
 
 
@@ -1484,6 +1565,52 @@ ALTER TABLE effectd.intents ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 
 
 --
+-- Name: minute_latency; Type: TABLE; Schema: effectd; Owner: -
+--
+
+CREATE TABLE effectd.minute_latency (
+    channel text NOT NULL,
+    minute timestamp with time zone NOT NULL,
+    slot smallint NOT NULL,
+    n bigint NOT NULL
+);
+
+
+--
+-- Name: minute_rollup_deltas; Type: TABLE; Schema: effectd; Owner: -
+--
+
+CREATE TABLE effectd.minute_rollup_deltas (
+    channel text NOT NULL,
+    minute timestamp with time zone NOT NULL,
+    measure text NOT NULL,
+    slot smallint DEFAULT 0 NOT NULL,
+    n bigint NOT NULL
+);
+
+
+--
+-- Name: minute_rollups; Type: TABLE; Schema: effectd; Owner: -
+--
+
+CREATE TABLE effectd.minute_rollups (
+    channel text NOT NULL,
+    minute timestamp with time zone NOT NULL,
+    sent bigint DEFAULT 0 NOT NULL,
+    failed bigint DEFAULT 0 NOT NULL,
+    in_doubt bigint DEFAULT 0 NOT NULL,
+    skipped bigint DEFAULT 0 NOT NULL,
+    accepted bigint DEFAULT 0 NOT NULL,
+    delivered bigint DEFAULT 0 NOT NULL,
+    undelivered bigint DEFAULT 0 NOT NULL,
+    provider_errors bigint DEFAULT 0 NOT NULL,
+    backoffs bigint DEFAULT 0 NOT NULL,
+    backlog bigint,
+    oldest_due_seconds double precision
+);
+
+
+--
 -- Name: partitions; Type: TABLE; Schema: effectd; Owner: -
 --
 
@@ -1593,6 +1720,14 @@ CREATE TABLE effectd.wakeup (
 
 
 --
+-- Name: approval_requests approval_requests_pkey; Type: CONSTRAINT; Schema: effectd; Owner: -
+--
+
+ALTER TABLE ONLY effectd.approval_requests
+    ADD CONSTRAINT approval_requests_pkey PRIMARY KEY (id);
+
+
+--
 -- Name: audit audit_pkey; Type: CONSTRAINT; Schema: effectd; Owner: -
 --
 
@@ -1697,6 +1832,22 @@ ALTER TABLE ONLY effectd.intent_counts
 
 
 --
+-- Name: minute_latency minute_latency_pkey; Type: CONSTRAINT; Schema: effectd; Owner: -
+--
+
+ALTER TABLE ONLY effectd.minute_latency
+    ADD CONSTRAINT minute_latency_pkey PRIMARY KEY (channel, minute, slot);
+
+
+--
+-- Name: minute_rollups minute_rollups_pkey; Type: CONSTRAINT; Schema: effectd; Owner: -
+--
+
+ALTER TABLE ONLY effectd.minute_rollups
+    ADD CONSTRAINT minute_rollups_pkey PRIMARY KEY (channel, minute);
+
+
+--
 -- Name: partitions partitions_parent_lower_key; Type: CONSTRAINT; Schema: effectd; Owner: -
 --
 
@@ -1753,10 +1904,31 @@ ALTER TABLE ONLY effectd.wakeup
 
 
 --
+-- Name: approval_requests_pending; Type: INDEX; Schema: effectd; Owner: -
+--
+
+CREATE INDEX approval_requests_pending ON effectd.approval_requests USING btree (channel, id) WHERE (state = 'pending'::text);
+
+
+--
 -- Name: attempts_intent; Type: INDEX; Schema: effectd; Owner: -
 --
 
 CREATE INDEX attempts_intent ON ONLY effectd.attempts USING btree (intent_id, id);
+
+
+--
+-- Name: audit_at; Type: INDEX; Schema: effectd; Owner: -
+--
+
+CREATE INDEX audit_at ON effectd.audit USING btree (at);
+
+
+--
+-- Name: audit_channel_at; Type: INDEX; Schema: effectd; Owner: -
+--
+
+CREATE INDEX audit_channel_at ON effectd.audit USING btree (channel, at) WHERE (channel IS NOT NULL);
 
 
 --
@@ -1932,6 +2104,13 @@ CREATE TRIGGER intents_count_update AFTER UPDATE ON effectd.intents REFERENCING 
 --
 
 CREATE TRIGGER intents_notify AFTER UPDATE ON effectd.intents REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION effectd.notify_outcomes();
+
+
+--
+-- Name: intents intents_roll_minutes; Type: TRIGGER; Schema: effectd; Owner: -
+--
+
+CREATE TRIGGER intents_roll_minutes AFTER UPDATE ON effectd.intents REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION effectd.roll_minutes();
 
 
 --
