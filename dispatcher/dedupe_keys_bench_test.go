@@ -15,7 +15,7 @@ import (
 
 // BenchmarkDedupeKeys measures what the dedupe horizon costs at scale:
 // EFFECTD_DEDUPE_KEYS keys (1,000,000 unless set; 10,000,000 for the figure
-// in the README) loaded as enqueue writes them, then the bytes a key takes in
+// in docs/deployment.md, "Tuning PostgreSQL") loaded as enqueue writes them, then the bytes a key takes in
 // the table and its indexes, the time an enqueue takes beside them, and the
 // time the pruner takes per key it deletes once they have all expired.
 //

@@ -48,7 +48,7 @@ func TestEnqueueKeyBoundary(t *testing.T) {
 // TestOrderingBehindFailedAndInDoubt: an intent waits only while an older one
 // with its ordering key is PENDING or SENDING. A predecessor that ended FAILED
 // or waits IN_DOUBT for an operator does not hold its successors back (see
-// README, "Ordering keys").
+// docs/architecture.md, "Ordering keys").
 func TestOrderingBehindFailedAndInDoubt(t *testing.T) {
 	t.Parallel()
 	p := &scripted{calls: map[string]int{}, answer: func(string, int) (string, error) { return "ref", nil }}

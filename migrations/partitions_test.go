@@ -154,7 +154,7 @@ func at012(t *testing.T, rows int) *pgxpool.Pool {
 }
 
 // TestUpgradeWithChecksMadeBefore: checks of the new bound made by hand before
-// the upgrade (README, "Scale-out"), which do not hold writes, are what the
+// the upgrade (docs/deployment.md, "Upgrading a large deployment"), which do not hold writes, are what the
 // upgrade uses: the first partitions end at their bound, the days after it get
 // partitions of their own, and no partition keeps the check.
 func TestUpgradeWithChecksMadeBefore(t *testing.T) {

@@ -129,7 +129,7 @@ func connect(ctx context.Context, dsn string, tune ...func(*pgxpool.Config)) (*p
 // others were new backends at each read, each loading the catalog entries of
 // its shard's day partitions and their indexes before planning. On the
 // loopback cluster that made a page of 50 intents take 0.7 to 2 s; over one
-// cached connection per worker, 0.15 to 0.3 s (README, "On Citus: measured on
+// cached connection per worker, 0.15 to 0.3 s (docs/performance.md, "On Citus: measured on
 // the loopback cluster").
 func oneConnectionPerWorker(cfg *pgxpool.Config) {
 	const param = "citus.max_adaptive_executor_pool_size"

@@ -40,7 +40,7 @@ type Options struct {
 	Concurrency int      // in-flight calls per instance (drain, live)
 	SlowConc    int      // in-flight calls per instance (slow)
 	MemEvents   int      // memory: backlog drained while resident memory is sampled
-	Durable     bool     // fsync and synchronous_commit on (default off: see the README)
+	Durable     bool     // fsync and synchronous_commit on (default off: see docs/performance.md)
 	PGSettings  []string // extra name=value settings of the bench's PostgreSQL, applied last
 	Keep        bool     // keep the data directory
 	Profile     string   // directory for CPU profiles of each effectd serve run

@@ -39,7 +39,7 @@ func (w *testWriter) Write(b []byte) (int, error) {
 
 // TestChaos is the short run of `make test`: 1,500 events, 2 instances, every
 // fault mixed, then the checker. The release check is `effectd chaos` with at
-// least 5,000 events (see the README).
+// least 5,000 events (see docs/testing.md, "Chaos").
 func TestChaos(t *testing.T) {
 	bin := build(t)
 	seed := seed(t, 20261130)
@@ -67,7 +67,7 @@ func TestChaos(t *testing.T) {
 // sweep of every Stripe and Twilio channel finds exactly what the checker
 // counts: each effect without an intent an orphan, each intent sent twice a
 // duplicate, and after a synchronous failover nothing but those resends. The long run is
-// `effectd chaos --faults failover` (see the README's "Failover").
+// `effectd chaos --faults failover` (see docs/deployment.md, "Failover").
 func TestChaosFailover(t *testing.T) {
 	bin := build(t)
 	seed := seed(t, 20261201)
