@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/statemachine"
 )
 
 // foldInterval is how often the deltas of the settled counts are folded.
@@ -20,7 +21,8 @@ const foldInterval = 5 * time.Second
 // starts.
 type folder struct {
 	loop
-	d *Dispatcher
+	d          *Dispatcher
+	sampledMin time.Time // the minute the backlog was last sampled in
 }
 
 // Start folds every foldInterval until Stop.
@@ -33,6 +35,9 @@ func (f *folder) run(ctx context.Context) {
 	every(ctx, foldInterval, nil, func() {
 		if err := f.fold(ctx); err != nil {
 			f.d.logDB(ctx, "folding the settled counts", err)
+		}
+		if err := f.roll(ctx); err != nil {
+			f.d.logDB(ctx, "folding the minute rollups", err)
 		}
 	})
 }
@@ -52,4 +57,36 @@ func (f *folder) fold(ctx context.Context) error {
 	}
 	keep += 24 * time.Hour
 	return query.MarkIDs(ctx, f.d.pool, keep)
+}
+
+// roll adds the rollup deltas to the minute rollups the console's charts
+// read and, once a minute, samples every channel's backlog and oldest due
+// age into them and forgets the rollups older than rollupKeep.
+func (f *folder) roll(ctx context.Context) error {
+	if err := query.FoldRollups(ctx, f.d.pool); err != nil {
+		return err
+	}
+	now := time.Now()
+	minute := now.Truncate(time.Minute)
+	if !minute.After(f.sampledMin) {
+		return nil
+	}
+	f.sampledMin = minute
+	statusCounts, gauges, err := query.Figures(ctx, f.d.pool)
+	if err != nil {
+		return err
+	}
+	samples := make([]query.BacklogSample, len(gauges))
+	for i, g := range gauges {
+		samples[i] = query.BacklogSample{Channel: g.Channel, OldestDueSeconds: g.OldestPendingAge}
+		for _, c := range statusCounts {
+			if c.Channel == g.Channel && c.Status == statemachine.Pending {
+				samples[i].Backlog = c.N
+			}
+		}
+	}
+	if err := query.SampleBacklog(ctx, f.d.pool, samples); err != nil {
+		return err
+	}
+	return query.PruneRollups(ctx, f.d.pool, now.Add(-rollupKeep))
 }

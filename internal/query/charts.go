@@ -1,0 +1,70 @@
+package query
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ChartRow is one point of a chart as chart_points.sql sums it.
+type ChartRow struct {
+	At                               time.Time
+	Sent, Failed, InDoubt, Skipped   int64
+	Accepted, Delivered, Undelivered int64
+	ProviderErrors, Backoffs         int64
+	Backlog                          *int64
+	OldestDueSeconds                 *float64
+}
+
+// LatencySlots is one point's latency histogram: how many decisions fell in
+// each slot (migration 024: slot i from 2^(i/2) ms to 2^((i+1)/2) ms).
+type LatencySlots struct {
+	At   time.Time
+	Slot int16
+	N    int64
+}
+
+// AuditMark is an audit entry a chart marks.
+type AuditMark struct {
+	At       time.Time
+	Actor    string
+	Action   string
+	Channel  string
+	IntentID *int64
+}
+
+// ChartRows reads the points of channels (AllChannels alone for the whole
+// system) from from to to, by step, from the minute rollups of that range.
+func ChartRows(ctx context.Context, db DB, channels []string, from, to time.Time, step time.Duration) ([]ChartRow, []LatencySlots, error) {
+	rows, err := db.Query(ctx, chartPointsSQL, channels, from, to, step)
+	if err != nil {
+		return nil, nil, err
+	}
+	points, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ChartRow])
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err = db.Query(ctx, chartLatencySQL, channels, from, to, step)
+	if err != nil {
+		return nil, nil, err
+	}
+	slots, err := pgx.CollectRows(rows, pgx.RowToStructByPos[LatencySlots])
+	return points, slots, err
+}
+
+// ChartMarks reads the newest limit audit entries from from to to, of
+// channels (nil: of every channel and of none).
+func ChartMarks(ctx context.Context, db DB, channels []string, from, to time.Time, limit int) ([]AuditMark, error) {
+	var rows pgx.Rows
+	var err error
+	if channels == nil {
+		rows, err = db.Query(ctx, chartMarksSQL, from, to, limit)
+	} else {
+		rows, err = db.Query(ctx, chartMarksChannelsSQL, channels, from, to, limit)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[AuditMark])
+}
