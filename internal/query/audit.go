@@ -42,6 +42,17 @@ type Audit struct {
 	Snapshot string // the bulk snapshot the change comes from; "" = none
 	Force    bool   // sent again past the provider's key window on the operator's word
 	Outcome  string // what an operator's reconcile found, e.g. "found → SENT"
+	// Approval names the two-person approval request the change ran at;
+	// Actor is then the approver, and Approval.RequestedBy the requester.
+	Approval *AuditApproval
+}
+
+// AuditApproval is the approval request an audited change ran at, in the
+// entry's after column: its id and who asked for it.
+type AuditApproval struct {
+	Request     int64  `json:"request"`
+	RequestedBy string `json:"requested_by"`
+	ApprovedBy  string `json:"approved_by"`
 }
 
 // AuditState is the subject of an audit entry as the entry records it: an
@@ -71,10 +82,11 @@ type ChannelState struct {
 // auditAfter is the after column: the subject and why it changed.
 type auditAfter struct {
 	AuditState
-	Reason   string `json:"reason,omitempty"`
-	Snapshot string `json:"snapshot,omitempty"`
-	Force    bool   `json:"force,omitempty"`
-	Outcome  string `json:"outcome,omitempty"`
+	Reason   string         `json:"reason,omitempty"`
+	Snapshot string         `json:"snapshot,omitempty"`
+	Force    bool           `json:"force,omitempty"`
+	Outcome  string         `json:"outcome,omitempty"`
+	Approval *AuditApproval `json:"approval,omitempty"`
 }
 
 // WriteAudit writes e through db; run it in the transaction that makes the change.
@@ -83,7 +95,8 @@ func WriteAudit(ctx context.Context, db DB, e Audit) error {
 	if err != nil {
 		return err
 	}
-	after, err := json.Marshal(auditAfter{AuditState: e.After, Reason: e.Reason, Snapshot: e.Snapshot, Force: e.Force, Outcome: e.Outcome})
+	after, err := json.Marshal(auditAfter{AuditState: e.After, Reason: e.Reason, Snapshot: e.Snapshot, Force: e.Force, Outcome: e.Outcome,
+		Approval: e.Approval})
 	if err != nil {
 		return err
 	}
