@@ -26,6 +26,7 @@ import (
 	"github.com/effectd/effectd/api/ingress"
 	"github.com/effectd/effectd/cmd/effectd/internal/config"
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/tracing"
 	"github.com/effectd/effectd/migrations"
 )
@@ -98,7 +99,7 @@ func runServe(ctx context.Context, args []string, getenv env, stdout, stderr io.
 	}
 	o := serveOptions{dsn: dsn, chans: cfg.Channels, addr: *addr, tokens: tokens, insecure: *insecure,
 		tls: tlsConfig, migrate: *migrate, producers: cfg.Access.Producers, drain: *drain, log: log, stdout: stdout, limits: limits,
-		ingressAddr: *ingressAddr, ingress: ingressChans, citus: cfg.Citus, traceURL: cfg.TraceURL}
+		ingressAddr: *ingressAddr, ingress: ingressChans, citus: cfg.Citus, storage: cfg.Storage, traceURL: cfg.TraceURL}
 	flush, err := startTracing(ctx, getenv, &o)
 	if err != nil {
 		return usagef("serve: %v", err)
@@ -161,7 +162,8 @@ type serveOptions struct {
 	ingressAddr string            // "": no ingress listener
 	ingress     []ingress.Channel // the channels whose events it receives
 
-	citus *migrations.Citus // database.citus; nil: single-node mode
+	citus   *migrations.Citus // database.citus; nil: single-node mode
+	storage config.Storage    // database.storage; "": auto
 
 	tracer   trace.TracerProvider // nil: tracing is off
 	traceURL string               // tracing.ui_url: the console links trace ids to it
@@ -231,9 +233,9 @@ func serve(ctx context.Context, o serveOptions) error {
 }
 
 // prepareDatabase migrates (and distributes, with database.citus) and grants
-// the producer roles when asked, checks that the schema is current and in the
-// mode the YAML says, and registers the channels. It returns the distributed
-// mode's bucket count, 0 in single-node mode.
+// the producer roles when asked, checks that the schema is current, decides
+// the storage mode (storageMode), and registers the channels. It returns the
+// distributed mode's bucket count, 0 in single-node mode.
 func prepareDatabase(ctx context.Context, pool *pgxpool.Pool, o serveOptions) (buckets int, err error) {
 	if o.migrate {
 		if err := migrations.Up(ctx, pool); err != nil {
@@ -257,19 +259,51 @@ func prepareDatabase(ctx context.Context, pool *pgxpool.Pool, o serveOptions) (b
 	} else if !current {
 		return 0, errors.New("serve: the database schema is behind: run effectd migrate (or serve --migrate)")
 	}
-	if buckets, err = checkMode(ctx, pool, o.citus); err != nil {
+	if buckets, err = storageMode(ctx, pool, o); err != nil {
 		return 0, err
 	}
 	return buckets, dispatcher.Register(ctx, pool, o.chans)
 }
 
-// checkMode compares the mode the database is in (migrations.Mode) with the
-// YAML's database.citus, and returns the bucket count, 0 in single-node mode.
-func checkMode(ctx context.Context, pool *pgxpool.Pool, want *migrations.Citus) (int, error) {
+// storageMode decides the storage mode once, at start-up: it reads the mode
+// the database is in (migrations.Mode, the one place that asks), refuses it
+// when database.storage names the other one or database.citus does not
+// describe it, and logs it. It returns the bucket count, 0 in single-node mode.
+func storageMode(ctx context.Context, pool *pgxpool.Pool, o serveOptions) (int, error) {
 	have, err := migrations.Mode(ctx, pool)
-	switch {
-	case err != nil:
+	if err != nil {
 		return 0, err
+	}
+	mode, source := effectdtype.SingleNode, "detected"
+	if have != nil {
+		mode = effectdtype.Citus
+	}
+	if o.storage != "" && o.storage != config.StorageAuto {
+		source = "configured"
+		if string(o.storage) != mode.String() {
+			return 0, fmt.Errorf("serve: database.storage is %s, but the database is in %s mode: %s", o.storage, mode, storageAdvice[o.storage])
+		}
+	}
+	buckets, err := checkMode(have, o.citus)
+	if err != nil {
+		return 0, err
+	}
+	o.log.Info("storage mode", "mode", mode.String(), "source", source, "buckets", buckets)
+	return buckets, nil
+}
+
+// storageAdvice is what to do when database.storage names a mode the
+// database is not in.
+var storageAdvice = map[config.Storage]string{
+	config.StorageCitus:  "run effectd migrate --config (or serve --migrate) against the Citus coordinator, or set database.storage: auto",
+	config.StorageSingle: "a distributed database needs database.storage: citus (or auto) and database.citus",
+}
+
+// checkMode compares the mode the database is in (have, from migrations.Mode)
+// with the YAML's database.citus, and returns the bucket count, 0 in
+// single-node mode.
+func checkMode(have, want *migrations.Citus) (int, error) {
+	switch {
 	case have == nil && want == nil:
 		return 0, nil
 	case have == nil:
