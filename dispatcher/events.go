@@ -156,7 +156,7 @@ func (d *Dispatcher) applyEvent(ctx context.Context, tx pgx.Tx, ev ProviderEvent
 			if delivery != "" {
 				res.To = statemachine.Delivery(delivery)
 			}
-			d.log.Info("in-doubt intent settled by a provider event", "intent", res.IntentID, "channel", ev.Channel, "from", in.Status, "event", ev.EventID)
+			d.intentLog(in.Traceparent).Info("in-doubt intent settled by a provider event", "intent", res.IntentID, "channel", ev.Channel, "from", in.Status, "event", ev.EventID)
 			return res, sentAt, nil
 		}
 	}

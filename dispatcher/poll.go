@@ -97,7 +97,7 @@ func (pl *poller) pollDeliveries(ctx context.Context) (int, error) {
 				break
 			}
 			if err := pl.pollOne(ctx, conn, ch, x); err != nil {
-				d.logDB(ctx, "recording a delivery poll", err, "intent", x.ID)
+				d.logDB(ctx, "recording a delivery poll", err, append([]any{"intent", x.ID}, traceAttrs(x.Traceparent)...)...)
 			}
 			total++
 		}
@@ -146,18 +146,24 @@ func (pl *poller) due(ctx context.Context, conn query.DB, channel string, delays
 	return out, nil
 }
 
-// pollOne asks the provider about one intent and records the answer.
-func (pl *poller) pollOne(ctx context.Context, conn query.DB, ch *channel, x duePoll) error {
+// pollOne asks the provider about one intent and records the answer, in a
+// span of the intent's trace when tracing is on (pollSpanOutcome).
+func (pl *poller) pollOne(ctx context.Context, conn query.DB, ch *channel, x duePoll) (err error) {
 	from := statemachine.Delivery(x.Delivery)
+	to, changed, moved := from, false, false
+	var pollErr error
+	ctx, span := pl.d.startPoll(ctx, ch, x.DuePoll)
+	if span != nil {
+		defer func() { endPollSpan(span, to, pollErr, err, moved) }()
+	}
 	started := time.Now()
 	pctx, cancel := context.WithTimeout(ctx, ch.policy.Load().Lease.D())
-	_, delivery, detail, reversal, err := ch.poller.Poll(pctx, x.ProviderRef)
+	_, delivery, detail, reversal, pollErr := ch.poller.Poll(pctx, x.ProviderRef)
 	cancel()
 	detail = validText(detail)
-	to, changed := from, false
 	var outcome, errText string
-	if err != nil {
-		outcome, errText = "poll failed", dbText(err.Error(), maxErrorText)
+	if pollErr != nil {
+		outcome, errText = "poll failed", dbText(pollErr.Error(), maxErrorText)
 	} else {
 		to, changed = statemachine.Report(from, statemachine.Delivery(delivery), reversal)
 		outcome = "poll: " + detail + " → " + string(to)
@@ -170,7 +176,6 @@ func (pl *poller) pollOne(ctx context.Context, conn query.DB, ch *channel, x due
 	defer wcancel()
 	poll := query.Poll{IntentID: x.ID, Key: x.Key, Attempts: x.Attempts, From: string(from), To: target,
 		Detail: detail, StartedAt: started, Outcome: outcome, Error: errText, ProviderRef: x.ProviderRef}
-	var moved bool
 	if pl.d.buckets != nil {
 		var m *query.DeliveryMoved
 		m, err = query.RecordPollBucket(wctx, conn, poll, x.bucket)

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/statemachine"
 )
 
 // TracerName is the instrumentation scope of the dispatcher's spans.
@@ -27,6 +28,7 @@ const (
 	SpanSettle       = "effectd.settle"
 	SpanEvent        = "effectd.provider_event"
 	SpanOperator     = "effectd.operator"
+	SpanPoll         = "effectd.delivery_poll"
 
 	AttrChannel        = attribute.Key("effectd.channel")
 	AttrEventID        = attribute.Key("effectd.event_id")
@@ -36,6 +38,7 @@ const (
 	AttrIdempotencyKey = attribute.Key("effectd.idempotency_key")
 	AttrProvider       = attribute.Key("effectd.provider")
 	AttrNotification   = attribute.Key("effectd.notification")
+	AttrDelivery       = attribute.Key("effectd.delivery")
 )
 
 // linkAfter is how long after its enqueue an attempt stops being a child of
@@ -73,15 +76,23 @@ func TraceID(traceparent string) string {
 }
 
 // startIntentSpan starts span name about an intent enqueued at created under
-// traceparent, in the producer's trace: a child of the producer's span, or a
-// new root linked to it once linkAfter has passed. A span already in ctx (an
-// operator's request) is linked. Without a producer span it is a child of
-// ctx's span, or a root. It returns ctx and nil when tracing is off.
+// traceparent, in the producer's trace (intentSpanStart). It returns ctx and
+// nil when tracing is off.
 func startIntentSpan(ctx context.Context, tracer trace.Tracer, name, traceparent string, created, now time.Time, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	if tracer == nil {
 		return ctx, nil
 	}
-	opts := []trace.SpanStartOption{trace.WithTimestamp(now), trace.WithAttributes(attrs...)}
+	ctx, opts := intentSpanStart(ctx, traceparent, created, now)
+	return tracer.Start(ctx, name, append(opts, trace.WithAttributes(attrs...))...)
+}
+
+// intentSpanStart is where a span about an intent enqueued at created under
+// traceparent starts at now: a child of the producer's span, or a new root
+// linked to it once linkAfter has passed. A span already in ctx (an
+// operator's request) is linked. Without a producer span it is a child of
+// ctx's span, or a root.
+func intentSpanStart(ctx context.Context, traceparent string, created, now time.Time) (context.Context, []trace.SpanStartOption) {
+	opts := []trace.SpanStartOption{trace.WithTimestamp(now)}
 	if sc := producerSpan(traceparent); sc.IsValid() {
 		if caller := trace.SpanContextFromContext(ctx); caller.IsValid() {
 			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: caller}))
@@ -92,7 +103,7 @@ func startIntentSpan(ctx context.Context, tracer trace.Tracer, name, traceparent
 			ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 		}
 	}
-	return tracer.Start(ctx, name, opts...)
+	return ctx, opts
 }
 
 // startChild starts span name under ctx's span; ctx and nil when tracing is off.
@@ -128,6 +139,46 @@ func (d *Dispatcher) startSettle(ctx context.Context, r query.Unsettled) (contex
 	}
 	return startIntentSpan(ctx, d.tracer, SpanSettle, r.Traceparent, r.CreatedAt, time.Now(),
 		append(intentAttrs(r.Channel, r.EventID, r.ID, r.Attempts), attribute.String("effectd.from", string(r.Status)))...)
+}
+
+// startPoll starts the span of a delivery poll of x, a client span in the
+// intent's trace as its attempts are, or returns ctx and nil when tracing is
+// off. The provider's HTTP requests (instrumented by the wiring) are its
+// children.
+func (d *Dispatcher) startPoll(ctx context.Context, ch *channel, x query.DuePoll) (context.Context, trace.Span) {
+	if d.tracer == nil {
+		return ctx, nil
+	}
+	ctx, opts := intentSpanStart(ctx, x.Traceparent, x.CreatedAt, time.Now())
+	return d.tracer.Start(ctx, SpanPoll, append(opts, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(append(intentAttrs(ch.Name, x.EventID, x.ID, x.Attempts), AttrProvider.String(ch.Kind))...))...)
+}
+
+// Delivery poll outcomes, on the poll's span.
+const (
+	PollApplied   = "applied"   // the intent's delivery moved
+	PollUnchanged = "unchanged" // the answer moves nothing, or the row had moved on (fenced)
+	PollFailed    = "failed"    // the provider did not answer
+	PollNotKept   = "not_kept"  // the answer could not be recorded
+)
+
+// endPollSpan records on a poll's span the delivery the provider reported
+// (to), the outcome, and an error status when the provider call (pollErr) or
+// its record (recordErr) failed, and ends it. No error text is recorded.
+func endPollSpan(span trace.Span, to statemachine.Delivery, pollErr, recordErr error, moved bool) {
+	outcome := PollUnchanged
+	switch {
+	case pollErr != nil:
+		outcome = PollFailed
+	case recordErr != nil:
+		outcome = PollNotKept
+	case moved:
+		outcome = PollApplied
+	}
+	if pollErr == nil {
+		span.SetAttributes(AttrDelivery.String(string(to)))
+	}
+	endSpan(span, outcome, pollErr != nil || recordErr != nil)
 }
 
 // endSpan records outcome on span, an error status when failed, and ends
@@ -257,7 +308,7 @@ func (t tracedEvents) RecordEvent(ctx context.Context, ev ProviderEvent) (EventR
 	_, span := startIntentSpan(ctx, t.d.tracer, SpanEvent, traceparent, created, start,
 		AttrChannel.String(ev.Channel), AttrProvider.String(ev.Provider), AttrIntentID.Int64(res.IntentID),
 		attribute.String("effectd.provider_event.id", ev.EventID), attribute.String("effectd.provider_event.type", ev.Type),
-		attribute.String("effectd.delivery", string(res.To)))
+		AttrDelivery.String(string(res.To)))
 	endSpan(span, outcome, err != nil)
 	return res, err
 }

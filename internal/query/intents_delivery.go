@@ -37,6 +37,7 @@ type EventTarget struct {
 	Delivery    string     // a statemachine.Delivery; "" = unknown
 	DeliveryAt  *time.Time // when the delivery last moved
 	Key         string     // its idempotency key: the writes that follow fence on it
+	Traceparent string     // the producer's trace context kept at enqueue; "" = none
 	Bucket      int64      // the distributed mode's bucket (EventIntentBucket); 0 otherwise
 }
 
@@ -56,7 +57,7 @@ type EventObject struct {
 // the event is an orphan.
 func EventIntent(ctx context.Context, db DB, channel string, o EventObject) (t EventTarget, err error) {
 	err = db.QueryRow(ctx, eventIntentSQL, channel, o.IntentID, o.Ref, o.EventID).
-		Scan(&t.ID, &t.Status, &t.Attempts, &t.ProviderRef, &t.Delivery, &t.DeliveryAt, &t.Key)
+		Scan(&t.ID, &t.Status, &t.Attempts, &t.ProviderRef, &t.Delivery, &t.DeliveryAt, &t.Key, &t.Traceparent)
 	return t, err
 }
 
@@ -111,6 +112,9 @@ type DuePoll struct {
 	Polls       int       // polls made so far
 	Since       time.Time // when the delivery last moved (else the row)
 	Key         string    // its idempotency key: the poll's record fences on it
+	EventID     string    // the producer's event id
+	Traceparent string    // the producer's trace context kept at enqueue; "" = none
+	CreatedAt   time.Time // when it was enqueued
 }
 
 // PollDue lists up to limit SENT intents of channel whose delivery is not

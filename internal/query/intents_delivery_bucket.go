@@ -72,7 +72,7 @@ func EventIntentBucket(ctx context.Context, db DB, channel string, o EventObject
 		return t, err
 	}
 	err = db.QueryRow(ctx, eventIntentBucketSQL, t.Bucket, id, channel, key).
-		Scan(&t.ID, &t.Status, &t.Attempts, &t.ProviderRef, &t.Delivery, &t.DeliveryAt, &t.Key)
+		Scan(&t.ID, &t.Status, &t.Attempts, &t.ProviderRef, &t.Delivery, &t.DeliveryAt, &t.Key, &t.Traceparent)
 	return t, err
 }
 

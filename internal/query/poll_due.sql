@@ -1,7 +1,9 @@
 -- SENT intents of channel $1 whose delivery is not final and whose next poll
 -- is due: the n-th poll (n = polls made so far) at delivery_at + $2[n+1].
--- Each comes with its idempotency key, which the poll's record fences on.
-SELECT i.id, i.provider_ref, coalesce(i.delivery, ''), i.attempts, p.n, coalesce(i.delivery_at, i.updated_at), i.idempotency_key
+-- Each comes with its idempotency key, which the poll's record fences on, and
+-- its event id, trace context and enqueue time, which the poll's span names.
+SELECT i.id, i.provider_ref, coalesce(i.delivery, ''), i.attempts, p.n, coalesce(i.delivery_at, i.updated_at), i.idempotency_key,
+       i.event_id, coalesce(i.traceparent, ''), i.created_at
 FROM effectd.intents i
 CROSS JOIN LATERAL (
     SELECT count(*)::int AS n FROM effectd.attempts a WHERE a.intent_id = i.id AND a.kind = 'poll'

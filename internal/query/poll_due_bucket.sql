@@ -3,8 +3,10 @@
 -- poll at delivery_at + $2[n+1]), at most $3. One single-shard statement:
 -- every table read is restricted to bucket $4. Each serve instance polls the
 -- buckets it holds. Each comes with its idempotency key, which the poll's
--- record fences on.
-SELECT i.id, i.provider_ref, coalesce(i.delivery, ''), i.attempts, p.n, coalesce(i.delivery_at, i.updated_at), i.idempotency_key
+-- record fences on, and its event id, trace context and enqueue time, which
+-- the poll's span names.
+SELECT i.id, i.provider_ref, coalesce(i.delivery, ''), i.attempts, p.n, coalesce(i.delivery_at, i.updated_at), i.idempotency_key,
+       i.event_id, coalesce(i.traceparent, ''), i.created_at
 FROM effectd.intents i
 CROSS JOIN LATERAL (
     SELECT count(*)::int AS n FROM effectd.attempts a WHERE a.bucket = $4 AND a.intent_id = i.id AND a.kind = 'poll'
