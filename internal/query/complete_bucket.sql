@@ -57,6 +57,8 @@ counted AS (
     WHERE status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED')
     GROUP BY 2, 3, 4, 5
 ),
+-- the minute rollups (rollups_bucket.sql): every row here was SENDING
+{{rollups "updated" 16 "'SENDING'"}},
 -- the producer's notifications (notices_bucket.sql)
 {{notices "updated" 16}},
 -- the rows not applied, and why: 'early' when a provider event settled the

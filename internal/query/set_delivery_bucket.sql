@@ -34,6 +34,8 @@ counted AS (
     GROUP BY d.day, d.channel, d.status, d.delivery
     HAVING sum(d.n) <> 0
 ),
+-- the minute rollups (rollups_bucket.sql): the status did not move
+{{rollups "updated" 5 "r.status"}},
 -- the producer's notifications (notices_bucket.sql)
 {{notices "updated" 5}}
 SELECT bucket, created_at, channel, status AS old_status, status, old_delivery, delivery FROM updated

@@ -39,6 +39,8 @@ counted AS (
     FROM updated
     WHERE status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED')
 ),
+-- the minute rollups (rollups_bucket.sql): every row here was $3
+{{rollups "updated" 10 "$3::text"}},
 -- the producer's notifications (notices_bucket.sql)
 {{notices "updated" 10}},
 recorded AS (

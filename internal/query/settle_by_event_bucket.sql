@@ -48,6 +48,8 @@ counted AS (
     GROUP BY d.day, d.channel, d.status, d.delivery
     HAVING sum(d.n) <> 0
 ),
+-- the minute rollups (rollups_bucket.sql): every row here was $3
+{{rollups "updated" 9 "r.old_status"}},
 -- the producer's notifications (notices_bucket.sql)
 {{notices "updated" 9}}
 SELECT bucket, created_at, channel, old_status, status, old_delivery, coalesce(delivery, '') AS delivery FROM updated

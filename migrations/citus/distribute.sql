@@ -34,6 +34,12 @@
 --    0, where their intents go), in front of their primary key, and are
 --    distributed co-located with intents in the same loop: enqueue writes an
 --    intent's key on its bucket's shard in the producer's transaction.
+-- 4d. The minute rollups' deltas (migration 024) gain bucket too and are
+--    distributed co-located with intents in the same loop: the statements
+--    that move intents of a bucket append them on its shard
+--    (rollups_bucket.sql); the rollups they are folded into stay on the
+--    coordinator (query.FoldRollups), and the trigger that appends them on
+--    one node is dropped with the others.
 -- 5. channels and policy_defaults, read by claims on the workers, become
 --    reference tables (a copy on every node). Every other table stays on
 --    the coordinator: written often (rate_buckets, wakeup, the leases) or
@@ -90,13 +96,15 @@ BEGIN
         SELECT tg.tgname FROM pg_trigger tg
         WHERE tg.tgrelid = 'effectd.intents'::regclass AND NOT tg.tgisinternal
           AND tg.tgname IN ('intents_check_producer', 'intents_count_update', 'intents_count_delete',
-                            'intents_count_insert', 'intents_count_truncate', 'intents_notify')
+                            'intents_count_insert', 'intents_count_truncate', 'intents_notify',
+                            'intents_roll_minutes')
     LOOP
         EXECUTE format('DROP TRIGGER %I ON effectd.intents', r.tgname);
         done := done || format('effectd.intents: trigger %s dropped', r.tgname);
     END LOOP;
 
-    FOREACH t IN ARRAY ARRAY['intents', 'attempts', 'intent_counts', 'intent_count_deltas', 'dedupe_keys'] LOOP
+    FOREACH t IN ARRAY ARRAY['intents', 'attempts', 'intent_counts', 'intent_count_deltas', 'dedupe_keys',
+                             'minute_rollup_deltas'] LOOP
         SELECT a.atttypid::regtype INTO have FROM pg_attribute a
         WHERE a.attrelid = format('effectd.%I', t)::regclass AND a.attname = 'bucket' AND NOT a.attisdropped;
         IF have IS NULL THEN
