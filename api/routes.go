@@ -39,6 +39,7 @@ func (h *handler) routes() chi.Router {
 		r.Get("/channels", handle(h, h.listChannels))
 		r.Get("/channels/{name}", handle(h, h.getChannel))
 		r.Get("/stats", handle(h, h.stats))
+		r.Get("/charts", handle(h, h.charts))
 		r.Get("/provider-events", handle(h, h.listEvents))
 		// Each write checks the principal's scope (404) and role (403) itself,
 		// so that a channel out of scope is never told apart from a missing one.

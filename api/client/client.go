@@ -277,6 +277,19 @@ func (c *Client) Stats(ctx context.Context) (s Stats, err error) {
 	return s, c.do(ctx, "GET", "/v1/stats", nil, &s)
 }
 
+// Chart is a channel's or the whole system's chart over a range.
+type Chart = effectdtype.Chart
+
+// Charts reads the chart of channel ("": the whole system) over rangeName
+// (1h, 24h or 7d).
+func (c *Client) Charts(ctx context.Context, channel, rangeName string) (ch Chart, err error) {
+	q := url.Values{"range": {rangeName}}
+	if channel != "" {
+		q.Set("channel", channel)
+	}
+	return ch, c.do(ctx, "GET", "/v1/charts?"+q.Encode(), nil, &ch)
+}
+
 // BulkRequest asks for a bulk action's snapshot.
 type BulkRequest = effectdtype.BulkRequest
 
