@@ -28,13 +28,17 @@ const (
 	ActionOperate Action = "operate" // retry, cancel, resolve, reconcile, bulk actions, pause, resume
 	ActionPolicy  Action = "policy"  // change a channel's policy
 	ActionUnmask  Action = "unmask"  // read payload fields that the channel redacts
+	// ActionApprove decides another person's approval request on a
+	// two-person channel; a principal holds it only on the channels its
+	// Approves lists (CanApprove), never by its role alone.
+	ActionApprove Action = "approve"
 )
 
 // allowed lists, per role, the actions it may take.
 var allowed = map[Role]map[Action]bool{
 	RoleViewer:   {ActionRead: true},
-	RoleOperator: {ActionRead: true, ActionOperate: true, ActionUnmask: true},
-	RoleAdmin:    {ActionRead: true, ActionOperate: true, ActionUnmask: true, ActionPolicy: true},
+	RoleOperator: {ActionRead: true, ActionOperate: true, ActionUnmask: true, ActionApprove: true},
+	RoleAdmin:    {ActionRead: true, ActionOperate: true, ActionUnmask: true, ActionPolicy: true, ActionApprove: true},
 }
 
 // Principal is who made a request: the token's name (the audit's actor), its
@@ -43,6 +47,24 @@ type Principal struct {
 	Name     string
 	Role     Role
 	Channels []string // shell-style globs (path.Match); nil means every channel
+	// Approves lists the channels (globs) on which the principal may decide
+	// approval requests of others; nil or empty: none.
+	Approves []string
+}
+
+// CanApprove reports whether the principal may decide others' approval
+// requests on channel: its role allows ActionApprove, it sees the channel,
+// and its Approves names it.
+func (p Principal) CanApprove(channel string) bool {
+	if !p.Can(ActionApprove) || !p.CanSee(channel) {
+		return false
+	}
+	for _, g := range p.Approves {
+		if ok, _ := path.Match(g, channel); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // CanSee reports whether channel is in the principal's scope. An admin sees
