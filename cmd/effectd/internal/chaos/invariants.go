@@ -152,6 +152,13 @@ func (h *harness) checkSweeps(ctx context.Context, intents []query.IntentTally, 
 				bad[rule] = append(bad[rule], "-")
 				continue
 			}
+			if len(s.Unsplit) > 0 {
+				// The parts that answered are judged true; the window's
+				// findings are not complete without the others.
+				op.Result, w.complete = "partly swept", false
+				rule := [2]string{strings.Replace(s.unsplitRule(), "sweep:", "sweep ("+w.name+"):", 1), ch.Name}
+				bad[rule] = append(bad[rule], s.Unsplit...)
+			}
 			op.Detail = s.detail()
 			h.hist.add(op)
 			a.judge(ch, w, s.Report, bad)

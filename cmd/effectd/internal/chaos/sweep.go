@@ -57,6 +57,10 @@ func (h *harness) sweep(ctx context.Context, since time.Time) (reps []effectdtyp
 			failed = append(failed, Violation{Rule: "sweep failed: " + err.Error(), Channel: ch.Name, Keys: []string{"-"}})
 			continue
 		}
+		if len(s.Unsplit) > 0 {
+			failed = append(failed, Violation{Rule: s.unsplitRule(), Channel: ch.Name, Keys: s.Unsplit})
+			continue
+		}
 		rep := s.Report
 		h.note("sweep %s: %d intents, %d objects: orphan %d, duplicate %d, unsettled %d, missing %d", ch.Name, rep.Intents, rep.Objects,
 			rep.Counts[effectdtype.FindingOrphan], rep.Counts[effectdtype.FindingDuplicate],
@@ -96,6 +100,9 @@ type splitSweep struct {
 	Report   effectdtype.SweepReport // the union of the parts' reports, over the whole window
 	Parts    int                     // sweeps that answered
 	Declined int                     // sweeps declined as too large, each then split in halves
+	// Unsplit names each part declined as too large that is too short to
+	// halve: [since, until) and the API's message. The report lacks them.
+	Unsplit []string
 }
 
 // sweepSplitting sweeps channel over [since, until) through c. A window the
@@ -103,8 +110,9 @@ type splitSweep struct {
 // down to minSplitWindow; the report is the union of the parts': their
 // findings, counts, intents, unlisted intents and objects (the parts'
 // listings overlap by the skew, so an object near a cut counts twice), over
-// the whole window. A declined window too short to halve is an error saying
-// so; any other failure is returned as it came.
+// the whole window. A declined part too short to halve is named in Unsplit,
+// and the other parts are still swept; any other failure ends the sweep and
+// is returned as it came.
 func sweepSplitting(ctx context.Context, c *client.Client, channel string, since, until time.Time) (splitSweep, error) {
 	s := splitSweep{Report: effectdtype.SweepReport{Channel: channel, Since: since.UTC(), Until: until.UTC(), Counts: map[string]int{}}}
 	return s, s.sweep(ctx, c, since, until)
@@ -116,8 +124,9 @@ func (s *splitSweep) sweep(ctx context.Context, c *client.Client, since, until t
 	if declinedTooLarge(err) {
 		s.Declined++
 		if until.Sub(since) < 2*minSplitWindow {
-			return fmt.Errorf("declined as too large, and [%s, %s) (%s) is not split below %s: %w",
-				since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339), until.Sub(since), minSplitWindow, err)
+			s.Unsplit = append(s.Unsplit, fmt.Sprintf("[%s, %s) (%s): %v", since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339),
+				until.Sub(since).Round(time.Second), err))
+			return nil
 		}
 		mid := since.Add(until.Sub(since) / 2)
 		if err := s.sweep(ctx, c, since, mid); err != nil {
@@ -152,12 +161,21 @@ func (s *splitSweep) add(rep effectdtype.SweepReport) {
 	}
 }
 
+// unsplitRule is the violation of a sweep with parts declined as too large
+// that are too short to halve.
+func (s splitSweep) unsplitRule() string {
+	return fmt.Sprintf("sweep: %d parts of the window declined as too large, not split below %s (their findings unknown)", len(s.Unsplit), minSplitWindow)
+}
+
 // detail describes a sweep for the history: its counts, and its parts when
 // it was split.
 func (s splitSweep) detail() string {
 	d := fmt.Sprintf("%v", s.Report.Counts)
 	if s.Declined > 0 {
 		d += fmt.Sprintf(", split in %d parts (%d windows declined as too large)", s.Parts, s.Declined)
+	}
+	if len(s.Unsplit) > 0 {
+		d += fmt.Sprintf(", %d parts too short to split declined: %s", len(s.Unsplit), strings.Join(s.Unsplit, "; "))
 	}
 	return d
 }

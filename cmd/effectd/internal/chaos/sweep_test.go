@@ -201,9 +201,20 @@ func TestSweepSplitsWindowTooLarge(t *testing.T) {
 	for i := range 10 {
 		l.created = append(l.created, t0.Add(time.Duration(i)*100*time.Millisecond))
 	}
-	if _, err := sweepSplitting(ctx, c, "refund", since, until); err == nil || !strings.Contains(err.Error(), "declined as too large") ||
-		!strings.Contains(err.Error(), "list a shorter window") {
-		t.Errorf("a window that cannot be split enough: %v, want declined as too large, with the API's message", err)
+	// Ten more an hour later, a part the listing of which holds five: swept.
+	for i := range 5 {
+		l.created = append(l.created, t0.Add(time.Hour+time.Duration(i)*time.Second))
+	}
+	s, err = sweepSplitting(ctx, c, "refund", since, until)
+	if err != nil || len(s.Unsplit) == 0 || s.Report.Counts[effectdtype.FindingOrphan] != 5 {
+		t.Errorf("parts that cannot be split enough: %v, unsplit %q, %d orphans: want those parts named, the later 5 found",
+			err, s.Unsplit, s.Report.Counts[effectdtype.FindingOrphan])
+	}
+	for _, part := range s.Unsplit { // each a part whose listing reaches the ten
+		at, _ := time.Parse(time.RFC3339, part[1:strings.Index(part, ",")])
+		if at.Before(t0.Add(-7*time.Minute)) || at.After(t0.Add(5*time.Minute)) || !strings.Contains(part, "list a shorter window") {
+			t.Errorf("unsplit part %q: want one within 5 minutes of %s, with the API's message", part, t0)
+		}
 	}
 
 	l.calls = 0
