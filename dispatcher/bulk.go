@@ -306,7 +306,7 @@ func applyOne(ctx context.Context, pool *pgxpool.Pool, a BulkApply, ev statemach
 		return nil
 	}
 	_, _, err := Operate(ctx, pool, Operation{IntentID: f.ID, Event: ev, Actor: a.Actor,
-		Reason: reason, Snapshot: a.Snapshot, Expect: &Expected{Status: f.Status, Attempts: f.Attempts}})
+		Reason: reason, Snapshot: a.Snapshot, Expect: &Expected{Status: f.Status, Attempts: f.Attempts, Key: f.Key}})
 	switch {
 	case err == nil:
 		res.Applied++

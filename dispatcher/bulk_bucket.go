@@ -63,11 +63,11 @@ func applyBuckets(ctx context.Context, pool *pgxpool.Pool, a BulkApply, ev state
 }
 
 // applyBatch applies ev to rows, intents of bucket, in one transaction: it
-// locks them, checks each as Operate does (still in the state and attempt
-// frozen, ev allowed from it, the provider's key window before a send
-// again), changes the rows that pass in one statement with their count deltas
-// and operator attempts, and writes an audit entry for each row changed. It
-// returns how many it changed.
+// locks them, checks each as Operate does (still the intent frozen, by its
+// idempotency key, in the state and attempt frozen, ev allowed from it, the
+// provider's key window before a send again), changes the rows that pass in
+// one statement with their count deltas and operator attempts, and writes an
+// audit entry for each row changed. It returns how many it changed.
 func applyBatch(ctx context.Context, pool *pgxpool.Pool, a BulkApply, ev statemachine.Event, reason string, bucket int64, rows []query.FrozenRow) (int, error) {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -89,8 +89,8 @@ func applyBatch(ctx context.Context, pool *pgxpool.Pool, a BulkApply, ev statema
 	var moves []query.Move
 	for _, f := range rows {
 		r, ok := before[f.ID]
-		if !ok || r.Status != f.Status || r.Attempts != f.Attempts {
-			continue // gone, or changed since the freeze
+		if !ok || r.IdempotencyKey != f.Key || r.Status != f.Status || r.Attempts != f.Attempts {
+			continue // gone (its id handed to another intent, too), or changed since the freeze
 		}
 		to, err := statemachine.Next(r.Status, ev)
 		if err != nil {
@@ -104,7 +104,7 @@ func applyBatch(ctx context.Context, pool *pgxpool.Pool, a BulkApply, ev statema
 				return 0, err
 			}
 		}
-		moves = append(moves, query.Move{ID: r.ID, From: r.Status, Attempts: r.Attempts, Delivery: deref(r.Delivery), To: to})
+		moves = append(moves, query.Move{ID: r.ID, From: r.Status, Attempts: r.Attempts, Delivery: deref(r.Delivery), Key: r.IdempotencyKey, To: to})
 	}
 	if len(moves) == 0 {
 		return 0, nil

@@ -7,7 +7,11 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -39,29 +43,7 @@ func TestCitusRecordEventAfterIDReuse(t *testing.T) {
 		}},
 	} {
 		id := r.insert(t, 3, tc.channel, tc.lost, "SENDING", "", "")
-		for _, s := range []string{
-			`DELETE FROM effectd.attempts WHERE intent_id = $1`,
-			`DELETE FROM effectd.intents WHERE id = $1`,
-		} {
-			if _, err := r.pool.Exec(ctx, s, id); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, err := r.pool.Exec(ctx, `
-			INSERT INTO effectd.intents (bucket, id, event_id, channel, payload, idempotency_key, status, attempts, delivery, delivery_at, lease_expires_at)
-			OVERRIDING SYSTEM VALUE
-			VALUES (5, $1, $5, $2, '{"to":"+15005550006","body":"hi"}', $2 || ':' || $5, $3, 1,
-			        nullif($4, ''), CASE WHEN $4 <> '' THEN now() END, CASE WHEN $3 = 'SENDING' THEN now() + interval '1 minute' END)`, id, tc.channel, tc.status, tc.deliv, "new-"+tc.lost); err != nil {
-			t.Fatal(err)
-		}
-		if tc.status == "SENT" {
-			if _, err := r.pool.Exec(ctx, `
-				INSERT INTO effectd.intent_count_deltas (bucket, day, channel, status, delivery, n)
-				SELECT bucket, (created_at AT TIME ZONE 'UTC')::date, channel, status, coalesce(delivery, ''), 1
-				FROM effectd.intents WHERE bucket = 5 AND id = $1`, id); err != nil {
-				t.Fatal(err)
-			}
-		}
+		citusReuseID(t, r.pool, id, 5, tc.channel, "new-"+tc.lost, tc.status, tc.deliv)
 		before := untouched(t, r.pool, id)
 		res, err := r.d.RecordEvent(ctx, tc.event(id))
 		if err != nil {
@@ -75,4 +57,89 @@ func TestCitusRecordEventAfterIDReuse(t *testing.T) {
 		}
 	}
 	checkCitusCounts(t, r.pool, "after the lost intents' events")
+}
+
+// citusReuseID is reuseID in the distributed mode: intent id (and its
+// attempts) is gone, and another intent of channel, of the producer's event
+// event, has the id now, on bucket, in status with delivery ("" = NULL).
+// Both are counted as the statements that settled them would have (no
+// trigger counts in the distributed mode).
+func citusReuseID(t *testing.T, pool *pgxpool.Pool, id int64, bucket int, channel, event, status, delivery string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, s := range []string{
+		`INSERT INTO effectd.intent_count_deltas (bucket, day, channel, status, delivery, n)
+		 SELECT bucket, (created_at AT TIME ZONE 'UTC')::date, channel, status, coalesce(delivery, ''), -1
+		 FROM effectd.intents WHERE id = $1 AND status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED')`,
+		`DELETE FROM effectd.attempts WHERE intent_id = $1`,
+		`DELETE FROM effectd.intents WHERE id = $1`,
+	} {
+		if _, err := pool.Exec(ctx, s, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO effectd.intents (bucket, id, event_id, channel, payload, idempotency_key, status, attempts, delivery, delivery_at, lease_expires_at)
+		OVERRIDING SYSTEM VALUE
+		VALUES ($6, $1, $5, $2, '{"to":"+15005550006","body":"hi"}', $2 || ':' || $5, $3, 1,
+		        nullif($4, ''), CASE WHEN $4 <> '' THEN now() END, CASE WHEN $3 = 'SENDING' THEN now() + interval '1 minute' END)`,
+		id, channel, status, delivery, event, bucket); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO effectd.intent_count_deltas (bucket, day, channel, status, delivery, n)
+		SELECT bucket, (created_at AT TIME ZONE 'UTC')::date, channel, status, coalesce(delivery, ''), 1
+		FROM effectd.intents WHERE bucket = $1 AND id = $2 AND status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED')`, bucket, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCitusBulkAfterIDReuse is TestBulkAfterIDReuse in the distributed mode:
+// two frozen intents of bucket 3 are lost and their ids handed to intents in
+// the same state with the same attempts, one on bucket 3 (in the batch of
+// the intent kept) and one on bucket 5. The apply changes the intent kept
+// alone and counts the two others skipped; the intents that have their ids
+// now are untouched, their counts too.
+func TestCitusBulkAfterIDReuse(t *testing.T) {
+	r := newDeliveryRig(t, 8)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		action, as, status string
+	}{
+		{"resolve", "skip", "IN_DOUBT"},
+		{"retry", "", "FAILED"},
+		{"cancel", "", "PENDING"},
+	} {
+		prefix := tc.action + "-"
+		sameBucket := r.insert(t, 3, "sms", prefix+"lost-3", tc.status, "", "")
+		otherBucket := r.insert(t, 3, "sms", prefix+"lost-5", tc.status, "", "")
+		kept := r.insert(t, 3, "sms", prefix+"kept", tc.status, "", "")
+		snap, err := dispatcher.FreezeBulk(ctx, r.pool, dispatcher.BulkFreeze{Actor: "alice", Request: effectdtype.BulkRequest{
+			Action: tc.action, As: tc.as, Filter: effectdtype.BulkFilter{Status: tc.status, Channel: "sms", EventIDPrefix: prefix},
+			Reason: "checked"}})
+		if err != nil || snap.Matched != 3 {
+			t.Fatalf("%s: freeze: %+v, %v; want 3 matched", tc.action, snap, err)
+		}
+		citusReuseID(t, r.pool, sameBucket, 3, "sms", "new-"+prefix+"3", tc.status, "")
+		citusReuseID(t, r.pool, otherBucket, 5, "sms", "new-"+prefix+"5", tc.status, "")
+		before := []string{untouched(t, r.pool, sameBucket), untouched(t, r.pool, otherBucket)}
+		res, err := dispatcher.ApplyBulk(ctx, r.pool, dispatcher.BulkApply{Snapshot: snap.Snapshot, Actor: "alice"})
+		if err != nil || res.Applied != 1 || res.Skipped != 2 {
+			t.Fatalf("%s: apply: %+v, %v; want 1 applied (kept), 2 skipped (their ids handed to other intents)", tc.action, res, err)
+		}
+		for i, id := range []int64{sameBucket, otherBucket} {
+			if after := untouched(t, r.pool, id); after != before[i] {
+				t.Errorf("%s: the intent that has id %d now: %q → %q; want it untouched", tc.action, id, before[i], after)
+			}
+		}
+		var audited []int64
+		rows, err := r.pool.Query(ctx, `SELECT intent_id FROM effectd.audit WHERE bulk_snapshot = $1::uuid ORDER BY intent_id`, snap.Snapshot)
+		if err == nil {
+			audited, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		}
+		if err != nil || len(audited) != 1 || audited[0] != kept {
+			t.Errorf("%s: the snapshot's audit entries: intents %v, %v; want %d alone", tc.action, audited, err, kept)
+		}
+	}
+	checkCitusCounts(t, r.pool, "after the bulk actions")
 }

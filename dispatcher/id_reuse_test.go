@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
@@ -215,5 +216,48 @@ func TestOperateAfterIDReuse(t *testing.T) {
 	op.EventID = "new"
 	if _, after, err := dispatcher.Operate(ctx, r.pool, op); err != nil || after.Status != statemachine.Skipped {
 		t.Fatalf("its own operation: %s, %v", after.Status, err)
+	}
+}
+
+// TestBulkAfterIDReuse: a bulk snapshot freezes the intents an operator was
+// shown; it is applied minutes later. When one of them was lost meanwhile
+// and its id handed to another intent in the same state with the same
+// attempts, the apply skips that row (counted as skipped) and the intent
+// that has the id now is untouched; the other frozen rows are applied.
+func TestBulkAfterIDReuse(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		action, as, status string
+	}{
+		{"resolve", "skip", "IN_DOUBT"},
+		{"retry", "", "FAILED"},
+		{"cancel", "", "PENDING"},
+	} {
+		t.Run(tc.action, func(t *testing.T) {
+			t.Parallel()
+			r := newEventRig(t, nil)
+			ctx := context.Background()
+			id := r.insert(t, "lost", tc.status, "", "")
+			r.insert(t, "kept", tc.status, "", "")
+			snap, err := dispatcher.FreezeBulk(ctx, r.pool, dispatcher.BulkFreeze{Actor: "alice", Request: effectdtype.BulkRequest{
+				Action: tc.action, As: tc.as, Filter: effectdtype.BulkFilter{Status: tc.status, Channel: "sms"}, Reason: "checked"}})
+			if err != nil || snap.Matched != 2 {
+				t.Fatalf("freeze: %+v, %v; want 2 matched", snap, err)
+			}
+			reuseID(t, r.pool, id, "sms", "new", tc.status, "", "")
+			before := untouched(t, r.pool, id)
+			res, err := dispatcher.ApplyBulk(ctx, r.pool, dispatcher.BulkApply{Snapshot: snap.Snapshot, Actor: "alice"})
+			if err != nil || res.Applied != 1 || res.Skipped != 1 {
+				t.Fatalf("apply: %+v, %v; want 1 applied (kept), 1 skipped (the id handed to another intent)", res, err)
+			}
+			if after := untouched(t, r.pool, id); after != before {
+				t.Errorf("the intent that has the id now: %q → %q; want it untouched", before, after)
+			}
+			var audited int
+			if err := r.pool.QueryRow(ctx, `SELECT count(*) FROM effectd.audit WHERE bulk_snapshot = $1::uuid AND intent_id = $2`,
+				snap.Snapshot, id).Scan(&audited); err != nil || audited != 0 {
+				t.Errorf("audit entries of the snapshot for intent %d: %d, %v; want none", id, audited, err)
+			}
+		})
 	}
 }

@@ -31,18 +31,22 @@ type Operation struct {
 	Reason      string             // free text kept in the audit entry
 	Snapshot    string             // the bulk snapshot the operation comes from, if any; kept in the audit entry
 	// Expect, when set, applies the operation only if the intent is still in
-	// this state with this many attempts (as a bulk snapshot froze it);
-	// otherwise Operate returns a *ChangedError.
+	// this state with this many attempts (as a bulk snapshot froze it),
+	// otherwise Operate returns a *ChangedError, and only if the intent with
+	// IntentID still has the idempotency key frozen, otherwise ErrNotFound
+	// (a failover that lost the intent handed its id to another).
 	Expect *Expected
 	// Force sends again an intent that may have been applied although its
 	// provider's key window has passed (see KeyWindow). It needs a Reason.
 	Force bool
 }
 
-// Expected is the state an intent must still be in for an Operation to apply.
+// Expected is the state an intent must still be in for an Operation to
+// apply, and the idempotency key it must still have.
 type Expected struct {
 	Status   statemachine.State
 	Attempts int
+	Key      string
 }
 
 // ChangedError refuses an operation whose intent moved since it was selected.
@@ -131,8 +135,12 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, aft
 		return before, after, fmt.Errorf("intent %d of event %q: %w (the id names the intent of event %q now)",
 			op.IntentID, op.EventID, ErrNotFound, before.EventID)
 	}
+	if x := op.Expect; x != nil && before.IdempotencyKey != x.Key {
+		return before, after, fmt.Errorf("intent %d of key %q: %w (the id names the intent of key %q now)",
+			op.IntentID, x.Key, ErrNotFound, before.IdempotencyKey)
+	}
 	if x := op.Expect; x != nil && (before.Status != x.Status || before.Attempts != x.Attempts) {
-		return before, after, &ChangedError{IntentID: op.IntentID, Was: *x, Now: Expected{before.Status, before.Attempts}}
+		return before, after, &ChangedError{IntentID: op.IntentID, Was: *x, Now: Expected{Status: before.Status, Attempts: before.Attempts}}
 	}
 	to, err := statemachine.Next(before.Status, op.Event)
 	if err != nil {

@@ -119,11 +119,13 @@ func SelectBulk(ctx context.Context, db DB, id string) (st BulkState, err error)
 }
 
 // FrozenRow is an intent frozen in a snapshot: the state it was frozen in,
-// and its channel now ("" when the intent is gone).
+// its idempotency key ("" when frozen before migration 023), and the channel
+// of the intent with its id now ("" when there is none).
 type FrozenRow struct {
 	ID       int64
 	Status   statemachine.State
 	Attempts int
+	Key      string
 	Channel  string
 }
 
@@ -145,7 +147,7 @@ func BulkRowsBucket(ctx context.Context, db DB, snapshot string) ([]FrozenRowBuc
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (FrozenRowBucket, error) {
 		var f FrozenRowBucket
-		err := row.Scan(&f.ID, &f.Status, &f.Attempts, &f.Channel, &f.Bucket)
+		err := row.Scan(&f.ID, &f.Status, &f.Attempts, &f.Key, &f.Channel, &f.Bucket)
 		return f, err
 	})
 }

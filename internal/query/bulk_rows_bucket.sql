@@ -1,7 +1,8 @@
 -- bulk_rows.sql in the distributed mode: lists the intents frozen in snapshot
--- $1 by id, with the status and attempt count frozen, the intent's channel
--- now ('' when it is gone) and its bucket (-1 when it is gone), so that a
+-- $1 by id, with the status, attempt count and idempotency key frozen ('' when
+-- frozen before migration 023), the channel of the intent with that id now
+-- ('' when there is none) and its bucket (-1 when there is none), so that a
 -- bulk action applies them a bucket at a time.
-SELECT b.intent_id, b.status, b.attempts, coalesce(i.channel, ''), coalesce(i.bucket, -1)::bigint
+SELECT b.intent_id, b.status, b.attempts, coalesce(b.idempotency_key, ''), coalesce(i.channel, ''), coalesce(i.bucket, -1)::bigint
 FROM effectd.bulk_rows b LEFT JOIN effectd.intents i ON i.id = b.intent_id
 WHERE b.snapshot = $1 ORDER BY b.intent_id

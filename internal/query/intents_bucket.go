@@ -191,12 +191,14 @@ func LockIntentsBucket(ctx context.Context, db DB, bucket int64, ids []int64) ([
 }
 
 // Move is one intent's part of OperateBulkBucket: from status From, with
-// Attempts and Delivery ("" for none) as locked, to status To.
+// Attempts, Delivery ("" for none) and idempotency key Key as locked, to
+// status To.
 type Move struct {
 	ID       int64
 	From     statemachine.State
 	Attempts int
 	Delivery string
+	Key      string
 	To       statemachine.State
 }
 
@@ -206,11 +208,11 @@ type Move struct {
 // on the bucket's shard; it returns the intents it changed, by id.
 func OperateBulkBucket(ctx context.Context, db DB, bucket int64, event string, moves []Move) ([]effectdtype.IntentRow, error) {
 	ids, froms, attempts := make([]int64, len(moves)), make([]string, len(moves)), make([]int32, len(moves))
-	deliveries, tos := make([]string, len(moves)), make([]string, len(moves))
+	deliveries, tos, keys := make([]string, len(moves)), make([]string, len(moves)), make([]string, len(moves))
 	for i, m := range moves {
-		ids[i], froms[i], attempts[i], deliveries[i], tos[i] = m.ID, string(m.From), int32(m.Attempts), m.Delivery, string(m.To)
+		ids[i], froms[i], attempts[i], deliveries[i], tos[i], keys[i] = m.ID, string(m.From), int32(m.Attempts), m.Delivery, string(m.To), m.Key
 	}
-	rows, err := db.Query(ctx, operateBulkBucketSQL, ids, froms, attempts, tos, deliveries, bucket, event)
+	rows, err := db.Query(ctx, operateBulkBucketSQL, ids, froms, attempts, tos, deliveries, bucket, event, keys)
 	if err != nil {
 		return nil, err
 	}

@@ -1,19 +1,21 @@
 -- operate_bucket.sql for a batch of a bulk action, every intent of bucket $6,
 -- locked and checked by the caller in this transaction
--- (intents_lock_bucket.sql): moves intent $1[i] from status $2[i] with $3[i]
--- attempts and delivery $5[i] ('' for none) to status $4[i], fenced on all
--- three, never a SENDING row under a live lease; writes the change to the
--- settled counts (intent_count_deltas: the row leaves its state and delivery
--- and enters the new ones), the producer's notifications of the outcomes
--- (notified) and an operator attempt of event $7 for each row changed, in one
--- statement on the bucket's shard. now() is read once in a
+-- (intents_lock_bucket.sql; the caller checks each row's idempotency key
+-- against the one the snapshot froze, since a failover may hand a lost
+-- intent's id to another): moves intent $1[i] from status $2[i] with $3[i]
+-- attempts, delivery $5[i] ('' for none) and idempotency key $8[i] to status
+-- $4[i], fenced on all four, never a SENDING row under a live lease; writes
+-- the change to the settled counts (intent_count_deltas: the row leaves its
+-- state and delivery and enters the new ones), the producer's notifications
+-- of the outcomes (notified) and an operator attempt of event $7 for each row
+-- changed, in one statement on the bucket's shard. now() is read once in a
 -- CTE: Citus refuses a function that is not IMMUTABLE in a CASE of an UPDATE
 -- of a distributed table. Returns the intents changed, whole (see
 -- intent_columns.sql).
 WITH t AS (SELECT now() AS now),
 input AS (
-    SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::text[])
-        AS x(id, from_status, attempts, to_status, old_delivery)
+    SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::text[], $8::text[])
+        AS x(id, from_status, attempts, to_status, old_delivery, key)
 ),
 changed AS (
     UPDATE effectd.intents i SET
@@ -25,7 +27,7 @@ changed AS (
         updated_at       = now()
     FROM t, input
     WHERE i.bucket = $6 AND i.id = input.id AND i.status = input.from_status AND i.attempts = input.attempts
-      AND coalesce(i.delivery, '') = input.old_delivery
+      AND coalesce(i.delivery, '') = input.old_delivery AND i.idempotency_key = input.key
       AND NOT (i.status = 'SENDING' AND i.lease_expires_at > now())
     RETURNING i.id, i.event_id, i.channel, i.payload, i.status, i.attempts, i.next_attempt_at, i.lease_expires_at,
         i.claimed_at, i.idempotency_key, i.provider_ref, i.last_error, i.ordering_key, i.occurred_at, i.created_at, i.updated_at,

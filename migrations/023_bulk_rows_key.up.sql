@@ -1,0 +1,15 @@
+-- +goose Up
+-- A bulk snapshot freezes each intent's idempotency key (<channel>:<event_id>,
+-- one per (event_id, channel), never handed to another intent) with its id,
+-- status and attempts, and the apply changes a row only while the intent
+-- with that id still has that key (docs/guarantees.md, "Identities"): an
+-- asynchronous failover that loses an intent hands its id, a sequence value,
+-- to the next intent enqueued, which the operator never saw.
+--
+-- In the distributed mode effectd.bulk_rows stays a local table of the
+-- coordinator (migrations/citus/distribute.sql distributes neither it nor
+-- bulk_snapshots), so this ALTER TABLE is the whole change there too.
+--
+-- Rows frozen before this migration have no key (NULL): their apply skips
+-- them, as rows that changed, and a snapshot is applicable 15 minutes only.
+ALTER TABLE effectd.bulk_rows ADD COLUMN idempotency_key text;
