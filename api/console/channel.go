@@ -48,10 +48,15 @@ func (c *console) showChannel(w http.ResponseWriter, r *http.Request, patch stri
 		c.apiFailed(w, r, err)
 		return
 	}
+	charts, err := c.charts(r, ch.Name, "/ui/channels/"+url.PathEscape(ch.Name))
+	if err != nil {
+		c.apiFailed(w, r, err)
+		return
+	}
 	p, _ := c.who(r)
 	c.render(w, r, http.StatusOK, "channel", "Channel "+ch.Name, map[string]any{
 		"Channel": ch, "Fields": policyRows(fields), "States": statemachine.States, "Patch": patch, "Preview": preview,
-		"CanOperate": p.Can("operate"), "CanPolicy": p.Can("policy")})
+		"CanOperate": p.Can("operate"), "CanPolicy": p.Can("policy"), "Charts": charts})
 }
 
 func (c *console) channelAction(w http.ResponseWriter, r *http.Request) {

@@ -38,8 +38,13 @@ func (c *console) overview(w http.ResponseWriter, r *http.Request) {
 		rows = append(rows, channelRow{Channel: ch, Stats: st})
 		inDoubt += ch.Counts[statemachine.InDoubt]
 	}
+	charts, err := c.charts(r, "", "/ui/")
+	if err != nil {
+		c.apiFailed(w, r, err)
+		return
+	}
 	c.render(w, r, http.StatusOK, "overview", "Overview", map[string]any{
-		"Channels": rows, "States": statemachine.States, "InDoubt": inDoubt})
+		"Channels": rows, "States": statemachine.States, "InDoubt": inDoubt, "Charts": charts})
 }
 
 // deliveries are the known deliveries the list filters by, in order of progress.
