@@ -611,6 +611,14 @@ var mutations = []mutation{
 	{name: "operate: fence on the intent's key removed (citus)", file: "internal/query/operate_bucket.sql",
 		from: "AND idempotency_key = $7", to: "AND $7::text IS NOT NULL",
 		pkg: "./internal/query/", run: "^TestCitusOperateFencesOnTheIntent$", tags: "citus"},
+	// bulk fenced on the key: a snapshot's row applies only to the intent
+	// frozen, never to another given its id after a failover
+	{name: "bulk: the key frozen in the snapshot not checked", file: "dispatcher/operate.go",
+		from: "if x := op.Expect; x != nil && before.IdempotencyKey != x.Key {", to: "if x := op.Expect; false && x != nil {",
+		pkg: "./dispatcher/", run: "^TestBulkAfterIDReuse$"},
+	{name: "bulk: the key frozen in the snapshot not checked (citus)", file: "dispatcher/bulk_bucket.go",
+		from: "r.IdempotencyKey != f.Key || ", to: "",
+		pkg: "./dispatcher/", run: "^TestCitusBulkAfterIDReuse$", tags: "citus"},
 	// tracing (docs/tracing.md): the producer's trace context kept and followed
 	{name: "tracing: the attempt not a child of the producer's span", file: "dispatcher/tracing.go",
 		from: "ctx = trace.ContextWithRemoteSpanContext(ctx, sc)", to: "_ = sc",
