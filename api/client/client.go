@@ -87,6 +87,13 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		e.Error.Status, e.Error.Message = resp.StatusCode, oneLine(e.Error.Message)
 		return &e.Error
 	}
+	if resp.StatusCode == http.StatusAccepted { // the action became an approval request
+		var req Requested
+		if err := json.Unmarshal(b, &req); err != nil || req.Request.ID == 0 {
+			return fmt.Errorf("%s %s: decoding the approval request: %v", method, path, err)
+		}
+		return &req
+	}
 	if out == nil {
 		return nil
 	}

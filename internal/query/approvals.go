@@ -149,3 +149,40 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+//go:embed approval_bulk_snapshot.sql
+var approvalBulkSnapshotSQL string
+
+//go:embed approval_bulk_extend.sql
+var approvalBulkExtendSQL string
+
+//go:embed approval_outcome.sql
+var approvalOutcomeSQL string
+
+// SnapshotForApproval is what two-person approval reads of a bulk snapshot.
+type SnapshotForApproval struct {
+	Action, As string
+	Matched    int
+	Channel    string   // the channel its filter names; "" = none
+	Channels   []string // the channels it was frozen among; nil: every channel
+	Applicable bool     // neither applied nor expired
+}
+
+// SelectSnapshotForApproval reads snapshot id; pgx.ErrNoRows when there is none.
+func SelectSnapshotForApproval(ctx context.Context, db DB, id string) (s SnapshotForApproval, err error) {
+	err = db.QueryRow(ctx, approvalBulkSnapshotSQL, id).Scan(&s.Action, &s.As, &s.Matched, &s.Channel, &s.Channels, &s.Applicable)
+	return s, err
+}
+
+// ExtendSnapshot keeps snapshot id applicable until at least until.
+func ExtendSnapshot(ctx context.Context, db DB, id string, until time.Time) error {
+	_, err := db.Exec(ctx, approvalBulkExtendSQL, id, until)
+	return err
+}
+
+// SetApprovalOutcome records the outcome of approved request id, and its
+// state: approved, or failed when its action could not run.
+func SetApprovalOutcome(ctx context.Context, db DB, id int64, state effectdtype.ApprovalState, outcome string) error {
+	_, err := db.Exec(ctx, approvalOutcomeSQL, id, string(state), outcome)
+	return err
+}
