@@ -390,13 +390,17 @@ type decisions struct {
 	resends map[target]int
 	sent    map[target]bool
 	touched map[target]bool // every target an operator action named or reached
+	named   map[target]bool // touched, and every target a producer's cancel named (its audit entry's)
 }
 
 // decide reads the history's operator actions that were applied or may have
 // been (no answer).
 func decide(ops []Op) decisions {
-	d := decisions{resends: map[target]int{}, sent: map[target]bool{}, touched: map[target]bool{}}
+	d := decisions{resends: map[target]int{}, sent: map[target]bool{}, touched: map[target]bool{}, named: map[target]bool{}}
 	for _, op := range ops {
+		if op.Actor == "producer" && op.Action == actCancel && op.Result != "refused" {
+			d.named[target{op.Channel, op.Event}] = true
+		}
 		if op.Actor != "operator" || op.Result == "refused" {
 			continue
 		}
@@ -406,7 +410,7 @@ func decide(ops []Op) decisions {
 		}
 		for _, ev := range events {
 			t := target{op.Channel, ev}
-			d.touched[t] = true
+			d.touched[t], d.named[t] = true, true
 			if mayResend(op.Action) {
 				d.resends[t]++
 			}

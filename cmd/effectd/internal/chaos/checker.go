@@ -291,7 +291,8 @@ func (c *checker) judgeIntent(row *Row, t target, in *query.IntentTally, lostEnq
 		switch in.Status {
 		case "SKIPPED", "IN_DOUBT", "FAILED", "CANCELLED":
 			row.Gap++
-			if row.Channel.InDoubt == "skip" && in.Status != "SKIPPED" {
+			// CANCELLED is its producer's decision, judged by judgeCancels
+			if row.Channel.InDoubt == "skip" && in.Status != "SKIPPED" && in.Status != "CANCELLED" {
 				c.flag("gap not recorded as SKIPPED ("+string(in.Status)+")", t.channel, t.event)
 			}
 		default:

@@ -436,8 +436,12 @@ func (h *harness) produceUnderFaults(ctx context.Context) (*Log, map[string]int)
 	faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration)
 	defer stopFaults()
 	var actors sync.WaitGroup
+	groups := singles(deliveries)
 	if cfg.Actors {
 		deliveries = planActors(rand.New(rand.NewPCG(cfg.Seed, 3)), deliveries)
+		var cancels []cancelPlan
+		groups, cancels = planVerbs(rand.New(rand.NewPCG(cfg.Seed, 9)), deliveries)
+		defer newCanceller(ctx, h.pool, cancels, h.buckets(), log, &h.hist).wait()
 		if h.retentionRuns() {
 			if err := h.seedOld(ctx, log); err != nil {
 				h.note("%v", err)
@@ -462,8 +466,9 @@ func (h *harness) produceUnderFaults(ctx context.Context) (*Log, map[string]int)
 	}
 	injected := make(chan struct{})
 	go func() { inj.run(faultCtx, ctx); close(injected) }()
-	produce(ctx, h.pool, deliveries, 8, h.buckets(), log)
-	h.note("producers done: %d deliveries, %d failed transactions retried", len(deliveries), log.errors)
+	produce(ctx, h.pool, groups, 8, h.buckets(), log)
+	h.note("producers done: %d deliveries (%d in %d enqueue_many transactions), %d failed transactions retried",
+		len(deliveries), log.batched, log.batches, log.errors)
 	<-injected
 	counts := inj.Counts()
 	h.note("faults stopped: %v", counts)
@@ -537,6 +542,11 @@ func (h *harness) judge(ctx context.Context, log *Log, sweeps []effectdtype.Swee
 		return nil, err
 	}
 	vs = append(vs, lost...)
+	cancels, err := judgeCancels(ctx, h.pool, log.Events(), ops, intents, ledger)
+	if err != nil {
+		return nil, err
+	}
+	vs = append(vs, cancels...)
 	events, misapplied, err := judgeEvents(ctx, h.pool, intents, h.sb.Ledger.Snapshot(""))
 	if err != nil {
 		return nil, err

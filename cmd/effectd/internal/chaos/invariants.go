@@ -211,7 +211,7 @@ func (a sweepAccount) unjudgedFinding(k finding) bool {
 
 // judgeHistory flags what the history shows broken: an operator's action
 // answered with another intent, a producer's refusal no retry cures, and an
-// audit entry on an intent no operator action named.
+// audit entry on an intent no operator action or producer's cancel named.
 func judgeHistory(ctx context.Context, pool *pgxpool.Pool, ops []Op, refusals map[string][]string, intents []query.IntentTally) ([]Violation, error) {
 	bad := map[[2]string][]string{}
 	for _, op := range ops {
@@ -246,8 +246,8 @@ func judgeHistory(ctx context.Context, pool *pgxpool.Pool, ops []Op, refusals ma
 	}
 	for _, a := range audits {
 		t, ok := byID[a.ID]
-		if ok && !dec.touched[t] {
-			rule := [2]string{"audit entry " + a.Action + " on an intent no operator action named (another intent changed)", t.channel}
+		if ok && !dec.named[t] {
+			rule := [2]string{"audit entry " + a.Action + " on an intent no operator action or producer's cancel named (another intent changed)", t.channel}
 			bad[rule] = append(bad[rule], t.event)
 		}
 	}

@@ -30,6 +30,9 @@ type delivery struct {
 	// With the checker's actors (Config.Actors), see actors.go:
 	iso      pgx.TxIsoLevel // the transaction's isolation level; "" is the server's default (READ COMMITTED)
 	moveDays int            // moves the new intent and its dedupe key this many UTC days, in the same transaction
+	// With the producers' verbs (verbs.go):
+	many      bool          // enqueued through effectd.enqueue_many, alone or with the rest of its batch
+	notBefore time.Duration // > 0: enqueued with not_before this long after its transaction (a scheduled intent)
 }
 
 // Outcome is what a producer knows about one event after production.
@@ -51,6 +54,9 @@ type Outcome struct {
 	// (retention.go); an intent gone with its partition is judged by
 	// judgeRetention.
 	Expires bool
+	// Cancelled: a producer's cancel of it committed and answered CANCELLED
+	// (verbs.go); judgeCancels judges what became of it.
+	Cancelled bool
 }
 
 // Log is the producers' record of every event: what committed, what may have,
@@ -58,9 +64,14 @@ type Outcome struct {
 type Log struct {
 	mu      sync.Mutex
 	events  map[string]*Outcome
-	errors  int                 // failed transactions that were retried
-	refusal map[string][]string // SQLSTATE → events: refusals a producer cannot retry its way out of (see refused)
-	commits []commitTiming      // every committed transaction
+	errors  int // failed transactions that were retried
+	batches int // transactions that enqueued through enqueue_many
+	batched int // deliveries they enqueued
+	// afterCommit, if set, is called with the event of each delivery that
+	// committed, outside the lock (verbs.go: its producer's cancel follows).
+	afterCommit func(eventID string)
+	refusal     map[string][]string // SQLSTATE → events: refusals a producer cannot retry its way out of (see refused)
+	commits     []commitTiming      // every committed transaction
 }
 
 // commitTiming is when a producer's committed transaction began and how long
@@ -211,7 +222,7 @@ SELECT create_distributed_table('producer.orders', 'bucket', shard_count => 8)
 CREATE OR REPLACE VIEW public.chaos_deliveries AS SELECT delivery_id, event_id, at FROM producer.orders;`
 	citusRecordSQL = `INSERT INTO producer.orders (bucket, delivery_id, event_id) VALUES ($1, $2, $3)
 		ON CONFLICT (bucket, delivery_id) DO NOTHING`
-	citusEnqueueSQL = `SELECT effectd.enqueue(event_id => $1, channel => $2, payload => $3::jsonb, bucket => $4)`
+	citusEnqueueSQL = `SELECT effectd.enqueue(event_id => $1, channel => $2, payload => $3::jsonb, bucket => $4, not_before => $5)`
 )
 
 // bucketOf is the producer's bucket of an event, 0..buckets-1: every delivery
@@ -232,24 +243,25 @@ func producerColumn(ctx context.Context, db query.DB, sql string) ([]string, err
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// produce runs workers that take deliveries at their planned time, each in its
-// own transaction, retrying failed ones as a broker would (bounded). buckets
-// is the producer's bucket count on Citus, 0 on one PostgreSQL.
-func produce(ctx context.Context, pool *pgxpool.Pool, deliveries []delivery, workers, buckets int, log *Log) {
+// produce runs workers that take each group of deliveries (one transaction:
+// a delivery, or a batch of them, verbs.go) at the planned time of its first,
+// retrying failed transactions as a broker would (bounded). buckets is the
+// producer's bucket count on Citus, 0 on one PostgreSQL.
+func produce(ctx context.Context, pool *pgxpool.Pool, groups [][]delivery, workers, buckets int, log *Log) {
 	start := time.Now()
-	ch := make(chan delivery)
+	ch := make(chan []delivery)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for d := range ch {
-				deliver(ctx, pool, d, buckets, log)
+			for g := range ch {
+				deliver(ctx, pool, g, buckets, log)
 			}
 		}()
 	}
-	for _, d := range deliveries {
-		if wait := time.Until(start.Add(d.at)); wait > 0 {
+	for _, g := range groups {
+		if wait := time.Until(start.Add(g[0].at)); wait > 0 {
 			select {
 			case <-ctx.Done():
 			case <-time.After(wait):
@@ -258,50 +270,66 @@ func produce(ctx context.Context, pool *pgxpool.Pool, deliveries []delivery, wor
 		if ctx.Err() != nil {
 			break
 		}
-		ch <- d
+		ch <- g
 	}
 	close(ch)
 	wg.Wait()
 }
 
+// singles is each delivery in a transaction of its own.
+func singles(ds []delivery) [][]delivery {
+	out := make([][]delivery, len(ds))
+	for i := range ds {
+		out[i] = ds[i : i+1]
+	}
+	return out
+}
+
 // errUnknownCommit marks a COMMIT whose outcome the producer cannot know.
 var errUnknownCommit = errors.New("commit outcome unknown")
 
-// deliver handles one delivery, retrying a failed transaction up to 30 times
-// over about a minute, like a broker redelivering an unacknowledged message.
-// A refusal no retry cures (refusal: a constraint, out of shared memory) is
-// recorded and not retried: the broker parks the message, as it would after
-// a few tries, and the checker judges the refusal.
-func deliver(ctx context.Context, pool *pgxpool.Pool, d delivery, buckets int, log *Log) {
-	log.update(d.eventID, d.channel, func(o *Outcome) { o.Deliveries++ })
+// deliver handles one transaction's deliveries (one, or a batch of them
+// sharing its fate), retrying a failed transaction up to 30 times over about
+// a minute, like a broker redelivering an unacknowledged message. A refusal
+// no retry cures (refusal: a constraint, out of shared memory) is recorded
+// for each event and not retried: the broker parks the message, as it would
+// after a few tries, and the checker judges the refusal.
+func deliver(ctx context.Context, pool *pgxpool.Pool, g []delivery, buckets int, log *Log) {
+	each := func(f func(d delivery, o *Outcome)) {
+		for _, d := range g {
+			log.update(d.eventID, d.channel, func(o *Outcome) { f(d, o) })
+		}
+	}
+	each(func(_ delivery, o *Outcome) { o.Deliveries++ })
+	if g[0].many {
+		log.mu.Lock()
+		log.batches, log.batched = log.batches+1, log.batched+len(g)
+		log.mu.Unlock()
+	}
 	for try := 0; try < 30 && ctx.Err() == nil; try++ {
 		began := time.Now()
-		inserted, err := transact(ctx, pool, d, buckets)
+		inserted, err := transact(ctx, pool, g, buckets)
 		if _, bad := refusal(err); bad {
-			log.refused(d.eventID, err)
+			each(func(d delivery, _ *Outcome) { log.refused(d.eventID, err) })
 			return
 		}
 		switch {
-		case err == nil && d.rollback:
-			log.update(d.eventID, d.channel, func(o *Outcome) { o.RolledBack++ })
+		case err == nil && g[0].rollback:
+			each(func(_ delivery, o *Outcome) { o.RolledBack++ })
 			return
 		case err == nil:
 			log.mu.Lock()
 			log.commits = append(log.commits, commitTiming{began, time.Since(began)})
 			log.mu.Unlock()
-			log.update(d.eventID, d.channel, func(o *Outcome) {
-				o.Committed = true
-				if o.FirstCommit.IsZero() || began.Before(o.FirstCommit) {
-					o.FirstCommit = began
+			for i, d := range g {
+				log.update(d.eventID, d.channel, func(o *Outcome) { o.committed(began, inserted[i], d) })
+				if log.afterCommit != nil {
+					log.afterCommit(d.eventID)
 				}
-				if inserted {
-					o.Inserted++
-					o.Ahead = o.Ahead || d.moveDays > 0
-				}
-			})
+			}
 			return
 		case errors.Is(err, errUnknownCommit):
-			log.update(d.eventID, d.channel, func(o *Outcome) { o.Maybe = true })
+			each(func(_ delivery, o *Outcome) { o.Maybe = true })
 		}
 		log.mu.Lock()
 		log.errors++
@@ -313,45 +341,79 @@ func deliver(ctx context.Context, pool *pgxpool.Pool, d delivery, buckets int, l
 	}
 }
 
-// transact is the producer's transaction: its own write, then the enqueue,
-// then COMMIT (or ROLLBACK for a delivery planned to fail). On Citus
-// (buckets > 0) its write and the intent are on the event's bucket's shard.
-func transact(ctx context.Context, pool *pgxpool.Pool, d delivery, buckets int) (inserted bool, err error) {
+// committed counts a committed delivery d of a transaction that began at
+// began, which enqueue answered inserted (true: a new intent).
+func (o *Outcome) committed(began time.Time, inserted bool, d delivery) {
+	o.Committed = true
+	if o.FirstCommit.IsZero() || began.Before(o.FirstCommit) {
+		o.FirstCommit = began
+	}
+	if inserted {
+		o.Inserted++
+		o.Ahead = o.Ahead || d.moveDays > 0
+	}
+}
+
+// transact is the producer's transaction: its own write for each delivery
+// of g, then the enqueue (one call each, or one enqueue_many for the batch:
+// enqueueAll), then COMMIT (or ROLLBACK for deliveries planned to fail). It
+// returns, for each delivery, whether its enqueue made a new intent. On
+// Citus (buckets > 0) each write and intent is on its event's bucket's shard.
+func transact(ctx context.Context, pool *pgxpool.Pool, g []delivery, buckets int) (inserted []bool, err error) {
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	tx, err := pool.BeginTx(tctx, pgx.TxOptions{IsoLevel: d.iso})
+	tx, err := pool.BeginTx(tctx, pgx.TxOptions{IsoLevel: g[0].iso})
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	defer tx.Rollback(context.WithoutCancel(tctx))
-	if buckets > 0 {
-		b := bucketOf(d.eventID, buckets)
-		if _, err := tx.Exec(tctx, citusRecordSQL, b, d.id, d.eventID); err != nil {
-			return false, err
+	for _, d := range g {
+		if buckets > 0 {
+			_, err = tx.Exec(tctx, citusRecordSQL, bucketOf(d.eventID, buckets), d.id, d.eventID)
+		} else {
+			_, err = tx.Exec(tctx, recordDeliverySQL, d.id, d.eventID)
 		}
-		err = tx.QueryRow(tctx, citusEnqueueSQL, d.eventID, d.channel, d.payload, b).Scan(&inserted)
-	} else {
-		if _, err := tx.Exec(tctx, recordDeliverySQL, d.id, d.eventID); err != nil {
-			return false, err
-		}
-		inserted, err = dispatcher.Enqueue(tctx, tx, dispatcher.Intent{EventID: d.eventID, Channel: d.channel, Payload: d.payload})
-	}
-	if err != nil {
-		return false, err
-	}
-	if inserted && d.moveDays != 0 {
-		if err := moveIntent(tctx, tx, d, buckets); err != nil {
-			return false, err
+		if err != nil {
+			return nil, err
 		}
 	}
-	if d.rollback {
-		return false, tx.Rollback(tctx)
+	if inserted, err = enqueueAll(tctx, tx, g, buckets); err != nil {
+		return nil, err
+	}
+	for i, d := range g {
+		if inserted[i] && d.moveDays != 0 {
+			if err := moveIntent(tctx, tx, d, buckets); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if g[0].rollback {
+		return nil, tx.Rollback(tctx)
 	}
 	if err := tx.Commit(tctx); err != nil {
 		if errors.Is(err, pgx.ErrTxCommitRollback) {
-			return false, err // the server said ROLLBACK: certainly not committed
+			return nil, err // the server said ROLLBACK: certainly not committed
 		}
-		return false, fmt.Errorf("%w: %v", errUnknownCommit, err)
+		return nil, fmt.Errorf("%w: %v", errUnknownCommit, err)
 	}
 	return inserted, nil
+}
+
+// enqueueAll enqueues g's deliveries in tx: one that is not many with
+// effectd.enqueue (dispatcher.Enqueue on one node, the SQL function with its
+// bucket on Citus), a batch with enqueueMany. It returns, for each, whether
+// it made a new intent.
+func enqueueAll(ctx context.Context, tx pgx.Tx, g []delivery, buckets int) ([]bool, error) {
+	if g[0].many {
+		return enqueueMany(ctx, tx, g, buckets)
+	}
+	d := g[0]
+	var inserted bool
+	var err error
+	if buckets > 0 {
+		err = tx.QueryRow(ctx, citusEnqueueSQL, d.eventID, d.channel, d.payload, bucketOf(d.eventID, buckets), d.notBeforeAt()).Scan(&inserted)
+	} else {
+		inserted, err = dispatcher.Enqueue(ctx, tx, d.intent())
+	}
+	return []bool{inserted}, err
 }
