@@ -551,6 +551,15 @@ var mutations = []mutation{
 	{name: "checker: a sweep window declined as too large not split", file: "cmd/effectd/internal/chaos/sweep.go",
 		from: "\tif declinedTooLarge(err) {", to: "\tif false && declinedTooLarge(err) {",
 		pkg: "./cmd/effectd/internal/chaos/", run: "^TestSweepSplitsWindowTooLarge$"},
+	// checker: producer verbs (issue 36, docs/checker.md): the producers'
+	// enqueue_many and cancel on the checker's schedule; each hole planted
+	// back must be reported by the short run.
+	{name: "checker: producer verbs: cancel's fence on PENDING removed (a sent or claimed intent cancelled)", file: "migrations/*.up.sql",
+		from: "WHERE i.event_id = event_id AND i.channel = channel AND i.status = 'PENDING'", to: "WHERE i.event_id = event_id AND i.channel = channel",
+		pkg: "./cmd/effectd/internal/chaos/", run: "^TestCheck$"},
+	{name: "checker: producer verbs: enqueue_many's dedupe by key off (a redelivery meets its intent in another day's partition)", file: "migrations/*.up.sql",
+		from: "FROM rows r JOIN keyed k ON k.key = r.key", to: "FROM rows r LEFT JOIN keyed k ON k.key = r.key",
+		pkg: "./cmd/effectd/internal/chaos/", run: "^TestCheck$"},
 
 	// Alerting (issue 38, docs/deploy.md): the Retry-After back-off the rules
 	// watch. The rules and the dashboard are data files that their tests read
