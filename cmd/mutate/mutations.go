@@ -641,4 +641,12 @@ var mutations = []mutation{
 	{name: "tracing: no exemplar on the call latency", file: "dispatcher/tracing.go",
 		from: "ok && sc.IsSampled() {", to: "ok && false {",
 		pkg: "./dispatcher/", run: "^TestAttemptSpans$"},
+	// charts rollups (docs/console.md, "Charts"): the writers count what they
+	// moved into the minute rollups the charts read
+	{name: "charts rollups: the trigger does not count a send", file: "migrations/*.up.sql",
+		from: "('sent', 0, n.status = 'SENT' AND o.status <> 'SENT'),", to: "('sent', 0, false),",
+		pkg: "./dispatcher/", run: "^TestRollupsFollowCompletions$"},
+	{name: "charts rollups: a completion on a bucket does not count a back-off (citus)", file: "internal/query/rollups_bucket.sql",
+		from: "('backoffs', 0, OLD = 'SENDING' AND r.status = 'PENDING'),", to: "('backoffs', 0, false),",
+		pkg: "./dispatcher/", run: "^TestCitusRollupsFollowCompletions$", tags: "citus"},
 }
