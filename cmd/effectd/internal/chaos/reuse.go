@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/effectd/effectd/api/client"
 	"github.com/effectd/effectd/providers/sandbox"
 	"github.com/effectd/effectd/providers/sandbox/twiliosandbox"
 )
@@ -28,8 +29,14 @@ import (
 // with no reference, on the same channel, and replays X's message's
 // `delivered` callback to the ingress exactly as the sandbox sent it (its
 // URL, with what effectd appended, signed as Twilio signs). Y must come out
-// as it went in: no intent is changed by a message about another. Then X
-// and its events are put back as they were.
+// as it went in: no intent is changed by a message about another.
+//
+// Then an operator's bulk action across a second reuse (reuseBulk): a bulk
+// resolve as skip is frozen over Y, Y is lost in turn and its id given to
+// an intent Z of another event in Y's state and attempts, and the snapshot
+// is applied through the API. Z must come out as it went in and the apply
+// must count the row skipped. Then X and its events are put back as they
+// were.
 
 // reuseChannel is the channel of the scenario: an in-doubt policy of
 // manual, so that nothing but the callback could settle Y.
@@ -67,11 +74,58 @@ func (h *harness) reuseID(ctx context.Context, ledger sandbox.Snapshot) []Violat
 	}
 	op.Detail = fmt.Sprintf("intent %d's message %s replayed (answered %d) onto %s: %s ref=%q delivery=%q", x.ID, x.Ref, answer, newEvent, status, ref, delivery)
 	h.note("id reuse: %s", op.Detail)
-	if status == "IN_DOUBT" && ref == "" && delivery == "" {
+	var vs []Violation
+	if status != "IN_DOUBT" || ref != "" || delivery != "" {
+		vs = append(vs, Violation{Rule: "a callback about a lost intent's message changed another intent given its id", Channel: reuseChannel,
+			Keys: []string{fmt.Sprintf("%s (intent %d, %s ref=%s delivery=%s, by %s)", newEvent, x.ID, status, ref, delivery, x.Ref)}})
+	}
+	return append(vs, h.reuseBulk(ctx, x.ID, newEvent)...)
+}
+
+// reuseBulk freezes a bulk resolve as skip over intent id of event frozen
+// (IN_DOUBT, one attempt: handOverID made it), hands id to an intent of a
+// new event in the same state, applies the snapshot through the API and
+// returns a violation when the apply changed that intent or did not count
+// its row skipped.
+func (h *harness) reuseBulk(ctx context.Context, id int64, frozen string) []Violation {
+	newEvent := frozen + "-again"
+	op := Op{At: time.Now(), Actor: "operator", Action: "bulk resolve skip frozen before its intent's id was reused", Channel: reuseChannel,
+		Event: newEvent, IntentID: id, Result: "ok"}
+	defer func() { h.hist.add(op) }()
+	fail := func(format string, args ...any) []Violation {
+		op.Result, op.Detail = "unknown", fmt.Sprintf(format, args...)
+		h.note("id reuse: %s", op.Detail)
 		return nil
 	}
-	return []Violation{{Rule: "a callback about a lost intent's message changed another intent given its id", Channel: reuseChannel,
-		Keys: []string{fmt.Sprintf("%s (intent %d, %s ref=%s delivery=%s, by %s)", newEvent, x.ID, status, ref, delivery, x.Ref)}}}
+	addr, _ := h.instances[0].addr.Load().(string)
+	c := &client.Client{BaseURL: addr, HTTP: newHTTPClient()}
+	snap, err := c.Bulk(ctx, client.BulkRequest{Action: "resolve", As: "skip", Reason: "checked at the provider",
+		Filter: client.BulkFilter{Status: "IN_DOUBT", Channel: reuseChannel, EventIDPrefix: frozen}})
+	if err != nil || snap.Matched != 1 {
+		return fail("freezing a bulk over %s: matched %d, %v", frozen, snap.Matched, err)
+	}
+	// the second failover: the intent frozen is lost, its id given to another
+	if _, err := h.pool.Exec(ctx, `UPDATE effectd.intents SET event_id = $2, idempotency_key = channel || ':' || $2 WHERE id = $1`,
+		id, newEvent); err != nil {
+		return fail("handing intent %d's id to %s: %v", id, newEvent, err)
+	}
+	res, err := c.ApplyBulk(ctx, snap.Snapshot)
+	if err != nil {
+		return fail("applying snapshot %s: %v", snap.Snapshot, err)
+	}
+	var status string
+	var attempts int
+	if err := h.pool.QueryRow(ctx, `SELECT status, attempts FROM effectd.intents WHERE id = $1`, id).Scan(&status, &attempts); err != nil {
+		return fail("reading %s: %v", newEvent, err)
+	}
+	op.Detail = fmt.Sprintf("snapshot %s frozen over %s (intent %d), applied after the id went to %s: %+v; %s is %s, %d attempts",
+		snap.Snapshot, frozen, id, newEvent, res, newEvent, status, attempts)
+	h.note("id reuse: %s", op.Detail)
+	if status == "IN_DOUBT" && attempts == 1 && res.Applied == 0 && res.Skipped == 1 {
+		return nil
+	}
+	return []Violation{{Rule: "a bulk action frozen over a lost intent changed another intent given its id", Channel: reuseChannel,
+		Keys: []string{fmt.Sprintf("%s (intent %d, %s, %d attempts; apply %+v)", newEvent, id, status, attempts, res)}}}
 }
 
 // sentMessage is a SENT intent of reuseChannel and its message's SID.
