@@ -35,13 +35,13 @@ func (quotedErr) Error() string {
 // webhook channel hook (registered, not served) of every outcome, and drives each kind of statement
 // that reaches one: completions (sent, failed; a webhook's delivered), an
 // operator's cancel and requeue (failed again: told once, though the first
-// notice is in another day partition), a bulk cancel, the reconciler's
-// settlement of a timed-out call (in_doubt), provider events (that call
-// settled sent; delivered, then its repeat) and a delivery poll
-// (undelivered). It returns
+// notice is in another day partition), a producer's cancel, a bulk cancel,
+// the reconciler's settlement of a timed-out call (in_doubt), provider events
+// (that call settled sent; delivered, then its repeat) and a delivery poll
+// (undelivered); each source is enqueued in a trace of its own. It returns
 // each notification as the producer would read it, with intent ids named by
 // their event id (the ids differ between databases), and whether it is on its
-// source's bucket.
+// source's bucket and in its source's trace.
 func notifyScenario(t *testing.T, pool *pgxpool.Pool, buckets int) []string {
 	t.Helper()
 	ctx := context.Background()
@@ -82,8 +82,20 @@ func notifyScenario(t *testing.T, pool *pgxpool.Pool, buckets int) []string {
 			nb := time.Now().Add(time.Hour)
 			notBefore = &nb
 		}
-		if _, err := pool.Exec(ctx, `SELECT effectd.enqueue(event_id => $1, channel => $2, payload => '{"to": "+15005550006", "body": "hi"}',
+		// each source in a trace of its own, which its notifications join
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		if _, err := tx.Exec(ctx, `SELECT set_config('effectd.traceparent', $1, true)`, fmt.Sprintf("00-%032x-%016x-01", i, i)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `SELECT effectd.enqueue(event_id => $1, channel => $2, payload => '{"to": "+15005550006", "body": "hi"}',
 			not_before => $3, bucket => $4)`, event, channel, notBefore, i%8); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -118,6 +130,7 @@ func notifyScenario(t *testing.T, pool *pgxpool.Pool, buckets int) []string {
 	produce(5, "wh", "w5", false)
 	produce(6, "poll", "p6", false)
 	produce(7, "sms", "s7:maybe", false)
+	produce(8, "sms", "s8", true)
 	sent := wait("s1", "SENT")
 	failed := wait("s2:fail", "FAILED")
 	wait("w5", "SENT")
@@ -145,6 +158,21 @@ func notifyScenario(t *testing.T, pool *pgxpool.Pool, buckets int) []string {
 	}
 	s3, _ := status("s3")
 	operate(s3, statemachine.Cancel)
+	// a producer's cancel, in a transaction of another trace (before the
+	// bulk cancel, which would take it): the notification joins the source's
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT set_config('effectd.traceparent', '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', true)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT effectd.cancel('s8', 'sms', 'test', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
 	operate(failed, statemachine.Requeue)
 	wait("s2:fail", "FAILED")
 	snap, err := dispatcher.FreezeBulk(ctx, pool, dispatcher.BulkFreeze{Actor: "test",
@@ -171,37 +199,38 @@ func notifyScenario(t *testing.T, pool *pgxpool.Pool, buckets int) []string {
 		}
 		return n == 1
 	})
-	eventually(t, 30*time.Second, "cancelled twice, delivered, sent and undelivered told", func() bool { return notices() >= 11 })
+	eventually(t, 30*time.Second, "cancelled thrice, delivered, sent and undelivered told", func() bool { return notices() >= 12 })
 
 	bucket := "0"
 	if buckets > 0 {
 		bucket = "bucket"
 	}
 	type source struct {
-		event  string
-		bucket int64
+		event       string
+		bucket      int64
+		traceparent string
 	}
 	sources := map[int64]source{}
-	rows, err := pool.Query(ctx, `SELECT id, event_id, `+bucket+` FROM effectd.intents WHERE channel <> 'hook'`)
+	rows, err := pool.Query(ctx, `SELECT id, event_id, `+bucket+`, coalesce(traceparent, '') FROM effectd.intents WHERE channel <> 'hook'`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var id, b int64
-	var ev string
-	if _, err := pgx.ForEachRow(rows, []any{&id, &ev, &b}, func() error { sources[id] = source{ev, b}; return nil }); err != nil {
+	var ev, tp string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &ev, &b, &tp}, func() error { sources[id] = source{ev, b, tp}; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	rows, err = pool.Query(ctx, `
-SELECT event_id, channel, idempotency_key, ordering_key, occurred_at IS NULL, payload::text, `+bucket+`
+SELECT event_id, channel, idempotency_key, ordering_key, occurred_at IS NULL, payload::text, `+bucket+`, coalesce(traceparent, '')
 FROM effectd.intents WHERE channel = 'hook' ORDER BY event_id`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (string, error) {
-		var ev, ch, key, ordering, payload string
+		var ev, ch, key, ordering, payload, tp string
 		var noOccurred bool
 		var b int64
-		if err := row.Scan(&ev, &ch, &key, &ordering, &noOccurred, &payload, &b); err != nil {
+		if err := row.Scan(&ev, &ch, &key, &ordering, &noOccurred, &payload, &b, &tp); err != nil {
 			return "", err
 		}
 		var p struct {
@@ -214,8 +243,8 @@ FROM effectd.intents WHERE channel = 'hook' ORDER BY event_id`)
 		src := sources[int64(p.Intent["id"].(float64))]
 		p.Intent["id"] = "@" + src.event
 		named, _ := json.Marshal(p)
-		return fmt.Sprintf("%s on %s key %s ordering %s occurred_at null %v same bucket %v: %s",
-			ev, ch, key, ordering, noOccurred, b == src.bucket, named), nil
+		return fmt.Sprintf("%s on %s key %s ordering %s occurred_at null %v same bucket %v same trace %v: %s",
+			ev, ch, key, ordering, noOccurred, b == src.bucket, tp != "" && tp == src.traceparent, named), nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -236,9 +265,10 @@ func twilioEventOn(channel string, id int64, event, sid, status string, delivery
 // notifications themselves, on the intent's bucket, exactly as the notify
 // trigger does on one PostgreSQL: the same event ids, idempotency and
 // ordering keys, payloads (the delivery as the outcome left it, the source
-// channel's redacted values masked) and each outcome told once, whether it is
-// reached by a completion, the reconciler, an operator, a bulk action, a
-// provider event or a delivery poll. The counts by status still equal the
+// channel's redacted values masked), the source's traceparent, and each
+// outcome told once, whether it is reached by a completion, the reconciler,
+// an operator, a producer's cancel, a bulk action, a provider event or a
+// delivery poll. The counts by status still equal the
 // rows.
 func TestCitusNotify(t *testing.T) {
 	single := notifyScenario(t, pgtest.New(t), 0)
@@ -249,8 +279,8 @@ func TestCitusNotify(t *testing.T) {
 			strings.Join(single, "\n"), strings.Join(distributed, "\n"))
 	}
 	for _, want := range []string{
-		`sms:s1:delivered on hook key hook:sms:s1:delivered ordering sms:s1 occurred_at null true same bucket true: {"type":"effect.delivered","intent":{"channel":"sms","delivery":"delivered","delivery_detail":"delivered","event_id":"s1","id":"@s1","last_error":null,"provider_ref":"SM-sms:s1","status":"SENT"}}`,
-		`sms:s2:fail:failed on hook key hook:sms:s2:fail:failed ordering sms:s2:fail occurred_at null true same bucket true: {"type":"effect.failed","intent":{"channel":"sms","delivery":null,"delivery_detail":null,"event_id":"s2:fail","id":"@s2:fail","last_error":"twilio 21211: The 'To' number *** is not a valid phone number","provider_ref":null,"status":"FAILED"}}`,
+		`sms:s1:delivered on hook key hook:sms:s1:delivered ordering sms:s1 occurred_at null true same bucket true same trace true: {"type":"effect.delivered","intent":{"channel":"sms","delivery":"delivered","delivery_detail":"delivered","event_id":"s1","id":"@s1","last_error":null,"provider_ref":"SM-sms:s1","status":"SENT"}}`,
+		`sms:s2:fail:failed on hook key hook:sms:s2:fail:failed ordering sms:s2:fail occurred_at null true same bucket true same trace true: {"type":"effect.failed","intent":{"channel":"sms","delivery":null,"delivery_detail":null,"event_id":"s2:fail","id":"@s2:fail","last_error":"twilio 21211: The 'To' number *** is not a valid phone number","provider_ref":null,"status":"FAILED"}}`,
 		`sms:s3:cancelled on hook`,
 		`sms:s4:cancelled on hook`,
 		`wh:w5:sent on hook`,
@@ -258,13 +288,19 @@ func TestCitusNotify(t *testing.T) {
 		`poll:p6:undelivered on hook`,
 		`sms:s7:maybe:in_doubt on hook`,
 		`sms:s7:maybe:sent on hook`,
+		`sms:s8:cancelled on hook`,
 	} {
 		if !slices.ContainsFunc(distributed, func(s string) bool { return strings.HasPrefix(s, want) }) {
 			t.Errorf("distributed mode: no notification %q in\n%s", want, strings.Join(distributed, "\n"))
 		}
 	}
-	if len(distributed) != 11 {
-		t.Errorf("distributed mode: %d notifications, want 11:\n%s", len(distributed), strings.Join(distributed, "\n"))
+	if len(distributed) != 12 {
+		t.Errorf("distributed mode: %d notifications, want 12:\n%s", len(distributed), strings.Join(distributed, "\n"))
+	}
+	for _, n := range distributed {
+		if !strings.Contains(n, " same trace true: ") {
+			t.Errorf("distributed mode: a notification not in its source's trace: %s", n)
+		}
 	}
 	checkCitusCounts(t, pool, "after the notifications")
 }

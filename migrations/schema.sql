@@ -248,12 +248,13 @@ BEGIN
             IF pg_column_size(notice) <= (SELECT tc.max_payload FROM effectd.channels tc WHERE tc.name = c.notify ->> 'channel')
                AND NOT EXISTS (SELECT 1 FROM effectd.intents d
                                WHERE d.bucket = bucket AND d.event_id = note AND d.channel = c.notify ->> 'channel') THEN
-                INSERT INTO effectd.intents (bucket, event_id, channel, payload, idempotency_key, next_attempt_at, ordering_key)
+                INSERT INTO effectd.intents (bucket, event_id, channel, payload, idempotency_key, next_attempt_at, ordering_key,
+                                             traceparent)
                 VALUES (bucket, note, c.notify ->> 'channel', notice,
                         CASE WHEN octet_length(c.notify ->> 'channel') + 1 + octet_length(note) <= 255
                              THEN (c.notify ->> 'channel') || ':' || note
                              ELSE effectd.idempotency_key(c.notify ->> 'channel', note) END,
-                        now(), r.idempotency_key)
+                        now(), r.idempotency_key, coalesce(r.traceparent, effectd.traceparent_setting()))
                 ON CONFLICT DO NOTHING;
             END IF;
         END IF;
@@ -845,7 +846,10 @@ $$;
 CREATE FUNCTION effectd.notify_outcomes() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
-DECLARE r record;
+DECLARE
+    r      record;
+    caller text := current_setting('effectd.traceparent', true);
+    traced boolean := false;
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM effectd.channels WHERE notify IS NOT NULL) THEN
         RETURN NULL;
@@ -862,6 +866,10 @@ BEGIN
         ORDER BY n.id, o.ord
     LOOP
         BEGIN
+            -- the notification's traceparent (the column default): the
+            -- source's, else the transaction's own
+            PERFORM set_config('effectd.traceparent', coalesce(r.traceparent, caller, ''), true);
+            traced := true;
             PERFORM effectd.enqueue(
                 event_id     => effectd.notify_key(r.idempotency_key, r.outcome),
                 channel      => r.target,
@@ -877,6 +885,9 @@ BEGIN
             RAISE WARNING 'effectd: notify % of intent % on channel %: %', r.outcome, r.id, r.target, SQLERRM;
         END;
     END LOOP;
+    IF traced THEN
+        PERFORM set_config('effectd.traceparent', coalesce(caller, ''), true);
+    END IF;
     RETURN NULL;
 END
 $$;
@@ -1143,6 +1154,18 @@ BEGIN
     END IF;
 END
 $$;
+
+
+--
+-- Name: traceparent_setting(); Type: FUNCTION; Schema: effectd; Owner: -
+--
+
+CREATE FUNCTION effectd.traceparent_setting() RETURNS text
+    LANGUAGE sql STABLE
+    AS $_$
+    SELECT CASE WHEN current_setting('effectd.traceparent', true) ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
+                THEN current_setting('effectd.traceparent', true) END
+$_$;
 
 
 --

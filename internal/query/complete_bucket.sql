@@ -38,7 +38,7 @@ updated AS (
       AND i.status = 'SENDING'
       AND i.attempts = input.attempts
     RETURNING i.id, i.attempts, i.channel, i.created_at, i.status, i.delivery,
-              i.event_id, i.delivery_detail, i.provider_ref, i.last_error, i.idempotency_key,
+              i.event_id, i.delivery_detail, i.provider_ref, i.last_error, i.idempotency_key, i.traceparent,
               -- the payload only where a copied error is to be masked (notices): the
               -- rows come back to the coordinator
               CASE WHEN i.last_error <> '' THEN i.payload END AS payload,

@@ -30,7 +30,7 @@ changed AS (
       AND NOT (i.status = 'SENDING' AND i.lease_expires_at > now())
     RETURNING i.id, i.event_id, i.channel, i.payload, i.status, i.attempts, i.next_attempt_at, i.lease_expires_at,
         i.claimed_at, i.idempotency_key, i.provider_ref, i.last_error, i.ordering_key, i.occurred_at, i.created_at, i.updated_at,
-        i.delivery, i.delivery_detail, i.delivery_at, old.delivery AS old_delivery,
+        i.delivery, i.delivery_detail, i.delivery_at, old.delivery AS old_delivery, i.traceparent,
         i.status <> $2 AS status_moved, i.delivery IS DISTINCT FROM old.delivery AS delivery_moved
 ),
 -- the settled counts: the row leaves ($2, its delivery before) and enters ($4,

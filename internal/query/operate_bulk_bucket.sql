@@ -31,7 +31,7 @@ changed AS (
       AND NOT (i.status = 'SENDING' AND i.lease_expires_at > now())
     RETURNING i.id, i.event_id, i.channel, i.payload, i.status, i.attempts, i.next_attempt_at, i.lease_expires_at,
         i.claimed_at, i.idempotency_key, i.provider_ref, i.last_error, i.ordering_key, i.occurred_at, i.created_at, i.updated_at,
-        i.delivery, i.delivery_detail, i.delivery_at, input.from_status, input.old_delivery,
+        i.delivery, i.delivery_detail, i.delivery_at, input.from_status, input.old_delivery, i.traceparent,
         i.status <> input.from_status AS status_moved, coalesce(i.delivery, '') <> input.old_delivery AS delivery_moved
 ),
 counted AS (

@@ -17,7 +17,7 @@ moved AS (
     SET delivery = $4, delivery_detail = nullif($5, ''), delivery_at = now(), updated_at = now()
     WHERE bucket = $10 AND id = (SELECT id FROM target) AND $4 <> '' AND coalesce(delivery, '') = $3
     RETURNING bucket, created_at, channel, status, $3::text AS old_delivery, delivery,
-              id, event_id, delivery_detail, provider_ref, last_error, idempotency_key,
+              id, event_id, delivery_detail, provider_ref, last_error, idempotency_key, traceparent,
               -- the payload only where a copied error is to be masked (notices): the
               -- rows come back to the coordinator
               CASE WHEN last_error <> '' THEN payload END AS payload,

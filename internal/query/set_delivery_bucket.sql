@@ -14,7 +14,7 @@ WITH updated AS (
         updated_at      = now()
     WHERE bucket = $5 AND id = $1 AND idempotency_key = $6 AND coalesce(delivery, '') = $2
     RETURNING bucket, created_at, channel, status, $2::text AS old_delivery, delivery,
-              id, event_id, delivery_detail, provider_ref, last_error, idempotency_key,
+              id, event_id, delivery_detail, provider_ref, last_error, idempotency_key, traceparent,
               -- the payload only where a copied error is to be masked (notices): the
               -- rows come back to the coordinator
               CASE WHEN last_error <> '' THEN payload END AS payload,

@@ -22,7 +22,7 @@ updated AS (
     WHERE bucket = $10 AND id = $1 AND idempotency_key = $9 AND status = $3 AND attempts = $2
       AND $3 IN ('SENDING', 'IN_DOUBT') -- what the deltas below count on
     RETURNING id, claimed_at, channel, created_at, status, delivery,
-              event_id, delivery_detail, provider_ref, last_error, idempotency_key,
+              event_id, delivery_detail, provider_ref, last_error, idempotency_key, traceparent,
               -- the payload only where a copied error is to be masked (notices): the
               -- rows come back to the coordinator
               CASE WHEN last_error <> '' THEN payload END AS payload,

@@ -23,7 +23,7 @@ updated AS (
     FROM t
     WHERE bucket = $9 AND id = $1 AND idempotency_key = $10 AND status = $3 AND attempts = $2 AND coalesce(delivery, '') = $8
     RETURNING bucket, created_at, channel, $3::text AS old_status, status, $8::text AS old_delivery, delivery,
-              id, event_id, delivery_detail, provider_ref, last_error, idempotency_key,
+              id, event_id, delivery_detail, provider_ref, last_error, idempotency_key, traceparent,
               -- the payload only where a copied error is to be masked (notices): the
               -- rows come back to the coordinator
               CASE WHEN last_error <> '' THEN payload END AS payload,
