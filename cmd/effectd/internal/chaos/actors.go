@@ -37,6 +37,9 @@ import (
 //   - one producer enqueuing BatchEvents events in one transaction, then
 //     rolling back (a bulk import cancelled), which must not run out of any
 //     shared resource;
+//   - producers enqueueing through enqueue_many, some several deliveries in
+//     one transaction, and producers cancelling their own intents
+//     (verbs.go);
 //   - operators through an instance's admin API: retry (requeue), retry with
 //     force, resolve as sent, resend or skip, bulk retry and bulk resend by an
 //     event id prefix, and reconcile (a lookup now);

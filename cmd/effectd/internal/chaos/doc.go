@@ -10,8 +10,8 @@
 // every Stripe and Twilio channel through an instance's admin API and checks
 // its findings against the checker's. Run runs it; `effectd chaos` wraps it.
 // With Config.Actors it is the randomized checker (`effectd check`,
-// docs/checker.md): more actors (actors.go, retention.go, ingress.go,
-// reuse.go), a history of their operations, and a verdict per invariant
+// docs/checker.md): more actors (actors.go, verbs.go, retention.go,
+// ingress.go, reuse.go), a history of their operations, and a verdict per invariant
 // (invariants.go).
 //
 // Clock skew is not injected: leases, claims and fences compare only the
