@@ -61,6 +61,11 @@ func scaleReads() []scaleRead {
 		{"provider events: orphans", "/v1/provider-events?orphan=true", 250 * ms, ""},
 		{"bulk snapshot: FAILED of one channel", "/v1/intents/bulk", 2000 * ms,
 			`{"action":"retry","filter":{"status":"FAILED","channel":"pay"},"reason":"scale bench"}`},
+		// the console's pages with their charts (loadChartHistory), as a browser gets them
+		{"console: overview with charts, 1h", "/ui/?range=1h", 250 * ms, ""},
+		{"console: overview with charts, 7d", "/ui/?range=7d", 250 * ms, ""},
+		{"console: channel sms with charts, 24h", "/ui/channels/sms?range=24h", 250 * ms, ""},
+		{"console: channel sms with charts, 7d", "/ui/channels/sms?range=7d", 250 * ms, ""},
 	}
 }
 
@@ -135,7 +140,10 @@ func (e *env) timeAtSizes(ctx context.Context, url string, pool *pgxpool.Pool, c
 		if err != nil {
 			return nil, err
 		}
-		medians[i], err = timeReads(ctx, in.addr, e.opt.ScaleRuns, h.skipped)
+		err = loadChartHistory(ctx, pool)
+		if err == nil {
+			medians[i], err = timeReads(ctx, in.addr, e.opt.ScaleRuns, h.skipped)
+		}
 		if err == nil {
 			err = checkCounts(ctx, in.addr, n)
 		}
@@ -502,7 +510,10 @@ func (t timing) String() string {
 // API at base, after one call not timed, and returns each read's median and
 // fastest.
 func timeReads(ctx context.Context, base string, runs int, skip map[string]string) (map[string]timing, error) {
-	client := &http.Client{Timeout: time.Minute}
+	client, err := readsClient(ctx, base)
+	if err != nil {
+		return nil, err
+	}
 	out := map[string]timing{}
 	for _, r := range scaleReads() {
 		if _, ok := skip[r.name]; ok {
