@@ -203,7 +203,8 @@ func TestNotificationJoinsSourceTrace(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SELECT set_config('effectd.traceparent', $1, true)`, other); err != nil {
 		t.Fatal(err)
 	}
-	for _, event := range []string{"e2", "e3"} {
+	// e2 last: the setting it leaves must be the transaction's own again
+	for _, event := range []string{"e3", "e2"} {
 		if _, err := tx.Exec(ctx, `SELECT effectd.cancel($1, 'sms', 'test')`, event); err != nil {
 			t.Fatal(err)
 		}
