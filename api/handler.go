@@ -26,6 +26,7 @@ type Reconciler interface {
 // Config is what NewHandler needs.
 type Config struct {
 	Pool           *pgxpool.Pool
+	Storage        effectdtype.Storage             // the storage mode decided at start-up (dispatcher.Dispatcher.Storage)
 	Tokens         []Token                         // bearer tokens; see TokensFromEnv
 	InsecureNoAuth bool                            // no tokens: every caller is "anonymous" and may do anything (loopback only; see CheckBind)
 	Reconciler     Reconciler                      // nil: the reconcile route answers 503
@@ -38,6 +39,7 @@ type Config struct {
 // handler holds what the route handlers share.
 type handler struct {
 	pool       *pgxpool.Pool
+	storage    effectdtype.Storage
 	tokens     Tokens
 	noAuth     bool
 	reconciler Reconciler
@@ -66,6 +68,7 @@ func NewHandler(cfg Config) (http.Handler, error) {
 	}
 	h := &handler{
 		pool:       cfg.Pool,
+		storage:    cfg.Storage,
 		tokens:     cfg.Tokens,
 		noAuth:     cfg.InsecureNoAuth,
 		reconciler: cfg.Reconciler,

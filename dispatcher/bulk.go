@@ -237,7 +237,7 @@ type AppliedBulk struct {
 // sight is a ScopeError, as a missing one is ErrNotFound, and stays
 // applicable by its owner; one applied or expired is ErrTransition. Once
 // every row was tried, the result carries the counts even with an error.
-func ApplyBulk(ctx context.Context, pool *pgxpool.Pool, a BulkApply) (AppliedBulk, error) {
+func ApplyBulk(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, a BulkApply) (AppliedBulk, error) {
 	id := a.Snapshot
 	if err := CheckSnapshotID(id); err != nil {
 		return AppliedBulk{}, err
@@ -265,7 +265,7 @@ func ApplyBulk(ctx context.Context, pool *pgxpool.Pool, a BulkApply) (AppliedBul
 	if err != nil {
 		return AppliedBulk{}, err
 	}
-	if out.BulkResult, err = applyRows(ctx, pool, a, ev, claim.Reason); err != nil {
+	if out.BulkResult, err = applyRows(ctx, pool, mode, a, ev, claim.Reason); err != nil {
 		return AppliedBulk{}, fmt.Errorf("bulk apply %s: %w", id, err)
 	}
 	out.Event = ev
@@ -278,12 +278,8 @@ func ApplyBulk(ctx context.Context, pool *pgxpool.Pool, a BulkApply) (AppliedBul
 // applyRows applies ev to every row of the snapshot; a row that changed (or
 // that fails on its own) is skipped and never stops the others. In the
 // distributed mode the rows go a bucket at a time (applyBuckets).
-func applyRows(ctx context.Context, pool *pgxpool.Pool, a BulkApply, ev statemachine.Event, reason string) (res effectdtype.BulkResult, err error) {
-	distributed, err := query.Distributed(ctx, pool)
-	if err != nil {
-		return res, err
-	}
-	if _, checkErr := (Operation{Event: ev, Actor: a.Actor, Reason: reason}).check(); distributed && checkErr == nil {
+func applyRows(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, a BulkApply, ev statemachine.Event, reason string) (res effectdtype.BulkResult, err error) {
+	if _, checkErr := (Operation{Event: ev, Actor: a.Actor, Reason: reason}).check(); mode == effectdtype.Citus && checkErr == nil {
 		return applyBuckets(ctx, pool, a, ev, reason)
 	}
 	list, err := query.BulkRows(ctx, pool, a.Snapshot)
@@ -291,7 +287,7 @@ func applyRows(ctx context.Context, pool *pgxpool.Pool, a BulkApply, ev statemac
 		return res, err
 	}
 	for _, f := range list {
-		if err := applyOne(ctx, pool, a, ev, reason, f, &res); err != nil {
+		if err := applyOne(ctx, pool, mode, a, ev, reason, f, &res); err != nil {
 			return res, err
 		}
 	}
@@ -300,12 +296,12 @@ func applyRows(ctx context.Context, pool *pgxpool.Pool, a BulkApply, ev statemac
 
 // applyOne applies ev to frozen row f in its own transaction (Operate) and
 // counts it in res, applied or skipped; it fails only when ctx is done.
-func applyOne(ctx context.Context, pool *pgxpool.Pool, a BulkApply, ev statemachine.Event, reason string, f query.FrozenRow, res *effectdtype.BulkResult) error {
+func applyOne(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, a BulkApply, ev statemachine.Event, reason string, f query.FrozenRow, res *effectdtype.BulkResult) error {
 	if !seen(a.Sees, f.Channel) { // gone (channel ""): nothing left to act on
 		res.Skipped++
 		return nil
 	}
-	_, _, err := Operate(ctx, pool, Operation{IntentID: f.ID, Event: ev, Actor: a.Actor,
+	_, _, err := Operate(ctx, pool, mode, Operation{IntentID: f.ID, Event: ev, Actor: a.Actor,
 		Reason: reason, Snapshot: a.Snapshot, Expect: &Expected{Status: f.Status, Attempts: f.Attempts, Key: f.Key}})
 	switch {
 	case err == nil:

@@ -53,7 +53,7 @@ func applyBuckets(ctx context.Context, pool *pgxpool.Pool, a BulkApply, ev state
 			}
 			cmp.Or(a.Logger, slog.Default()).WarnContext(ctx, "bulk apply: a bucket's batch failed, applied row by row", "snapshot", a.Snapshot, "bucket", b, "err", err)
 			for _, f := range batch {
-				if err := applyOne(ctx, pool, a, ev, reason, f, &res); err != nil {
+				if err := applyOne(ctx, pool, effectdtype.Citus, a, ev, reason, f, &res); err != nil {
 					return res, err
 				}
 			}

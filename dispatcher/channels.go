@@ -40,12 +40,12 @@ func zeroCounts() map[statemachine.State]int64 {
 // channelCounts returns intent counts by channel and status (exact, read
 // without reading history in both modes: effectdtype.CountsExact); name ""
 // means all channels.
-func channelCounts(ctx context.Context, db query.DB, name string) (map[string]map[statemachine.State]int64, error) {
+func channelCounts(ctx context.Context, db query.DB, mode effectdtype.Storage, name string) (map[string]map[statemachine.State]int64, error) {
 	var filter *string
 	if name != "" {
 		filter = &name
 	}
-	counts, err := query.ChannelCounts(ctx, db, filter)
+	counts, err := query.ChannelCounts(ctx, db, mode, filter)
 	if err != nil {
 		return nil, err
 	}
@@ -67,12 +67,12 @@ func countsByChannel(counts []query.StatusCount) map[string]map[statemachine.Sta
 
 // ListChannels returns, by name, every channel that sees admits (nil: every
 // channel), with its counts.
-func ListChannels(ctx context.Context, pool *pgxpool.Pool, sees func(name string) bool) ([]effectdtype.Channel, error) {
+func ListChannels(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, sees func(name string) bool) ([]effectdtype.Channel, error) {
 	chans, err := query.ListChannels(ctx, pool)
 	if err != nil {
 		return nil, fmt.Errorf("list channels: %w", err)
 	}
-	counts, err := channelCounts(ctx, pool, "")
+	counts, err := channelCounts(ctx, pool, mode, "")
 	if err != nil {
 		return nil, fmt.Errorf("list channels: counts: %w", err)
 	}
@@ -91,7 +91,7 @@ func ListChannels(ctx context.Context, pool *pgxpool.Pool, sees func(name string
 }
 
 // GetChannel returns channel name with its counts; ErrNotFound when there is none.
-func GetChannel(ctx context.Context, pool *pgxpool.Pool, name string) (effectdtype.Channel, error) {
+func GetChannel(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, name string) (effectdtype.Channel, error) {
 	c, err := query.SelectChannel(ctx, pool, name)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return effectdtype.Channel{}, fmt.Errorf("channel %q: %w", truncate(name, 64), ErrNotFound)
@@ -99,7 +99,7 @@ func GetChannel(ctx context.Context, pool *pgxpool.Pool, name string) (effectdty
 	if err != nil {
 		return effectdtype.Channel{}, fmt.Errorf("get channel: %w", err)
 	}
-	counts, err := channelCounts(ctx, pool, name)
+	counts, err := channelCounts(ctx, pool, mode, name)
 	if err != nil {
 		return effectdtype.Channel{}, fmt.Errorf("get channel: counts: %w", err)
 	}
@@ -138,15 +138,15 @@ func Redactions(ctx context.Context, pool *pgxpool.Pool) ([]Redaction, error) {
 // PauseChannel stops every instance from claiming channel name's intents
 // (within the refresher's period), audited as actor's; it returns the channel
 // as it is afterwards.
-func PauseChannel(ctx context.Context, pool *pgxpool.Pool, name, actor string) (effectdtype.Channel, error) {
-	return changeChannel(ctx, pool, name, actor, "channel.pause", func(query.ChannelRow) (channelUpdate, error) {
+func PauseChannel(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, name, actor string) (effectdtype.Channel, error) {
+	return changeChannel(ctx, pool, mode, name, actor, "channel.pause", func(query.ChannelRow) (channelUpdate, error) {
 		return setPaused(name, true), nil
 	})
 }
 
 // ResumeChannel restarts claiming channel name's intents, audited as actor's.
-func ResumeChannel(ctx context.Context, pool *pgxpool.Pool, name, actor string) (effectdtype.Channel, error) {
-	return changeChannel(ctx, pool, name, actor, "channel.resume", func(query.ChannelRow) (channelUpdate, error) {
+func ResumeChannel(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, name, actor string) (effectdtype.Channel, error) {
+	return changeChannel(ctx, pool, mode, name, actor, "channel.resume", func(query.ChannelRow) (channelUpdate, error) {
 		return setPaused(name, false), nil
 	})
 }
@@ -170,8 +170,8 @@ type PolicyChange struct {
 // ChangePolicy merges c.Patch into the channel's run-time override
 // (MergePolicy) and stores it, audited; it returns the channel as it is
 // afterwards. Every instance applies it within the refresher's period.
-func ChangePolicy(ctx context.Context, pool *pgxpool.Pool, c PolicyChange) (effectdtype.Channel, error) {
-	return changeChannel(ctx, pool, c.Channel, c.Actor, "channel.policy", func(row query.ChannelRow) (channelUpdate, error) {
+func ChangePolicy(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, c PolicyChange) (effectdtype.Channel, error) {
+	return changeChannel(ctx, pool, mode, c.Channel, c.Actor, "channel.policy", func(row query.ChannelRow) (channelUpdate, error) {
 		if c.Check != nil {
 			if err := c.Check(c.Patch); err != nil {
 				return nil, err
@@ -191,7 +191,7 @@ type channelUpdate func(ctx context.Context, tx query.DB) error
 // changeChannel locks channel name, runs the update change decides on, and
 // writes an audit entry of action with the channel before and after, in one
 // transaction. Its errors name action.
-func changeChannel(ctx context.Context, pool *pgxpool.Pool, name, actor, action string,
+func changeChannel(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, name, actor, action string,
 	change func(query.ChannelRow) (channelUpdate, error)) (effectdtype.Channel, error) {
 	v, err := func() (v effectdtype.Channel, err error) {
 		tx, err := pool.Begin(ctx)
@@ -220,7 +220,7 @@ func changeChannel(ctx context.Context, pool *pgxpool.Pool, name, actor, action 
 		if err := auditChannel(ctx, tx, query.Audit{Actor: actor, Action: action, Channel: name}, before, after); err != nil {
 			return v, err
 		}
-		counts, err := channelCounts(ctx, tx, name)
+		counts, err := channelCounts(ctx, tx, mode, name)
 		if err != nil {
 			return v, err
 		}

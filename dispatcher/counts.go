@@ -48,7 +48,7 @@ func (f *folder) run(ctx context.Context) {
 // a list from a time on starts at, forgetting marks older than any channel
 // keeps its rows.
 func (f *folder) fold(ctx context.Context) error {
-	if err := query.FoldSettledCounts(ctx, f.d.pool); err != nil {
+	if err := query.FoldSettledCounts(ctx, f.d.pool, f.d.Storage()); err != nil {
 		return err
 	}
 	var keep time.Duration
@@ -63,7 +63,7 @@ func (f *folder) fold(ctx context.Context) error {
 // read and, once a minute, samples every channel's backlog and oldest due
 // age into them and forgets the rollups older than rollupKeep.
 func (f *folder) roll(ctx context.Context) error {
-	if err := query.FoldRollups(ctx, f.d.pool); err != nil {
+	if err := query.FoldRollups(ctx, f.d.pool, f.d.Storage()); err != nil {
 		return err
 	}
 	now := time.Now()
@@ -72,7 +72,7 @@ func (f *folder) roll(ctx context.Context) error {
 		return nil
 	}
 	f.sampledMin = minute
-	statusCounts, gauges, err := query.Figures(ctx, f.d.pool)
+	statusCounts, gauges, err := query.Figures(ctx, f.d.pool, f.d.Storage())
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ import (
 func checkCitusCounts(t *testing.T, pool *pgxpool.Pool, when string) {
 	t.Helper()
 	ctx := context.Background()
-	stats, err := dispatcher.Stats(ctx, pool, nil)
+	stats, err := dispatcher.Stats(ctx, pool, effectdtype.Citus, nil)
 	if err != nil {
 		t.Fatalf("%s: %v", when, err)
 	}
@@ -149,7 +149,7 @@ func TestCitusCountsFollowChanges(t *testing.T) {
 	}
 	operate := func(event string, ev statemachine.Event, ref string) {
 		t.Helper()
-		if _, _, err := dispatcher.Operate(ctx, pool, dispatcher.Operation{IntentID: id(event), Event: ev, Actor: "test",
+		if _, _, err := dispatcher.Operate(ctx, pool, effectdtype.Citus, dispatcher.Operation{IntentID: id(event), Event: ev, Actor: "test",
 			ProviderRef: ref, Reason: "test", Force: true}); err != nil {
 			t.Fatalf("%s %s: %v", ev, event, err)
 		}
@@ -180,7 +180,7 @@ func TestCitusCountsFollowChanges(t *testing.T) {
 	operate("later-42", statemachine.Requeue, "")     // SKIPPED → PENDING, then SENT
 	settled("the operator's intents settled", 1)
 	checkCitusCounts(t, pool, "after operator actions")
-	if err := query.FoldSettledCounts(ctx, pool); err != nil {
+	if err := query.FoldSettledCounts(ctx, pool, effectdtype.Citus); err != nil {
 		t.Fatal(err)
 	}
 	var deltas int

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/providers/stripe"
@@ -141,7 +142,7 @@ func TestKeyWindowOperator(t *testing.T) {
 		id := seedAged(t, pool, c.channel, c.kind, fmt.Sprintf("e%d", i), c.from, c.age, c.called)
 		op := c.op
 		op.IntentID, op.Actor = id, "oncall"
-		_, after, err := dispatcher.Operate(ctx, pool, op)
+		_, after, err := dispatcher.Operate(ctx, pool, effectdtype.SingleNode, op)
 		var kw *dispatcher.KeyWindowError
 		if c.want == "" {
 			if !errors.Is(err, c.refusal) || errors.As(err, &kw) != c.windowed {

@@ -110,7 +110,7 @@ var operatorEvents = map[statemachine.Event]bool{
 // and an operator attempt and an audit entry record it. A refused or lost race
 // returns an error wrapping ErrTransition with the current state; a missing
 // intent returns ErrNotFound.
-func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, after effectdtype.IntentRow, err error) {
+func Operate(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, op Operation) (before, after effectdtype.IntentRow, err error) {
 	defer func() {
 		if err != nil {
 			err = opError(err, "Operate(%d, %s)", op.IntentID, op.Event)
@@ -151,7 +151,7 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, aft
 			return before, after, err
 		}
 	}
-	after, err = query.Operate(ctx, tx, query.Transition{IntentID: op.IntentID, Key: before.IdempotencyKey, From: before.Status, Attempts: before.Attempts,
+	after, err = query.Operate(ctx, tx, mode, query.Transition{IntentID: op.IntentID, Key: before.IdempotencyKey, From: before.Status, Attempts: before.Attempts,
 		To: to, ProviderRef: ref})
 	if errors.Is(err, pgx.ErrNoRows) {
 		now, err := refused(ctx, tx, op, before)
@@ -161,7 +161,7 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, op Operation) (before, aft
 		return before, after, err
 	}
 
-	if err := query.RecordOperatorAttempt(ctx, tx, query.OperatorAttempt{IntentID: op.IntentID, Attempt: before.Attempts,
+	if err := query.RecordOperatorAttempt(ctx, tx, mode, query.OperatorAttempt{IntentID: op.IntentID, Attempt: before.Attempts,
 		Event: string(op.Event), ProviderRef: ref}); err != nil {
 		return before, after, err
 	}
@@ -234,7 +234,7 @@ func intentAudit(r effectdtype.IntentRow) query.AuditState {
 
 // settleAudited applies an operator's reconcile decision and writes its audit
 // entry in one transaction; it reports whether the decision was applied.
-func settleAudited(ctx context.Context, pool *pgxpool.Pool, s query.Settlement, actor string) (applied bool, err error) {
+func settleAudited(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, s query.Settlement, actor string) (applied bool, err error) {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return false, err
@@ -247,7 +247,7 @@ func settleAudited(ctx context.Context, pool *pgxpool.Pool, s query.Settlement, 
 	if err != nil {
 		return false, err
 	}
-	if applied, err = query.SettleByID(ctx, tx, s); err != nil || !applied {
+	if applied, err = query.SettleByID(ctx, tx, mode, s); err != nil || !applied {
 		return false, err
 	}
 	after, err := readIntent(ctx, tx, s.IntentID)

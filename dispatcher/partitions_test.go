@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/policy"
@@ -49,7 +50,7 @@ func TestDropsExpiredPartitions(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	if err := query.FoldSettledCounts(ctx, r.pool); err != nil { // the counts of the days to drop are folded, not only deltas
+	if err := query.FoldSettledCounts(ctx, r.pool, effectdtype.SingleNode); err != nil { // the counts of the days to drop are folded, not only deltas
 		t.Fatal(err)
 	}
 	n, err := dispatcher.Prune(ctx, r.d)
@@ -150,7 +151,7 @@ func TestDropsExpiredPartitionsTogether(t *testing.T) {
 		// attempts and provider events (such a partition waits until the
 		// intents partition of the day after it is gone)
 		today := time.Now().UTC().Truncate(24 * time.Hour)
-		dropped, held, err := dispatcher.DropExpiredPartitions(ctx, pool, time.Since(today.Add(-time.Hour)))
+		dropped, held, err := dispatcher.DropExpiredPartitions(ctx, pool, effectdtype.SingleNode, time.Since(today.Add(-time.Hour)))
 		if err != nil || held != 0 {
 			t.Fatalf("busy %v: DropExpiredPartitions: %v, held %d", busy, err, held)
 		}
@@ -182,7 +183,7 @@ func TestDropsExpiredPartitionsTogether(t *testing.T) {
 	if _, err := pool.Exec(ctx, `DELETE FROM effectd.partitions WHERE name = $1`, name); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := dispatcher.DropExpiredPartitions(ctx, pool, 30*24*time.Hour); err != nil {
+	if _, _, err := dispatcher.DropExpiredPartitions(ctx, pool, effectdtype.SingleNode, 30*24*time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	var left bool
@@ -228,14 +229,14 @@ RETURNING id`).Scan(&id); err != nil {
 			return
 		}
 		requeued = true
-		if _, _, err := dispatcher.Operate(ctx, pool, dispatcher.Operation{IntentID: id, Event: statemachine.Requeue,
+		if _, _, err := dispatcher.Operate(ctx, pool, effectdtype.SingleNode, dispatcher.Operation{IntentID: id, Event: statemachine.Requeue,
 			Actor: "oncall", Reason: "provider fixed", Force: true}); err != nil {
 			t.Errorf("requeue of intent %d: %v", id, err)
 		}
 		blocker.Rollback(ctx) // the other partitions drop without waiting for it
 	})
 	today := time.Now().UTC().Truncate(24 * time.Hour)
-	dropped, held, err := dispatcher.DropExpiredPartitions(ctx, pool, time.Since(today.Add(-time.Hour)))
+	dropped, held, err := dispatcher.DropExpiredPartitions(ctx, pool, effectdtype.SingleNode, time.Since(today.Add(-time.Hour)))
 	if err != nil {
 		t.Fatalf("DropExpiredPartitions: %v", err)
 	}

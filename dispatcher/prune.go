@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
 )
 
@@ -136,7 +137,7 @@ func (pr *pruner) dropExpired(ctx context.Context, horizon time.Duration) error 
 	held := 0
 	err := query.FinishDetaches(ctx, pr.d.pool)
 	if err == nil {
-		dropped, held, err = DropExpiredPartitions(ctx, pr.d.pool, horizon)
+		dropped, held, err = DropExpiredPartitions(ctx, pr.d.pool, pr.d.Storage(), horizon)
 	}
 	for _, p := range dropped {
 		pr.d.m.partitionsDropped.WithLabelValues(p.Parent).Inc()
@@ -179,18 +180,14 @@ const dropTogetherTries = 3
 // reach it; query.DropPartition checks it again in the transaction that drops
 // it, once none can, and keeps it (counted held) when a row became live in
 // between.
-func DropExpiredPartitions(ctx context.Context, pool *pgxpool.Pool, horizon time.Duration) (dropped []query.Partition, held int, err error) {
-	distributed, err := query.Distributed(ctx, pool)
-	if err != nil {
-		return nil, 0, err
-	}
+func DropExpiredPartitions(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, horizon time.Duration) (dropped []query.Partition, held int, err error) {
 	oneByOne := func(p query.Partition) error {
 		if checked, ok := ctx.Value(partitionCheckedKey{}).(func(query.Partition)); ok {
 			checked(p) // a test's change between the first check and the drop
 		}
 		return query.DropPartition(ctx, pool, p, horizon)
 	}
-	if distributed {
+	if mode == effectdtype.Citus {
 		err = dropEach(ctx, pool, horizon, oneByOne, &dropped, &held)
 		return dropped, held, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
@@ -36,7 +37,7 @@ func TestCitusDropExpiredPartitions(t *testing.T) {
 		t.Fatalf("no intent before %s: the load does not reach the oldest days", cut)
 	}
 
-	dropped, held, err := dispatcher.DropExpiredPartitions(ctx, pool, 13*day)
+	dropped, held, err := dispatcher.DropExpiredPartitions(ctx, pool, effectdtype.Citus, 13*day)
 	if err != nil {
 		t.Fatalf("DropExpiredPartitions: %v", err)
 	}
@@ -69,7 +70,7 @@ func TestCitusDropExpiredPartitions(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE effectd.intents SET updated_at = now() WHERE bucket = $1 AND event_id = $2`, bucket, event); err != nil {
 		t.Fatal(err)
 	}
-	dropped, held, err = dispatcher.DropExpiredPartitions(ctx, pool, 12*day)
+	dropped, held, err = dispatcher.DropExpiredPartitions(ctx, pool, effectdtype.Citus, 12*day)
 	if err != nil {
 		t.Fatalf("DropExpiredPartitions: %v", err)
 	}
@@ -139,7 +140,7 @@ func TestCitusDropExpiredWeeks(t *testing.T) {
 		t.Fatalf("%d intents in the first week, %d before %s: the second week holds none past the horizon", inFirst, pastHorizon, cut)
 	}
 
-	dropped, held, err := dispatcher.DropExpiredPartitions(ctx, pool, horizon)
+	dropped, held, err := dispatcher.DropExpiredPartitions(ctx, pool, effectdtype.Citus, horizon)
 	if err != nil {
 		t.Fatalf("DropExpiredPartitions: %v", err)
 	}
@@ -207,12 +208,12 @@ RETURNING id`, oldest.Lower.Time, oldest.Upper.Time).Scan(&id); err != nil {
 			return
 		}
 		requeued = true
-		if _, _, err := dispatcher.Operate(ctx, pool, dispatcher.Operation{IntentID: id, Event: statemachine.Requeue,
+		if _, _, err := dispatcher.Operate(ctx, pool, effectdtype.Citus, dispatcher.Operation{IntentID: id, Event: statemachine.Requeue,
 			Actor: "oncall", Reason: "provider fixed", Force: true}); err != nil {
 			t.Errorf("requeue of intent %d: %v", id, err)
 		}
 	})
-	dropped, held, err := dispatcher.DropExpiredPartitions(ctx, pool, 13*day)
+	dropped, held, err := dispatcher.DropExpiredPartitions(ctx, pool, effectdtype.Citus, 13*day)
 	if err != nil {
 		t.Fatalf("DropExpiredPartitions: %v", err)
 	}

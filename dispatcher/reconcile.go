@@ -238,7 +238,7 @@ func (d *Dispatcher) apply(ctx context.Context, r query.Unsettled, s *effectdtyp
 	case actor == "":
 		s.Applied, err = query.Settle(wctx, d.pool, q)
 	default:
-		s.Applied, err = settleAudited(wctx, d.pool, q, actor)
+		s.Applied, err = settleAudited(wctx, d.pool, d.Storage(), q, actor)
 	}
 	if err != nil {
 		return err

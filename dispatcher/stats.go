@@ -14,15 +14,15 @@ import (
 type ChannelGauges = query.ChannelGauges
 
 // Gauges reads every channel's gauges, by channel name, without reading history.
-func Gauges(ctx context.Context, pool *pgxpool.Pool) ([]ChannelGauges, error) {
-	return query.Gauges(ctx, pool)
+func Gauges(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage) ([]ChannelGauges, error) {
+	return query.Gauges(ctx, pool, mode)
 }
 
 // Stats returns the counts by status and the gauges of every channel that
 // sees admits (nil: every channel), and their totals, read together
 // (query.Figures: in the distributed mode one round of tasks over the shards).
-func Stats(ctx context.Context, pool *pgxpool.Pool, sees func(channel string) bool) (effectdtype.Stats, error) {
-	statusCounts, gauges, err := query.Figures(ctx, pool)
+func Stats(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, sees func(channel string) bool) (effectdtype.Stats, error) {
+	statusCounts, gauges, err := query.Figures(ctx, pool, mode)
 	if err != nil {
 		return effectdtype.Stats{}, fmt.Errorf("stats: %w", err)
 	}

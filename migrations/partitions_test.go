@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/migrations"
@@ -61,7 +62,7 @@ func TestUpgradeToPartitions(t *testing.T) {
 		t.Fatalf("intents has %d partitions, want the table it was and the days ahead", parts)
 	}
 	// the kept counts still equal the rows
-	if err := query.FoldSettledCounts(ctx, pool); err != nil {
+	if err := query.FoldSettledCounts(ctx, pool, effectdtype.SingleNode); err != nil {
 		t.Fatal(err)
 	}
 	var kept int64

@@ -38,8 +38,8 @@ type OperatorAttempt struct {
 }
 
 // RecordOperatorAttempt records a as an attempt of kind operator.
-func RecordOperatorAttempt(ctx context.Context, db DB, a OperatorAttempt) error {
-	bucket, distributed, err := bucketOf(ctx, db, a.IntentID)
+func RecordOperatorAttempt(ctx context.Context, db DB, mode effectdtype.Storage, a OperatorAttempt) error {
+	bucket, distributed, err := bucketOf(ctx, db, mode, a.IntentID)
 	if err != nil {
 		return err
 	}

@@ -48,12 +48,9 @@ const foldLockKey = 0x65666672 // "effr"
 // so readers add only the few appended since. Instances folding at once each
 // take distinct delta rows; in the distributed mode, where a fold locks rows
 // on every shard, an instance folds only while no other one does.
-func FoldSettledCounts(ctx context.Context, db TxDB) error {
-	distributed, err := Distributed(ctx, db)
-	if err != nil || !distributed {
-		if err == nil {
-			_, err = db.Exec(ctx, foldCountsSQL)
-		}
+func FoldSettledCounts(ctx context.Context, db TxDB, mode effectdtype.Storage) error {
+	if mode != effectdtype.Citus {
+		_, err := db.Exec(ctx, foldCountsSQL)
 		return err
 	}
 	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
@@ -77,11 +74,9 @@ type StatusCount struct {
 // channel) by status: the live states exactly from their partial indexes, the
 // settled states from the counts kept as changes happen. A status with no
 // intent is left out.
-func ChannelCounts(ctx context.Context, db DB, channel *string) ([]StatusCount, error) {
+func ChannelCounts(ctx context.Context, db DB, mode effectdtype.Storage, channel *string) ([]StatusCount, error) {
 	sql := channelCountsSQL
-	if distributed, err := Distributed(ctx, db); err != nil {
-		return nil, err
-	} else if distributed {
+	if mode == effectdtype.Citus {
 		sql = channelCountsBucketSQL
 	}
 	return readCounts(ctx, db, sql, channel)
@@ -105,11 +100,9 @@ type ChannelGauges struct {
 // Gauges reads every registered channel's gauges, by channel name: the wait
 // of its oldest due PENDING intent, its SENDING intents past their lease, its
 // IN_DOUBT intents and its settled intents by delivery.
-func Gauges(ctx context.Context, db DB) ([]ChannelGauges, error) {
+func Gauges(ctx context.Context, db DB, mode effectdtype.Storage) ([]ChannelGauges, error) {
 	sql := channelGaugesSQL
-	if distributed, err := Distributed(ctx, db); err != nil {
-		return nil, err
-	} else if distributed {
+	if mode == effectdtype.Citus {
 		sql = channelGaugesBucketSQL
 	}
 	return readGauges(ctx, db, sql)
@@ -136,12 +129,8 @@ var channelFiguresBucketSQL string
 // read, together: in the distributed mode one round of tasks over the shards
 // (channel_figures_bucket.sql), where the two reads were a round each; on one
 // PostgreSQL the two reads, one after the other.
-func Figures(ctx context.Context, db DB) ([]StatusCount, []ChannelGauges, error) {
-	distributed, err := Distributed(ctx, db)
-	if err != nil {
-		return nil, nil, err
-	}
-	if !distributed {
+func Figures(ctx context.Context, db DB, mode effectdtype.Storage) ([]StatusCount, []ChannelGauges, error) {
+	if mode != effectdtype.Citus {
 		counts, err := readCounts(ctx, db, channelCountsSQL, nil)
 		if err != nil {
 			return nil, nil, err
@@ -184,16 +173,4 @@ func Figures(ctx context.Context, db DB) ([]StatusCount, []ChannelGauges, error)
 		return nil, nil, err
 	}
 	return counts, gauges, nil
-}
-
-//go:embed distributed.sql
-var distributedSQL string
-
-// Distributed reports whether effectd runs in the distributed mode
-// (migrations.Distribute), where statements that Citus cannot plan as they
-// are written for one node have a *_bucket.sql variant.
-func Distributed(ctx context.Context, db DB) (bool, error) {
-	var d bool
-	err := db.QueryRow(ctx, distributedSQL).Scan(&d)
-	return d, err
 }

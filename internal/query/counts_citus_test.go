@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/effectd/effectd/effectdtype"
 )
 
 // shardRounds counts the jobs of a Citus EXPLAIN (FORMAT JSON) that send a
@@ -93,7 +95,7 @@ func TestCitusCountsOneRound(t *testing.T) {
 	for range 8 {
 		start := time.Now()
 		var err error
-		if gauges, err = Gauges(ctx, pool); err != nil {
+		if gauges, err = Gauges(ctx, pool, effectdtype.Citus); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("gauges in %v", time.Since(start))
@@ -169,12 +171,12 @@ func TestCitusCountsOneRound(t *testing.T) {
 
 	// Figures (stats) reads in one round what ChannelCounts and Gauges read
 	// in two: the same counts, the same gauges.
-	counts, err := ChannelCounts(ctx, pool, nil)
+	counts, err := ChannelCounts(ctx, pool, effectdtype.Citus, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 8 {
-		figCounts, figGauges, err := Figures(ctx, pool)
+		figCounts, figGauges, err := Figures(ctx, pool, effectdtype.Citus)
 		if err != nil {
 			t.Fatal(err)
 		}

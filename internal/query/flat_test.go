@@ -239,7 +239,7 @@ func TestCountsFollowChanges(t *testing.T) {
 	ctx := context.Background()
 	check := func(when string) {
 		t.Helper()
-		counts, err := ChannelCounts(ctx, pool, nil)
+		counts, err := ChannelCounts(ctx, pool, effectdtype.SingleNode, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -314,7 +314,7 @@ func TestListSinceMark(t *testing.T) {
 	}
 	since := time.Now().Add(-80 * time.Minute)
 	var n int
-	if err := ListIntents(ctx, pool, IntentFilter{Limit: 100, Since: &since}, func(effectdtype.IntentRow) bool { n++; return true }); err != nil {
+	if err := ListIntents(ctx, pool, effectdtype.SingleNode, IntentFilter{Limit: 100, Since: &since}, func(effectdtype.IntentRow) bool { n++; return true }); err != nil {
 		t.Fatal(err)
 	}
 	if n != 5 {

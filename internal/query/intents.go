@@ -98,8 +98,8 @@ type Transition struct {
 // SENDING under a live lease. SENT makes an unknown delivery accepted in the
 // same statement. It returns the intent after, whole, or pgx.ErrNoRows when
 // the fence held it back.
-func Operate(ctx context.Context, db DB, t Transition) (effectdtype.IntentRow, error) {
-	bucket, distributed, err := bucketOf(ctx, db, t.IntentID)
+func Operate(ctx context.Context, db DB, mode effectdtype.Storage, t Transition) (effectdtype.IntentRow, error) {
+	bucket, distributed, err := bucketOf(ctx, db, mode, t.IntentID)
 	if err != nil {
 		return effectdtype.IntentRow{}, err
 	}
@@ -190,15 +190,11 @@ func (f IntentFilter) perChannel() bool {
 	return rare && f.Channels != nil && f.Channel == nil && !f.flat && !f.keyed()
 }
 
-// inMode returns f as ListIntents runs it in db's mode: flat in the
-// distributed mode, asked only when the statement would read per channel.
-func (f IntentFilter) inMode(ctx context.Context, db DB) (IntentFilter, error) {
-	if !f.perChannel() {
-		return f, nil
-	}
-	var err error
-	f.flat, err = Distributed(ctx, db)
-	return f, err
+// inMode returns f as ListIntents runs it in mode: flat in the distributed
+// mode.
+func (f IntentFilter) inMode(mode effectdtype.Storage) IntentFilter {
+	f.flat = mode == effectdtype.Citus
+	return f
 }
 
 // ListIntents reads up to f.Limit intents by id, whole, and hands each to
@@ -212,7 +208,7 @@ func (f IntentFilter) inMode(ctx context.Context, db DB) (IntentFilter, error) {
 //
 // A list from a time on (Since) starts at the last id marked before that
 // time (id_marks), so it reads the rows added since, not the history before.
-func ListIntents(ctx context.Context, db DB, f IntentFilter, yield func(effectdtype.IntentRow) bool) error {
+func ListIntents(ctx context.Context, db DB, mode effectdtype.Storage, f IntentFilter, yield func(effectdtype.IntentRow) bool) error {
 	if f.Since != nil {
 		from, err := idBefore(ctx, db, *f.Since)
 		if err != nil {
@@ -220,11 +216,7 @@ func ListIntents(ctx context.Context, db DB, f IntentFilter, yield func(effectdt
 		}
 		f.After = max(f.After, from)
 	}
-	f, err := f.inMode(ctx, db)
-	if err != nil {
-		return err
-	}
-	sql, args := f.statement()
+	sql, args := f.inMode(mode).statement()
 	if !f.keyed() {
 		args = append([]any{pgx.QueryExecModeExec}, args...)
 	}

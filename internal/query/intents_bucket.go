@@ -142,13 +142,13 @@ var operatorAttemptBucketSQL string
 //go:embed intent_bucket.sql
 var intentBucketSQL string
 
-// bucketOf reports whether effectd runs in the distributed mode and, if so,
-// intent id's bucket (-1 when there is no such intent: a statement of that
-// bucket finds nothing). Operator actions name an intent by id; in the
-// distributed mode they read its bucket first and write on its shard.
-func bucketOf(ctx context.Context, db DB, id int64) (bucket int64, distributed bool, err error) {
-	if distributed, err = Distributed(ctx, db); err != nil || !distributed {
-		return 0, false, err
+// bucketOf reports whether mode is the distributed mode and, if so, intent
+// id's bucket (-1 when there is no such intent: a statement of that bucket
+// finds nothing). Operator actions name an intent by id; in the distributed
+// mode they read its bucket first and write on its shard.
+func bucketOf(ctx context.Context, db DB, mode effectdtype.Storage, id int64) (bucket int64, distributed bool, err error) {
+	if mode != effectdtype.Citus {
+		return 0, false, nil
 	}
 	err = db.QueryRow(ctx, intentBucketSQL, id).Scan(&bucket)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -161,8 +161,8 @@ func bucketOf(ctx context.Context, db DB, id int64) (bucket int64, distributed b
 // the distributed mode it reads the intent's bucket first, then settles it on
 // its bucket's shard (SettleBucket), as Operate does. An operator's reconcile
 // runs it.
-func SettleByID(ctx context.Context, db DB, s Settlement) (applied bool, err error) {
-	bucket, distributed, err := bucketOf(ctx, db, s.IntentID)
+func SettleByID(ctx context.Context, db DB, mode effectdtype.Storage, s Settlement) (applied bool, err error) {
+	bucket, distributed, err := bucketOf(ctx, db, mode, s.IntentID)
 	if err != nil {
 		return false, err
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/effectd/effectd/effectdtype"
 )
 
 // TestCitusOperateFencesOnTheIntent is TestOperateFencesOnTheIntent in the
@@ -25,11 +27,11 @@ func TestCitusOperateFencesOnTheIntent(t *testing.T) {
 		}
 	}
 	tr := Transition{IntentID: 7, Key: "sms:lost", From: "PENDING", Attempts: 0, To: "CANCELLED"}
-	if after, err := Operate(ctx, pool, tr); !errors.Is(err, pgx.ErrNoRows) {
+	if after, err := Operate(ctx, pool, effectdtype.Citus, tr); !errors.Is(err, pgx.ErrNoRows) {
 		t.Fatalf("another intent's transition: %s, %v; want no row", after.Status, err)
 	}
 	tr.Key = "sms:new"
-	if after, err := Operate(ctx, pool, tr); err != nil || after.Status != "CANCELLED" {
+	if after, err := Operate(ctx, pool, effectdtype.Citus, tr); err != nil || after.Status != "CANCELLED" {
 		t.Fatalf("its own transition: %s, %v", after.Status, err)
 	}
 }

@@ -332,7 +332,7 @@ func TestSearchKeepsItsPlan(t *testing.T) {
 		c.f.Limit = 51
 		for range 10 {
 			var got []string
-			if err := ListIntents(ctx, conn, c.f, func(it effectdtype.IntentRow) bool { got = append(got, it.EventID); return true }); err != nil {
+			if err := ListIntents(ctx, conn, effectdtype.SingleNode, c.f, func(it effectdtype.IntentRow) bool { got = append(got, it.EventID); return true }); err != nil {
 				t.Fatalf("%s: %v", c.what, err)
 			}
 			if len(got) != 1 || got[0] != c.want {
@@ -368,7 +368,7 @@ func TestSearchKeepsItsPlan(t *testing.T) {
 	for scope, want := range map[string]int{"hook,pay": 1, "pay,sms": 0} {
 		f := IntentFilter{Limit: 51, Search: str("h-3000"), Status: str("FAILED"), Channels: strings.Split(scope, ",")}
 		var got []string
-		if err := ListIntents(ctx, conn, f, func(it effectdtype.IntentRow) bool { got = append(got, it.EventID); return true }); err != nil {
+		if err := ListIntents(ctx, conn, effectdtype.SingleNode, f, func(it effectdtype.IntentRow) bool { got = append(got, it.EventID); return true }); err != nil {
 			t.Fatal(err)
 		}
 		if len(got) != want {

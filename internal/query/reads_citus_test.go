@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/citustest"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/migrations"
@@ -61,11 +62,7 @@ func taskPages(t *testing.T, pool *pgxpool.Pool, r flatRead) (int64, string) {
 				t.Fatal(err)
 			}
 		}
-		f, err := f.inMode(ctx, pool)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.sql, r.args = f.statement()
+		r.sql, r.args = f.inMode(effectdtype.Citus).statement()
 	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/effectd/effectd/effectdtype"
 )
 
 // The per-minute rollups the console's charts read (migration 024): on one
@@ -67,13 +69,9 @@ type RollupDelta struct {
 // FoldRollups takes every delta of the rollups and adds them, and their sum
 // over channels (AllChannels), to the rollups in one transaction. In the
 // distributed mode an instance folds only while no other one does.
-func FoldRollups(ctx context.Context, db TxDB) error {
-	distributed, err := Distributed(ctx, db)
-	if err != nil {
-		return err
-	}
+func FoldRollups(ctx context.Context, db TxDB, mode effectdtype.Storage) error {
 	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		if distributed {
+		if mode == effectdtype.Citus {
 			var got bool
 			if err := tx.QueryRow(ctx, tryXactLockSQL, rollupLockKey).Scan(&got); err != nil || !got {
 				return err

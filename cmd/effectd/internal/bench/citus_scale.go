@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/localpg"
 	"github.com/effectd/effectd/internal/query"
 )
@@ -93,7 +94,7 @@ func (e *env) citusPrune(ctx context.Context, url string, pool *pgxpool.Pool, cf
 	if err != nil {
 		return nil, err
 	}
-	p := dropExpired(ctx, pool, horizon, rows)
+	p := dropExpired(ctx, pool, effectdtype.Citus, horizon, rows)
 	if serr := in.stop(); serr != nil && p.err == nil {
 		p.err = fmt.Errorf("effectd serve: %w", serr)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
 )
 
@@ -393,7 +394,7 @@ func (e *env) liveWhilePruning(ctx context.Context, url string, pool *pgxpool.Po
 			done <- pruned{err: pctx.Err()}
 			return
 		}
-		done <- dropExpired(pctx, pool, horizon, rows)
+		done <- dropExpired(pctx, pool, effectdtype.SingleNode, horizon, rows)
 	}()
 	r, err := e.liveInto(ctx, url, pool, cfg)
 	p := <-done
@@ -426,10 +427,10 @@ func expiredRows(ctx context.Context, pool *pgxpool.Pool, horizon time.Duration)
 // dropExpired drops the expired partitions through the pruner's own
 // dispatcher.DropExpiredPartitions, adding up the intents of those it drops
 // from rows (expiredRows).
-func dropExpired(ctx context.Context, pool *pgxpool.Pool, horizon time.Duration, rows map[string]int64) (p pruned) {
+func dropExpired(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, horizon time.Duration, rows map[string]int64) (p pruned) {
 	start := time.Now()
 	p.at = start
-	dropped, _, err := dispatcher.DropExpiredPartitions(ctx, pool, horizon)
+	dropped, _, err := dispatcher.DropExpiredPartitions(ctx, pool, mode, horizon)
 	p.partitions, p.took, p.err = len(dropped), time.Since(start), err
 	for _, part := range dropped {
 		p.names = append(p.names, part.Name)
@@ -562,7 +563,7 @@ func loadHistory(ctx context.Context, pool *pgxpool.Pool, from, n, final int) er
 	if err := query.LoadHistory(ctx, pool, query.History{From: from, N: n, Final: final}); err != nil {
 		return err
 	}
-	if err := query.FoldSettledCounts(ctx, pool); err != nil {
+	if err := query.FoldSettledCounts(ctx, pool, effectdtype.SingleNode); err != nil {
 		return err
 	}
 	if err := query.VacuumHistory(ctx, pool); err != nil {

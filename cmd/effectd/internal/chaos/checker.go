@@ -14,7 +14,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/migrations"
 	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/providers/sandbox"
 )
@@ -533,7 +535,13 @@ func callsAcross(ledger sandbox.Snapshot, killed, promoted time.Time) (before, a
 // a count of the rows, per channel and status: a crash between a change and
 // its count, or a change that forgot to count, shows here.
 func (c *checker) judgeCounts(ctx context.Context, pool *pgxpool.Pool) error {
-	kept, err := query.ChannelCounts(ctx, pool, nil)
+	mode := effectdtype.SingleNode
+	if c, err := migrations.Mode(ctx, pool); err != nil {
+		return fmt.Errorf("chaos: reading the storage mode: %w", err)
+	} else if c != nil {
+		mode = effectdtype.Citus
+	}
+	kept, err := query.ChannelCounts(ctx, pool, mode, nil)
 	if err != nil {
 		return fmt.Errorf("chaos: reading the counts: %w", err)
 	}

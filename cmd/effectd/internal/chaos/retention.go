@@ -181,7 +181,7 @@ func (h *harness) retentionRound(ctx context.Context, rp *pgxpool.Pool, back int
 		var dropped []query.Partition
 		var held int
 		if err == nil {
-			dropped, held, err = dispatcher.DropExpiredPartitions(ctx, rp, horizon)
+			dropped, held, err = dispatcher.DropExpiredPartitions(ctx, rp, effectdtype.SingleNode, horizon)
 		}
 		done <- dropOutcome{dropped, held, err}
 	}()
