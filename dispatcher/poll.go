@@ -147,7 +147,7 @@ func (pl *poller) due(ctx context.Context, conn query.DB, channel string, delays
 }
 
 // pollOne asks the provider about one intent and records the answer, in a
-// span of the intent's trace when tracing is on (pollSpanOutcome).
+// span of the intent's trace when tracing is on (startPoll, endPollSpan).
 func (pl *poller) pollOne(ctx context.Context, conn query.DB, ch *channel, x duePoll) (err error) {
 	from := statemachine.Delivery(x.Delivery)
 	to, changed, moved := from, false, false

@@ -162,8 +162,8 @@ const (
 	PollNotKept   = "not_kept"  // the answer could not be recorded
 )
 
-// endPollSpan records on a poll's span the delivery the provider reported
-// (to), the outcome, and an error status when the provider call (pollErr) or
+// endPollSpan records on a poll's span the delivery the provider's answer
+// makes the intent's (to), the outcome, and an error status when the provider call (pollErr) or
 // its record (recordErr) failed, and ends it. No error text is recorded.
 func endPollSpan(span trace.Span, to statemachine.Delivery, pollErr, recordErr error, moved bool) {
 	outcome := PollUnchanged
