@@ -310,7 +310,9 @@ func deliver(ctx context.Context, pool *pgxpool.Pool, g []delivery, buckets int,
 		began := time.Now()
 		inserted, err := transact(ctx, pool, g, buckets)
 		if _, bad := refusal(err); bad {
-			each(func(d delivery, _ *Outcome) { log.refused(d.eventID, err) })
+			for _, d := range g { // log.refused takes the lock each takes
+				log.refused(d.eventID, err)
+			}
 			return
 		}
 		switch {
