@@ -57,7 +57,7 @@ func (h *handler) applyBulk(w http.ResponseWriter, r *http.Request) (effectdtype
 	if _, err := parseReason(body); err != nil { // an empty body or {} is all apply takes
 		return none, err
 	}
-	res, err := dispatcher.ApplyBulk(ctx, h.pool, h.storage, dispatcher.BulkApply{Snapshot: id, Actor: p.Name, Sees: p.sees(), Logger: h.log})
+	res, err := dispatcher.ApplyBulk(ctx, h.pool, h.mode, dispatcher.BulkApply{Snapshot: id, Actor: p.Name, Sees: p.sees(), Logger: h.log})
 	if res.Event != "" {
 		h.bulkRows.WithLabelValues(string(res.Event), "applied").Add(float64(res.Applied))
 		h.bulkRows.WithLabelValues(string(res.Event), "skipped").Add(float64(res.Skipped))

@@ -17,7 +17,7 @@ type channelList struct {
 
 // listChannels answers GET /v1/channels: the channels the caller sees.
 func (h *handler) listChannels(_ http.ResponseWriter, r *http.Request) (channelList, error) {
-	chans, err := dispatcher.ListChannels(r.Context(), h.pool, h.storage, principalOf(r).CanSee)
+	chans, err := dispatcher.ListChannels(r.Context(), h.pool, h.mode, principalOf(r).CanSee)
 	return channelList{Channels: chans}, err
 }
 
@@ -27,7 +27,7 @@ func (h *handler) getChannel(_ http.ResponseWriter, r *http.Request) (effectdtyp
 	if err := h.authorizeChannel(ctx, principalOf(r), name, ActionRead); err != nil {
 		return effectdtype.Channel{}, err
 	}
-	return dispatcher.GetChannel(ctx, h.pool, h.storage, name)
+	return dispatcher.GetChannel(ctx, h.pool, h.mode, name)
 }
 
 // patchPolicy answers PATCH /v1/channels/{name}/policy: validates the partial
@@ -41,7 +41,7 @@ func (h *handler) patchPolicy(w http.ResponseWriter, r *http.Request) (effectdty
 	if err != nil {
 		return effectdtype.Channel{}, err
 	}
-	ch, err := dispatcher.ChangePolicy(r.Context(), h.pool, h.storage, dispatcher.PolicyChange{Channel: name, Actor: p.Name,
+	ch, err := dispatcher.ChangePolicy(r.Context(), h.pool, h.mode, dispatcher.PolicyChange{Channel: name, Actor: p.Name,
 		Patch: body, Check: checkPolicyPatch})
 	h.logChange(r, name, "channel.policy", err)
 	return ch, err
@@ -60,7 +60,7 @@ func (h *handler) pauseChannel(_ http.ResponseWriter, r *http.Request) (effectdt
 	if err := h.authorizeChannel(r.Context(), p, name, ActionOperate); err != nil {
 		return effectdtype.Channel{}, err
 	}
-	ch, err := dispatcher.PauseChannel(r.Context(), h.pool, h.storage, name, p.Name)
+	ch, err := dispatcher.PauseChannel(r.Context(), h.pool, h.mode, name, p.Name)
 	h.logChange(r, name, "channel.pause", err)
 	return ch, err
 }
@@ -71,7 +71,7 @@ func (h *handler) resumeChannel(_ http.ResponseWriter, r *http.Request) (effectd
 	if err := h.authorizeChannel(r.Context(), p, name, ActionOperate); err != nil {
 		return effectdtype.Channel{}, err
 	}
-	ch, err := dispatcher.ResumeChannel(r.Context(), h.pool, h.storage, name, p.Name)
+	ch, err := dispatcher.ResumeChannel(r.Context(), h.pool, h.mode, name, p.Name)
 	h.logChange(r, name, "channel.resume", err)
 	return ch, err
 }

@@ -39,7 +39,7 @@ type Config struct {
 // handler holds what the route handlers share.
 type handler struct {
 	pool       *pgxpool.Pool
-	storage    effectdtype.Storage
+	mode       effectdtype.Storage
 	tokens     Tokens
 	noAuth     bool
 	reconciler Reconciler
@@ -68,7 +68,7 @@ func NewHandler(cfg Config) (http.Handler, error) {
 	}
 	h := &handler{
 		pool:       cfg.Pool,
-		storage:    cfg.Storage,
+		mode:       cfg.Storage,
 		tokens:     cfg.Tokens,
 		noAuth:     cfg.InsecureNoAuth,
 		reconciler: cfg.Reconciler,

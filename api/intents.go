@@ -50,7 +50,7 @@ func (h *handler) listIntents(_ http.ResponseWriter, r *http.Request) (effectdty
 		return page, err
 	}
 	f.Channels = sc.visible
-	if page, err = dispatcher.ListIntents(r.Context(), h.pool, h.storage, f); err != nil {
+	if page, err = dispatcher.ListIntents(r.Context(), h.pool, h.mode, f); err != nil {
 		return page, fmt.Errorf("list intents: %w", err)
 	}
 	for i, it := range page.Intents {
@@ -172,7 +172,7 @@ func (h *handler) operate(w http.ResponseWriter, r *http.Request, parse func(bod
 	if op.EventID, err = shownEvent(r); err != nil {
 		return none, err
 	}
-	before, after, err := dispatcher.Operate(r.Context(), h.pool, h.storage, op)
+	before, after, err := dispatcher.Operate(r.Context(), h.pool, h.mode, op)
 	if err != nil {
 		return none, err
 	}
