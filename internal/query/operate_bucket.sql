@@ -47,6 +47,8 @@ counted AS (
     GROUP BY d.day, d.channel, d.status, d.delivery
     HAVING sum(d.n) <> 0
 ),
+-- the minute rollups (rollups_bucket.sql): the row was $2
+{{rollups "changed" 6 "$2::text"}},
 -- the producer's notifications (notices_bucket.sql)
 {{notices "changed" 6}}
 SELECT id, event_id, channel, payload, status, attempts, next_attempt_at, lease_expires_at,

@@ -46,6 +46,8 @@ counted AS (
     GROUP BY d.day, d.channel, d.status, d.delivery
     HAVING sum(d.n) <> 0
 ),
+-- the minute rollups (rollups_bucket.sql): each row was its from_status
+{{rollups "changed" 6 "r.from_status"}},
 -- the producer's notifications (notices_bucket.sql)
 {{notices "changed" 6}},
 recorded AS (
