@@ -681,20 +681,6 @@ var mutations = []mutation{
 	{name: "charts rollups: a completion on a bucket does not count a back-off (citus)", file: "internal/query/rollups_bucket.sql",
 		from: "('backoffs', 0, OLD = 'SENDING' AND r.status = 'PENDING'),", to: "('backoffs', 0, false),",
 		pkg: "./dispatcher/", run: "^TestCitusRollupsFollowCompletions$", tags: "citus"},
-	// two-person approval (docs/console.md): never one's own request, never
-	// an expired one, only with the approve right on the channel
-	{name: "two-person approval: the requester may approve their own request", file: "dispatcher/approval.go",
-		from: "if a.Requester == d.Decider {", to: "if false {",
-		pkg: "./dispatcher/", run: "^TestApprovalTwoPerson$"},
-	{name: "two-person approval: the requester may approve their own request (API)", file: "dispatcher/approval.go",
-		from: "if a.Requester == d.Decider {", to: "if false {",
-		pkg: "./api/", run: "^TestApprovalAccess$"},
-	{name: "two-person approval: an expired request still pending", file: "internal/query/approval_columns.sql",
-		from: "CASE WHEN state = 'pending' AND expires_at <= now() THEN 'expired' ELSE state END", to: "state",
-		pkg: "./dispatcher/", run: "^TestApprovalExpired$"},
-	{name: "two-person approval: the approve right not checked", file: "api/approvals.go",
-		from: "if !p.CanApprove(a.Channel) {", to: "if false {",
-		pkg: "./api/", run: "^TestApprovalAccess$"},
 	// storage mode (docs/configuration.md, "Storage mode"): decided once at
 	// start-up, an explicit mode the database is not in refused, a value
 	// database.storage does not know refused naming the field
