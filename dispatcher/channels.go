@@ -172,17 +172,37 @@ type PolicyChange struct {
 // afterwards. Every instance applies it within the refresher's period.
 func ChangePolicy(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, c PolicyChange) (effectdtype.Channel, error) {
 	return changeChannel(ctx, pool, mode, c.Channel, c.Actor, "channel.policy", func(row query.ChannelRow) (channelUpdate, error) {
-		if c.Check != nil {
-			if err := c.Check(c.Patch); err != nil {
-				return nil, err
-			}
-		}
-		override, err := MergePolicy(row.Provider, row.Policy, row.Override, c.Patch)
-		if err != nil {
+		if err := refuseTwoPerson(row); err != nil {
 			return nil, err
 		}
-		return func(ctx context.Context, tx query.DB) error { return query.SetOverride(ctx, tx, c.Channel, override) }, nil
+		return c.update(row)
 	})
+}
+
+// update vets c.Patch (Check), merges it into row's override and returns
+// the update that stores the result.
+func (c PolicyChange) update(row query.ChannelRow) (channelUpdate, error) {
+	if c.Check != nil {
+		if err := c.Check(c.Patch); err != nil {
+			return nil, err
+		}
+	}
+	override, err := MergePolicy(row.Provider, row.Policy, row.Override, c.Patch)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, tx query.DB) error { return query.SetOverride(ctx, tx, c.Channel, override) }, nil
+}
+
+// refuseTwoPerson refuses, with ErrApprovalRequired, to change alone the
+// policy of a channel whose policy says approval: two-person (a patch that
+// turns it off included).
+func refuseTwoPerson(row query.ChannelRow) error {
+	p, err := policy.Effective(row.Provider, row.Policy, row.Override)
+	if err != nil || !p.TwoPerson() {
+		return err
+	}
+	return fmt.Errorf("%w: channel %q's policy says approval: two-person: a change of it is a request another person approves", ErrApprovalRequired, row.Name)
 }
 
 // channelUpdate changes a locked channel's row in the transaction tx.
@@ -190,7 +210,7 @@ type channelUpdate func(ctx context.Context, tx query.DB) error
 
 // changeChannel locks channel name, runs the update change decides on, and
 // writes an audit entry of action with the channel before and after, in one
-// transaction. Its errors name action.
+// transaction (changeChannelIn). Its errors name action.
 func changeChannel(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, name, actor, action string,
 	change func(query.ChannelRow) (channelUpdate, error)) (effectdtype.Channel, error) {
 	v, err := func() (v effectdtype.Channel, err error) {
@@ -199,32 +219,7 @@ func changeChannel(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Sto
 			return v, err
 		}
 		defer tx.Rollback(context.WithoutCancel(ctx))
-		before, err := query.LockChannel(ctx, tx, name)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return v, fmt.Errorf("channel %q: %w", truncate(name, 64), ErrNotFound)
-		}
-		if err != nil {
-			return v, err
-		}
-		update, err := change(before)
-		if err != nil {
-			return v, err
-		}
-		if err := update(ctx, tx); err != nil {
-			return v, err
-		}
-		after, err := query.SelectChannel(ctx, tx, name)
-		if err != nil {
-			return v, err
-		}
-		if err := auditChannel(ctx, tx, query.Audit{Actor: actor, Action: action, Channel: name}, before, after); err != nil {
-			return v, err
-		}
-		counts, err := channelCounts(ctx, tx, mode, name)
-		if err != nil {
-			return v, err
-		}
-		if v, err = channelView(after, counts[name]); err != nil {
+		if v, err = changeChannelIn(ctx, tx, mode, query.Audit{Actor: actor, Action: action, Channel: name}, change); err != nil {
 			return v, err
 		}
 		return v, tx.Commit(ctx)
@@ -233,6 +228,39 @@ func changeChannel(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Sto
 		return v, fmt.Errorf("%s: %w", action, err)
 	}
 	return v, nil
+}
+
+// changeChannelIn is changeChannel's work in the transaction tx, on channel
+// e.Channel, audited as e with the channel before and after; it returns the
+// channel as it is afterwards, uncommitted.
+func changeChannelIn(ctx context.Context, tx pgx.Tx, mode effectdtype.Storage, e query.Audit, change func(query.ChannelRow) (channelUpdate, error)) (v effectdtype.Channel, err error) {
+	name := e.Channel
+	before, err := query.LockChannel(ctx, tx, name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return v, fmt.Errorf("channel %q: %w", truncate(name, 64), ErrNotFound)
+	}
+	if err != nil {
+		return v, err
+	}
+	update, err := change(before)
+	if err != nil {
+		return v, err
+	}
+	if err := update(ctx, tx); err != nil {
+		return v, err
+	}
+	after, err := query.SelectChannel(ctx, tx, name)
+	if err != nil {
+		return v, err
+	}
+	if err := auditChannel(ctx, tx, e, before, after); err != nil {
+		return v, err
+	}
+	counts, err := channelCounts(ctx, tx, mode, name)
+	if err != nil {
+		return v, err
+	}
+	return channelView(after, counts[name])
 }
 
 // auditChannel writes e with the channel before and after the change.

@@ -39,6 +39,9 @@ type Operation struct {
 	// Force sends again an intent that may have been applied although its
 	// provider's key window has passed (see KeyWindow). It needs a Reason.
 	Force bool
+	// approval, set when the operation runs at a two-person approval
+	// (Decide), names the request and both people in the audit entry.
+	approval *query.AuditApproval
 }
 
 // Expected is the state an intent must still be in for an Operation to
@@ -116,8 +119,7 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, 
 			err = opError(err, "Operate(%d, %s)", op.IntentID, op.Event)
 		}
 	}()
-	ref, err := op.check()
-	if err != nil {
+	if _, err := op.check(); err != nil {
 		return before, after, err
 	}
 	ctx, span := startOperator(ctx, pool, string(op.Event), op.IntentID)
@@ -127,7 +129,22 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, 
 		return before, after, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
+	if before, after, err = operateIn(ctx, tx, mode, op); err != nil {
+		return before, after, err
+	}
+	return before, after, tx.Commit(ctx)
+}
 
+// operateIn is Operate's work in the transaction tx, left uncommitted: the
+// fences, the state machine, the two-person gate (ErrApprovalRequired), the
+// key window, the compare-and-set, the operator attempt and the audit entry.
+// A two-person approval (Decide) runs it in the transaction that records the
+// approval.
+func operateIn(ctx context.Context, tx pgx.Tx, mode effectdtype.Storage, op Operation) (before, after effectdtype.IntentRow, err error) {
+	ref, err := op.check()
+	if err != nil {
+		return before, after, err
+	}
 	if before, err = readIntent(ctx, tx, op.IntentID); err != nil {
 		return before, after, err
 	}
@@ -144,6 +161,9 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, 
 	}
 	to, err := statemachine.Next(before.Status, op.Event)
 	if err != nil {
+		return before, after, err
+	}
+	if err := op.refuseAlone(ctx, tx, before.Channel); err != nil {
 		return before, after, err
 	}
 	if to == statemachine.Pending && !op.Force {
@@ -167,10 +187,7 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, 
 	}
 	if err := query.WriteAudit(ctx, tx, query.Audit{Actor: op.Actor, Action: "intent." + string(op.Event),
 		IntentID: op.IntentID, Channel: after.Channel, Before: intentAudit(before), After: intentAudit(after),
-		Reason: op.Reason, Snapshot: op.Snapshot, Force: op.Force}); err != nil {
-		return before, after, err
-	}
-	if err := tx.Commit(ctx); err != nil {
+		Reason: op.Reason, Snapshot: op.Snapshot, Force: op.Force, Approval: op.approval}); err != nil {
 		return before, after, err
 	}
 	return before, after, nil
