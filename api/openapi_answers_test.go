@@ -158,7 +158,8 @@ UPDATE effectd.channels SET redact = '{to,body}',
 	reads := []string{"/healthz", "/readyz", "/metrics", "/v1/intents", "/v1/intents?channel=sms&limit=2",
 		"/v1/intents?status=FAILED", "/v1/intents?delivery=undelivered", "/v1/intents?q=SM1",
 		"/v1/channels", "/v1/channels/sms", "/v1/channels/sms-otp", "/v1/stats",
-		"/v1/provider-events", "/v1/provider-events?orphan=true", "/v1/provider-events?channel=sms&limit=1"}
+		"/v1/provider-events", "/v1/provider-events?orphan=true", "/v1/provider-events?channel=sms&limit=1",
+		"/v1/charts", "/v1/charts?range=7d", "/v1/charts?channel=sms&range=24h"}
 	for key := range id {
 		reads = append(reads, intent(key))
 	}
@@ -178,6 +179,9 @@ UPDATE effectd.channels SET redact = '{to,body}',
 	expect(http.StatusBadRequest)(check("GET", "/v1/intents/x", smsViewer, ""))
 	expect(http.StatusNotFound)(check("GET", intent("refund/in-doubt"), smsViewer, ""))
 	expect(http.StatusNotFound)(check("GET", "/v1/channels/refund", smsViewer, ""))
+	expect(http.StatusNotFound)(check("GET", "/v1/charts?channel=refund", smsViewer, ""))
+	expect(http.StatusNotFound)(check("GET", "/v1/charts?channel=nosuch", adminToken, ""))
+	expect(http.StatusUnprocessableEntity)(check("GET", "/v1/charts?range=1y", smsViewer, ""))
 	expect(http.StatusUnprocessableEntity)(check("GET", "/v1/intents?limit=0", adminToken, ""))
 	expect(http.StatusUnprocessableEntity)(check("GET", "/v1/provider-events?limit=0", smsViewer, ""))
 	expect(http.StatusForbidden)(check("POST", intent("sms/sent")+"/retry", smsViewer, ""))
