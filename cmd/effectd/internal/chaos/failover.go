@@ -364,22 +364,32 @@ func (h *harness) checkFailover(ctx context.Context, log *Log, ledger sandbox.Sn
 		fr.FirstCall = first.Sub(f.promoted)
 	}
 	rep.Failover = fr
-	violation := func(rule string) {
+	for _, rule := range fr.readinessRules(len(ready), len(h.instances), !first.IsZero()) {
 		rep.Violations = append(rep.Violations, Violation{Rule: rule, Channel: "*", Keys: []string{"-"}})
 	}
-	if len(ready) < len(h.instances) || fr.Ready > readyWithin {
-		violation(fmt.Sprintf("%d of %d instances answered /readyz 200 within %s of the promotion", len(ready), len(h.instances), 2*readyWithin))
+	return rep, nil
+}
+
+// readinessRules are the rules of how effectd followed the promotion that fr
+// breaks: every instance's /readyz 200 and a provider call within readyWithin
+// of it (ready of instances answered 200 at all, called whether a call was
+// made), no /readyz 200 while no primary was writable, and a 503 then.
+func (fr *FailoverReport) readinessRules(ready, instances int, called bool) []string {
+	var rules []string
+	if ready < instances || fr.Ready > readyWithin {
+		rules = append(rules, fmt.Sprintf("%d of %d instances answered /readyz 200 after the promotion, the last %s after it: want every one within %s",
+			ready, instances, fr.Ready.Round(time.Millisecond), readyWithin))
 	}
-	if first.IsZero() || fr.FirstCall > readyWithin {
-		violation(fmt.Sprintf("no provider call within %s of the promotion", readyWithin))
+	if !called || fr.FirstCall > readyWithin {
+		rules = append(rules, fmt.Sprintf("no provider call within %s of the promotion", readyWithin))
 	}
 	if fr.ReadyOutage > 0 {
-		violation(fmt.Sprintf("/readyz answered 200 %d times while no primary was writable", fr.ReadyOutage))
+		rules = append(rules, fmt.Sprintf("/readyz answered 200 %d times while no primary was writable", fr.ReadyOutage))
 	}
 	if fr.NotReady == 0 {
-		violation("/readyz never answered 503 while no primary was writable")
+		rules = append(rules, fmt.Sprintf("/readyz never answered 503 while no primary was writable (%d asked then got no answer within 2s)", fr.Unanswered))
 	}
-	return rep, nil
+	return rules
 }
 
 // printFailover writes the failover's table: per channel and policy what it
