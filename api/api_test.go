@@ -165,8 +165,8 @@ func TestAuth(t *testing.T) {
 			t.Errorf("%s %s with the read token: %d, want 403: %s", method, path, status, body)
 		}
 	}
-	if v1 != 16 || writes != 10 {
-		t.Errorf("walked %d /v1 routes and %d writes, want 16 and 10", v1, writes)
+	if v1 != 21 || writes != 12 {
+		t.Errorf("walked %d /v1 routes and %d writes, want 21 and 12", v1, writes)
 	}
 	// The read token reads; the admin token writes.
 	status, body := e.do(t, "GET", "/v1/intents/1", readToken, "")

@@ -54,8 +54,23 @@ func (h *handler) applyBulk(w http.ResponseWriter, r *http.Request) (effectdtype
 	if err != nil {
 		return none, err
 	}
-	if _, err := parseReason(body); err != nil { // an empty body or {} is all apply takes
+	reason, err := parseReason(body) // an empty body or {} is all apply takes, but on a two-person channel
+	if err != nil {
 		return none, err
+	}
+	need, err := dispatcher.BulkApproval(ctx, h.pool, id, p.sees())
+	if err != nil {
+		return none, err
+	}
+	if need != nil { // a two-person channel: a request instead
+		if !p.CanSee(need.Channel) {
+			return none, hidden{What: "snapshot " + id}
+		}
+		a, err := dispatcher.RequestBulk(ctx, h.pool, *need, p.Name, reason)
+		if err != nil {
+			return none, err
+		}
+		return none, h.requested(r, a)
 	}
 	res, err := dispatcher.ApplyBulk(ctx, h.pool, h.mode, dispatcher.BulkApply{Snapshot: id, Actor: p.Name, Sees: p.sees(), Logger: h.log})
 	if res.Event != "" {

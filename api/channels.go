@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -41,8 +42,19 @@ func (h *handler) patchPolicy(w http.ResponseWriter, r *http.Request) (effectdty
 	if err != nil {
 		return effectdtype.Channel{}, err
 	}
-	ch, err := dispatcher.ChangePolicy(r.Context(), h.pool, h.mode, dispatcher.PolicyChange{Channel: name, Actor: p.Name,
-		Patch: body, Check: checkPolicyPatch})
+	change := dispatcher.PolicyChange{Channel: name, Actor: p.Name, Patch: body, Check: checkPolicyPatch}
+	ch, err := dispatcher.ChangePolicy(r.Context(), h.pool, h.mode, change)
+	if errors.Is(err, dispatcher.ErrApprovalRequired) { // a two-person channel: a request instead
+		reason, err := policyReason(r)
+		if err != nil {
+			return ch, err
+		}
+		a, err := dispatcher.RequestPolicyChange(r.Context(), h.pool, change, reason)
+		if err != nil {
+			return ch, err
+		}
+		return ch, h.requested(r, a)
+	}
 	h.logChange(r, name, "channel.policy", err)
 	return ch, err
 }

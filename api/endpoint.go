@@ -1,6 +1,9 @@
 package api
 
-import "net/http"
+import (
+	"errors"
+	"net/http"
+)
 
 // endpoint is the work of one route: it decodes the request, checks the
 // caller's scope, calls one operation and returns the answer. It never
@@ -12,6 +15,11 @@ type endpoint[T any] func(w http.ResponseWriter, r *http.Request) (T, error)
 func handle[T any](h *handler, e endpoint[T]) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		v, err := e(w, r)
+		var acc *accepted
+		if errors.As(err, &acc) { // the action became an approval request
+			writeJSON(w, http.StatusAccepted, acc.body)
+			return
+		}
 		if err != nil {
 			h.fail(w, r, err)
 			return

@@ -34,6 +34,9 @@ var errorTable = []struct {
 	{policy.ErrUnknownField, http.StatusBadRequest, "malformed"}, // a policy patch naming no field of a policy
 	{errUnauthorized, http.StatusUnauthorized, "unauthorized"},
 	{errForbidden, http.StatusForbidden, "forbidden"},
+	{dispatcher.ErrSelfApproval, http.StatusForbidden, "self_approval"},
+	{dispatcher.ErrExpired, http.StatusGone, "expired"},
+	{dispatcher.ErrApprovalRequired, http.StatusConflict, "approval_required"},
 	{dispatcher.ErrNotFound, http.StatusNotFound, "not_found"},
 	{errNoRoute, http.StatusNotFound, "not_found"},
 	{errMethod, http.StatusMethodNotAllowed, "method_not_allowed"},

@@ -50,6 +50,7 @@ type handler struct {
 
 	metricsHandler http.Handler
 	bulkRows       *prometheus.CounterVec // effectd_bulk_rows_total{event, result}
+	approvals      *prometheus.CounterVec // effectd_approval_requests_total{channel, action, state}
 	refused        *prometheus.CounterVec // requests refused by access control, by reason
 }
 
@@ -82,6 +83,10 @@ func NewHandler(cfg Config) (http.Handler, error) {
 	}
 	h.bulkRows = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "effectd_bulk_rows_total",
 		Help: "Intents a bulk action applied to, or skipped because they changed since the snapshot."}, []string{"event", "result"})
+	h.approvals = newApprovalMetrics()
+	if err := h.registry.Register(h.approvals); err != nil {
+		return nil, fmt.Errorf("api.NewHandler: register metrics: %w", err)
+	}
 	if err := h.registry.Register(h.bulkRows); err != nil {
 		return nil, fmt.Errorf("api.NewHandler: register metrics: %w", err)
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -173,6 +174,13 @@ func (h *handler) operate(w http.ResponseWriter, r *http.Request, parse func(bod
 		return none, err
 	}
 	before, after, err := dispatcher.Operate(r.Context(), h.pool, h.mode, op)
+	if errors.Is(err, dispatcher.ErrApprovalRequired) { // a two-person channel: a request instead
+		a, err := dispatcher.RequestOperation(r.Context(), h.pool, op)
+		if err != nil {
+			return none, err
+		}
+		return none, h.requested(r, a)
+	}
 	if err != nil {
 		return none, err
 	}

@@ -31,6 +31,7 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 		smsViewer   = "sms-viewer-0123456789"
 		smsOperator = "sms-operator-0123456789"
 		number      = "+15005550006"
+		refundLead  = "refund-lead-0123456789"
 	)
 	// sms and sms-otp redact the number; outcomes of sms are told on
 	// sms-notify, whose notifications embed the source intent.
@@ -83,6 +84,7 @@ UPDATE effectd.channels SET redact = '{to,body}',
 			NewToken(Principal{Name: "read", Role: RoleViewer}, readToken),
 			NewToken(Principal{Name: "sms-viewer", Role: RoleViewer, Channels: []string{"sms*"}}, smsViewer),
 			NewToken(Principal{Name: "sms-operator", Role: RoleOperator, Channels: []string{"sms*"}}, smsOperator),
+			NewToken(Principal{Name: "refund-lead", Role: RoleOperator, Approves: []string{"refund"}}, refundLead),
 		},
 		Reconciler: e.recon,
 		Sweeper:    fakeSweeper{},
@@ -143,6 +145,22 @@ UPDATE effectd.channels SET redact = '{to,body}',
 	ok(check("POST", "/v1/intents/bulk/"+snap.Snapshot+"/apply", smsOperator, ""))
 	ok(check("POST", intent("sms/failed")+"/cancel", adminToken, `{"reason":"given up"}`))
 	ok(check("POST", "/v1/sweeps", smsOperator, `{"channel":"sms","since":"2026-11-30T12:00:00Z","until":"2026-11-30T13:00:00Z"}`))
+
+	// Two-person approval: refund's resolves become requests (202), which
+	// refund-lead approves or rejects.
+	if _, err := e.pool.Exec(ctx, `UPDATE effectd.channels SET policy = policy || '{"approval": "two-person"}' WHERE name = 'refund'`); err != nil {
+		t.Fatal(err)
+	}
+	for i, decision := range []string{"approve", "reject"} {
+		in := e.insertIntent(t, "refund", "to-"+decision, statemachine.InDoubt)
+		status, body := check("POST", fmt.Sprintf("/v1/intents/%d/resolve", in), adminToken, `{"as":"skip","reason":"refunded by hand"}`)
+		expect(http.StatusAccepted)(status, body)
+		if i == 0 {
+			ok(check("GET", "/v1/approvals?channel=refund", refundLead, ""))
+			ok(check("GET", "/v1/approvals/1", refundLead, ""))
+		}
+		ok(check("POST", fmt.Sprintf("/v1/approvals/%d/%s", i+1, decision), refundLead, `{"reason":"checked"}`))
+	}
 
 	// Reads, by every token: the viewers' answers are masked.
 	var notifications []string

@@ -50,6 +50,11 @@ func (h *handler) routes() chi.Router {
 		r.Post("/channels/{name}/pause", handle(h, h.pauseChannel))
 		r.Post("/channels/{name}/resume", handle(h, h.resumeChannel))
 		r.Patch("/channels/{name}/policy", handle(h, h.patchPolicy))
+		// Two-person approval: each route checks scope (404) and the approve right (403) itself.
+		r.Get("/approvals", handle(h, h.listApprovals))
+		r.Get("/approvals/{id}", handle(h, h.getApproval))
+		r.Post("/approvals/{id}/approve", handle(h, h.approveRequest))
+		r.Post("/approvals/{id}/reject", handle(h, h.rejectRequest))
 		// Bulk actions see only the principal's channels; the role is checked first.
 		r.With(h.require(ActionOperate)).Post("/intents/bulk", handle(h, h.createBulk))
 		r.With(h.require(ActionOperate)).Post("/intents/bulk/{snapshot}/apply", handle(h, h.applyBulk))
