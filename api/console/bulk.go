@@ -45,7 +45,11 @@ func queryOf(f client.BulkFilter) string {
 }
 
 func (c *console) bulkApply(w http.ResponseWriter, r *http.Request) {
-	res, err := c.client(r).ApplyBulk(r.Context(), chi.URLParam(r, "snapshot"))
+	res, err := c.client(r).ApplyBulkWithReason(r.Context(), chi.URLParam(r, "snapshot"), strings.TrimSpace(r.PostFormValue("reason")))
+	if c.requestedFlash(r, err) { // a two-person channel: a request instead
+		http.Redirect(w, r, "/ui/approvals", http.StatusSeeOther)
+		return
+	}
 	if err != nil {
 		c.flash(r, "error", "Nothing applied: "+apiMessage(err))
 		http.Redirect(w, r, "/ui/intents", http.StatusSeeOther)

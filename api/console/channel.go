@@ -79,11 +79,13 @@ func (c *console) channelAction(w http.ResponseWriter, r *http.Request) {
 			c.showChannel(w, r, patch, preview)
 			return
 		}
-		_, err = api.PatchPolicy(ctx, name, json.RawMessage(patch))
+		_, err = api.PatchPolicyWithReason(ctx, name, json.RawMessage(patch), strings.TrimSpace(r.PostFormValue("reason")))
 	}
-	if err != nil {
+	switch {
+	case c.requestedFlash(r, err): // a two-person channel: a request instead
+	case err != nil:
 		c.flash(r, "error", "Nothing changed: "+apiMessage(err))
-	} else {
+	default:
 		c.flash(r, "ok", "Done: "+action+" applied on every instance within 2 s.")
 	}
 	http.Redirect(w, r, "/ui/channels/"+url.PathEscape(name), http.StatusSeeOther)

@@ -144,6 +144,8 @@ func (c *console) routes() http.Handler {
 		r.Post("/ui/channels/{name}/{action:pause|resume|policy}", c.channelAction)
 		r.Post("/ui/bulk", c.bulkPreview)
 		r.Post("/ui/bulk/{snapshot}/apply", c.bulkApply)
+		r.Get("/ui/approvals", c.approvals)
+		r.Post("/ui/approvals/{id}/{action:approve|reject}", c.approvalAction)
 		r.Get("/ui/sweep", c.sweepPage)
 		r.Post("/ui/sweep", c.sweep)
 	})

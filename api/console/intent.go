@@ -107,6 +107,7 @@ func (c *console) intentAction(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	switch {
+	case c.requestedFlash(r, err): // a two-person channel: a request instead
 	case err != nil:
 		c.flash(r, "error", "Nothing changed: "+apiMessage(err))
 	case action != "reconcile":
