@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -94,6 +95,35 @@ func TestHealth(t *testing.T) {
 	}
 	status, body = env{h: h}.do(t, "GET", "/readyz", "", "")
 	want(t, status, body, http.StatusServiceUnavailable, "unavailable")
+
+	// A pool with no connection to give (its one connection held, as when a
+	// failover leaves every connection reconnecting): 503 within readyTimeout,
+	// before a probe's own timeout, not an answer that never comes.
+	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	busy, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	held, err := busy.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	h, err = NewHandler(Config{Pool: busy, InsecureNoAuth: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	status, body = env{h: h}.do(t, "GET", "/readyz", "", "")
+	want(t, status, body, http.StatusServiceUnavailable, "unavailable")
+	if took := time.Since(began); took > 2*time.Second {
+		t.Errorf("/readyz answered after %v with no connection free; want within %v", took, readyTimeout)
+	}
 
 	// A database without effectd's migrations.
 	pool := pgtest.New(t)
