@@ -46,7 +46,11 @@ type series struct {
 	Class  string    // the line's class in style.css
 	Values []float64 // one a point; NaN where there is no value
 	Lines  []string  // the SVG points attribute of each unbroken run
+	Dots   []dot     // the points a run of one leaves undrawn
 }
+
+// dot is a point of a series drawn alone.
+type dot struct{ X, Y float64 }
 
 // figure is one chart: its lines over the chart's points, and its table.
 type figure struct {
@@ -88,8 +92,9 @@ type chartsView struct {
 
 // tick is a label on the x axis.
 type tick struct {
-	X     float64
-	Label string
+	X      float64
+	Label  string
+	Anchor string // start, middle or end: the ends' labels stay inside the chart
 }
 
 // charts reads the chart of channel ("": the whole system) over the page's
@@ -198,21 +203,28 @@ func (v chartsView) figure(chart client.Chart, id, title, unit string, summed bo
 	half := time.Duration(chart.StepSeconds) * time.Second / 2
 	for si := range f.Series {
 		s := &f.Series[si]
-		var run []byte
+		var run []dot
+		flush := func() {
+			if len(run) == 1 {
+				s.Dots = append(s.Dots, run[0])
+			} else if len(run) > 1 {
+				var points []byte
+				for _, d := range run {
+					points = fmt.Appendf(points, "%.1f,%.1f ", d.X, d.Y)
+				}
+				s.Lines = append(s.Lines, string(points))
+			}
+			run = run[:0]
+		}
 		for i, val := range s.Values {
 			if math.IsNaN(val) {
-				if len(run) > 0 {
-					s.Lines, run = append(s.Lines, string(run)), nil
-				}
+				flush()
 				continue
 			}
-			x := v.x(chart, chart.Points[i].At.Add(half))
-			y := float64(v.Bottom) - float64(v.Bottom-v.Top)*val/f.Max
-			run = fmt.Appendf(run, "%.1f,%.1f ", x, y)
+			run = append(run, dot{X: math.Round(v.x(chart, chart.Points[i].At.Add(half))*10) / 10,
+				Y: math.Round((float64(v.Bottom)-float64(v.Bottom-v.Top)*val/f.Max)*10) / 10})
 		}
-		if len(run) > 0 {
-			s.Lines = append(s.Lines, string(run))
-		}
+		flush()
 	}
 	totals := make([]float64, len(ss))
 	for i, p := range chart.Points {
@@ -270,7 +282,11 @@ func (v chartsView) ticks(chart client.Chart) []tick {
 	var out []tick
 	for i := range 5 {
 		at := chart.From.Add(chart.To.Sub(chart.From) * time.Duration(i) / 4)
-		out = append(out, tick{X: v.x(chart, at), Label: pointTime(chart, at)})
+		anchor := map[int]string{0: "start", 4: "end"}[i]
+		if anchor == "" {
+			anchor = "middle"
+		}
+		out = append(out, tick{X: v.x(chart, at), Label: pointTime(chart, at), Anchor: anchor})
 	}
 	return out
 }

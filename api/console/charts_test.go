@@ -165,7 +165,7 @@ func TestBrowserCharts(t *testing.T) {
 	if dir := os.Getenv("EFFECTD_CHART_SCREENSHOT"); dir != "" {
 		var png []byte
 		run("screenshot", chromedp.Navigate(base+"/ui/channels/sms"), chromedp.WaitVisible("#charts", chromedp.ByQuery),
-			chromedp.FullScreenshot(&png, 90))
+			chromedp.FullScreenshot(&png, 100)) // quality 100: PNG
 		if err := os.WriteFile(dir, png, 0o644); err != nil {
 			t.Fatal(err)
 		}
