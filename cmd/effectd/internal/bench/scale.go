@@ -137,14 +137,14 @@ func (e *env) timeAtSizes(ctx context.Context, url string, pool *pgxpool.Pool, c
 		}
 		fmt.Fprintln(e.out, h.describe(ctx, pool, n, n-loaded, time.Since(start)))
 		loaded = n
+		if err := loadChartHistory(ctx, pool); err != nil { // before serve's folder writes rollups too
+			return nil, err
+		}
 		in, err := e.serve(ctx, url, cfg, false)
 		if err != nil {
 			return nil, err
 		}
-		err = loadChartHistory(ctx, pool)
-		if err == nil {
-			medians[i], err = timeReads(ctx, in.addr, e.opt.ScaleRuns, h.skipped)
-		}
+		medians[i], err = timeReads(ctx, in.addr, e.opt.ScaleRuns, h.skipped)
 		if err == nil {
 			err = checkCounts(ctx, in.addr, n)
 		}
