@@ -440,7 +440,7 @@ func (h *harness) produceUnderFaults(ctx context.Context) (*Log, map[string]int)
 	if cfg.Actors {
 		deliveries = planActors(rand.New(rand.NewPCG(cfg.Seed, 3)), deliveries)
 		var cancels []cancelPlan
-		groups, cancels = planVerbs(rand.New(rand.NewPCG(cfg.Seed, 9)), deliveries)
+		groups, cancels = planVerbs(rand.New(rand.NewPCG(cfg.Seed, 9)), deliveries, h.buckets())
 		defer newCanceller(ctx, h.pool, cancels, h.buckets(), log, &h.hist).wait()
 		if h.retentionRuns() {
 			if err := h.seedOld(ctx, log); err != nil {

@@ -20,7 +20,9 @@ import (
 //     through effectd.enqueue_many (dispatcher.EnqueueMany on one node, the
 //     SQL function with the bucket on Citus), some with the deliveries
 //     planned within batchGap after the first in the same transaction, as a
-//     producer takes a few messages from its broker at once. Each delivery
+//     producer takes a few messages from its broker at once (on Citus, those
+//     of the first's bucket: a producer's transaction is on its bucket's
+//     shard, as enqueue's is). Each delivery
 //     keeps its own answer (new or duplicate) and its own bookkeeping;
 //   - cancel: a seeded share of events are cancelled by their producer
 //     (effectd.cancel, dispatcher.Cancel) at a random moment within
@@ -49,10 +51,11 @@ type cancelPlan struct {
 }
 
 // planVerbs draws the cancels (scheduling half of the cancelled events'
-// deliveries a little later) and groups the deliveries into transactions.
-func planVerbs(rng *rand.Rand, ds []delivery) ([][]delivery, []cancelPlan) {
+// deliveries a little later) and groups the deliveries into transactions
+// (buckets: the producer's on Citus, 0 on one PostgreSQL).
+func planVerbs(rng *rand.Rand, ds []delivery, buckets int) ([][]delivery, []cancelPlan) {
 	cancels := planCancels(rng, ds)
-	return planBatches(rng, ds), cancels
+	return planBatches(rng, ds, buckets), cancels
 }
 
 // planCancels picks the events their producer cancels, each at a random
@@ -99,8 +102,9 @@ func allRollBack(ds []delivery, idx []int) bool {
 // planBatches groups ds (sorted by time) into transactions: most alone; a
 // manyShare of them enqueue through enqueue_many, with up to batchMost-1
 // later deliveries within batchGap of the first, of other events and the
-// same fate (committed or rolled back), at the first's isolation level.
-func planBatches(rng *rand.Rand, ds []delivery) [][]delivery {
+// same fate (committed or rolled back), at the first's isolation level; on
+// Citus (buckets > 0) of the first's bucket.
+func planBatches(rng *rand.Rand, ds []delivery, buckets int) [][]delivery {
 	taken := make([]bool, len(ds))
 	var groups [][]delivery
 	for i := range ds {
@@ -113,7 +117,8 @@ func planBatches(rng *rand.Rand, ds []delivery) [][]delivery {
 			g[0].many = true
 			size := 1 + rng.IntN(batchMost)
 			for j := i + 1; j < len(ds) && len(g) < size && ds[j].at-ds[i].at <= batchGap; j++ {
-				if taken[j] || ds[j].rollback != ds[i].rollback || hasEvent(g, ds[j].eventID) {
+				if taken[j] || ds[j].rollback != ds[i].rollback || hasEvent(g, ds[j].eventID) ||
+					(buckets > 0 && bucketOf(ds[j].eventID, buckets) != bucketOf(ds[i].eventID, buckets)) {
 					continue
 				}
 				taken[j] = true
@@ -154,9 +159,9 @@ func (d delivery) notBeforeAt() *time.Time {
 	return &t
 }
 
-// citusEnqueueManySQL is effectd.enqueue_many of one bucket's batch, given
-// as parallel arrays (event ids, channels, payloads, not_before), answering
-// each row's outcome in the batch's order.
+// citusEnqueueManySQL is effectd.enqueue_many of a batch on one bucket,
+// given as parallel arrays (event ids, channels, payloads, not_before),
+// answering each row's outcome in the batch's order.
 const citusEnqueueManySQL = `SELECT a.outcome FROM effectd.enqueue_many(
 	intents => ARRAY(SELECT (t.e, t.c, t.p::jsonb, NULL::timestamptz, t.nb, NULL::text)::effectd.new_intent
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[]) WITH ORDINALITY AS t(e, c, p, nb, n)
@@ -164,9 +169,9 @@ const citusEnqueueManySQL = `SELECT a.outcome FROM effectd.enqueue_many(
 	bucket => $5) AS a ORDER BY a.ord`
 
 // enqueueMany enqueues the batch g in tx with one enqueue_many: on one node
-// through dispatcher.EnqueueMany, on Citus one call of the SQL function for
-// each bucket of the batch (a call works on its bucket's shard). It returns,
-// for each delivery, whether its answer was new.
+// through dispatcher.EnqueueMany, on Citus with the SQL function and the
+// batch's bucket (planBatches keeps a batch on one). It returns, for each
+// delivery, whether its answer was new.
 func enqueueMany(ctx context.Context, tx pgx.Tx, g []delivery, buckets int) ([]bool, error) {
 	inserted := make([]bool, len(g))
 	if buckets == 0 {
@@ -183,36 +188,24 @@ func enqueueMany(ctx context.Context, tx pgx.Tx, g []delivery, buckets int) ([]b
 		}
 		return inserted, nil
 	}
-	byBucket := map[int][]int{}
-	var order []int
-	for i, d := range g {
-		b := bucketOf(d.eventID, buckets)
-		if byBucket[b] == nil {
-			order = append(order, b)
-		}
-		byBucket[b] = append(byBucket[b], i)
+	var evs, chans, payloads []string
+	var nbs []*time.Time
+	for _, d := range g {
+		evs, chans, payloads, nbs = append(evs, d.eventID), append(chans, d.channel), append(payloads, d.payload), append(nbs, d.notBeforeAt())
 	}
-	for _, b := range order {
-		var evs, chans, payloads []string
-		var nbs []*time.Time
-		for _, i := range byBucket[b] {
-			evs, chans, payloads = append(evs, g[i].eventID), append(chans, g[i].channel), append(payloads, g[i].payload)
-			nbs = append(nbs, g[i].notBeforeAt())
-		}
-		rows, err := tx.Query(ctx, citusEnqueueManySQL, evs, chans, payloads, nbs, b)
-		if err != nil {
-			return nil, err
-		}
-		outcomes, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return nil, err
-		}
-		if len(outcomes) != len(evs) {
-			return nil, fmt.Errorf("chaos: enqueue_many answered %d rows for %d intents", len(outcomes), len(evs))
-		}
-		for k, i := range byBucket[b] {
-			inserted[i] = outcomes[k] == dispatcher.BatchNew
-		}
+	rows, err := tx.Query(ctx, citusEnqueueManySQL, evs, chans, payloads, nbs, bucketOf(g[0].eventID, buckets))
+	if err != nil {
+		return nil, err
+	}
+	outcomes, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	if len(outcomes) != len(g) {
+		return nil, fmt.Errorf("chaos: enqueue_many answered %d rows for %d intents", len(outcomes), len(g))
+	}
+	for i, o := range outcomes {
+		inserted[i] = o == dispatcher.BatchNew
 	}
 	return inserted, nil
 }

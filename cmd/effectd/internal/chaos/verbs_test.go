@@ -124,11 +124,11 @@ func TestJudgeHistoryNamesProducerCancels(t *testing.T) {
 // batch enqueues through enqueue_many, holds each event once, shares one
 // fate and isolation level, and spans at most batchGap; some transactions
 // are batches of several, and some events are cancelled, some of them
-// scheduled.
+// scheduled; on Citus a batch holds one bucket's deliveries.
 func TestPlanVerbs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	ds := planActors(rand.New(rand.NewPCG(1, 3)), plan(rng, 400, 10*time.Second, CheckChannels))
-	groups, cancels := planVerbs(rand.New(rand.NewPCG(1, 9)), ds)
+	groups, cancels := planVerbs(rand.New(rand.NewPCG(1, 9)), ds, 0)
 	n, several := 0, 0
 	for _, g := range groups {
 		events := map[string]bool{}
@@ -154,5 +154,14 @@ func TestPlanVerbs(t *testing.T) {
 	}
 	if several == 0 || len(cancels) == 0 || scheduled == 0 {
 		t.Fatalf("batches of several %d, cancels %d, scheduled deliveries %d: want some of each", several, len(cancels), scheduled)
+	}
+	// on Citus a batch stays on its first's bucket
+	onCitus, _ := planVerbs(rand.New(rand.NewPCG(1, 9)), ds, 32)
+	for _, g := range onCitus {
+		for _, d := range g {
+			if bucketOf(d.eventID, 32) != bucketOf(g[0].eventID, 32) {
+				t.Fatalf("a batch across buckets on Citus: %+v", g)
+			}
+		}
 	}
 }
