@@ -222,7 +222,7 @@ func intentsResolve(ctx context.Context, c *cli, fs *flag.FlagSet, rest []string
 		ctx = client.ShownEvent(ctx, *shown)
 	}
 	in, err := c.api.Resolve(ctx, id, client.Resolution{As: *as, ProviderRef: *ref, Reason: *reason, Force: *force})
-	if err != nil {
+	if done, err := c.printRequested(err); done || err != nil {
 		return err
 	}
 	return c.printIntent(in)
@@ -241,7 +241,7 @@ func intentsRetry(ctx context.Context, c *cli, fs *flag.FlagSet, rest []string) 
 		ctx = client.ShownEvent(ctx, *shown)
 	}
 	in, err := c.api.Retry(ctx, id, *reason, *force)
-	if err != nil {
+	if done, err := c.printRequested(err); done || err != nil {
 		return err
 	}
 	return c.printIntent(in)

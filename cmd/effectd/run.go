@@ -28,6 +28,7 @@ Usage:
   effectd check    [--seed S] [--events N] [--faults F]   the randomized checker: chaos with every actor, invariants judged
   effectd intents  list|show|resolve|retry|cancel|reconcile   operate on intents through the admin API
   effectd channels list|show|pause|resume                      channels through the admin API
+  effectd approvals list|show|approve|reject                   two-person approval requests through the admin API
   effectd sweep    --channel C --since T [--until T]           what the provider holds against the table (read-only)
   effectd version                              print the version
 
@@ -58,6 +59,8 @@ func run(ctx context.Context, args []string, getenv env, stdout, stderr io.Write
 		return runCheck(ctx, rest, stdout)
 	case "intents":
 		return runIntents(ctx, rest, getenv, stdout, stderr)
+	case "approvals":
+		return runApprovals(ctx, rest, getenv, stdout, stderr)
 	case "channels":
 		return runChannels(ctx, rest, getenv, stdout, stderr)
 	case "sweep":

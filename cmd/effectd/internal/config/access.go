@@ -21,6 +21,9 @@ type TokenSpec struct {
 	SHA256   string    `yaml:"sha256"`
 	Role     string    `yaml:"role"`
 	Channels *[]string `yaml:"channels"` // nil: every channel
+	// Approve lists the channels (globs) on which the token may decide
+	// others' approval requests (two-person approval); none when omitted.
+	Approve []string `yaml:"approve"`
 }
 
 // Access is what the access section grants.
@@ -69,6 +72,10 @@ func ParseAccess(b []byte) (Access, error) {
 				return out, err
 			}
 		}
+		if err := checkApprove(field, t, f.Channels); err != nil {
+			return out, err
+		}
+		p.Approves = append([]string(nil), t.Approve...)
 		out.Tokens = append(out.Tokens, api.Token{Principal: p, SHA256: sum})
 	}
 	roles := make([]string, 0, len(f.Access.Producers))
@@ -91,6 +98,18 @@ func ParseAccess(b []byte) (Access, error) {
 		out.Producers = append(out.Producers, migrations.Producer{Role: r, Channels: globs})
 	}
 	return out, nil
+}
+
+// checkApprove refuses an approve list on a viewer (who may take no action)
+// and a malformed or mistyped glob in it.
+func checkApprove(field string, t TokenSpec, channels map[string]ChannelSpec) error {
+	if len(t.Approve) == 0 {
+		return nil
+	}
+	if !(api.Principal{Role: api.Role(t.Role)}).Can(api.ActionApprove) {
+		return fmt.Errorf("%s.approve: a %s may not approve; give the token role operator or admin", field, t.Role)
+	}
+	return checkGlobs(field+".approve", t.Approve, channels)
 }
 
 // checkGlobs refuses a malformed glob, and a plain name that is no channel (a

@@ -177,7 +177,7 @@ func TestAccess(t *testing.T) {
 	a, err := ParseAccess([]byte(accessChannels + `
 access:
   tokens:
-    - {name: payments-oncall, sha256: "` + hash + `", role: operator, channels: ["refund", "payout-*"]}
+    - {name: payments-oncall, sha256: "` + hash + `", role: operator, channels: ["refund", "payout-*"], approve: [refund]}
     - {name: auditor, sha256: "` + strings.Repeat("ab", 32) + `", role: viewer}
   producers:
     sms_app: [sms]
@@ -187,7 +187,8 @@ access:
 		t.Fatal(err)
 	}
 	if len(a.Tokens) != 2 || a.Tokens[0].Name != "payments-oncall" || a.Tokens[0].Role != "operator" ||
-		strings.Join(a.Tokens[0].Channels, ",") != "refund,payout-*" || a.Tokens[1].Channels != nil {
+		strings.Join(a.Tokens[0].Channels, ",") != "refund,payout-*" || a.Tokens[1].Channels != nil ||
+		strings.Join(a.Tokens[0].Approves, ",") != "refund" || a.Tokens[1].Approves != nil {
 		t.Errorf("tokens = %+v", a.Tokens)
 	}
 	if p, ok := api.Tokens(a.Tokens).Authenticate("test"); !ok || p.Name != "payments-oncall" {
@@ -225,6 +226,8 @@ func TestAccessErrors(t *testing.T) {
 		{`producers: {app: []}`, "access.producers.app"},
 		{`producers: {app: [nope]}`, "access.producers.app[0]"},
 		{`owners: {}`, "owners"},
+		{`tokens: [{name: a, sha256: "` + hash + `", role: viewer, approve: [sms]}]`, "access.tokens[0].approve"},
+		{`tokens: [{name: a, sha256: "` + hash + `", role: operator, approve: [smss]}]`, "access.tokens[0].approve[0]"},
 	}
 	for _, tt := range tests {
 		_, err := ParseAccess([]byte(accessChannels + "access:\n  " + tt.yaml + "\n"))
