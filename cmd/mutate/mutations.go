@@ -690,4 +690,18 @@ var mutations = []mutation{
 	{name: "storage: database.storage takes any value", file: "cmd/effectd/internal/config/database.go",
 		from: "case s != StorageAuto && s != StorageSingle && s != StorageCitus:", to: "case false:",
 		pkg: "./cmd/effectd/internal/config/", run: "^TestParseStorage$"},
+	// two-person approval (docs/console.md): never one's own request, never
+	// an expired one, only with the approve right on the channel
+	{name: "two-person approval: the requester may approve their own request", file: "dispatcher/approval.go",
+		from: "if a.Requester == d.Decider {", to: "if false {",
+		pkg: "./dispatcher/", run: "^TestApprovalTwoPerson$"},
+	{name: "two-person approval: the requester may approve their own request (API)", file: "dispatcher/approval.go",
+		from: "if a.Requester == d.Decider {", to: "if false {",
+		pkg: "./api/", run: "^TestApprovalAccess$"},
+	{name: "two-person approval: an expired request still pending", file: "internal/query/approval_columns.sql",
+		from: "CASE WHEN state = 'pending' AND expires_at <= now() THEN 'expired' ELSE state END", to: "state",
+		pkg: "./dispatcher/", run: "^TestApprovalExpired$"},
+	{name: "two-person approval: the approve right not checked", file: "api/approvals.go",
+		from: "if !p.CanApprove(a.Channel) {", to: "if false {",
+		pkg: "./api/", run: "^TestApprovalAccess$"},
 }
