@@ -28,8 +28,15 @@ const (
 	// clock skew between effectd and the provider.
 	sweepSkew = 5 * time.Minute
 	// sweepMaxHeld is the most intents one sweep looks up at the provider one
-	// by one (Lister.Held): SENT intents whose effect the listing lacks.
+	// by one (Lister.Held): SENT intents whose effect the listing lacks, and
+	// intents claimed after the listing's end.
 	sweepMaxHeld = 200
+	// sweepLateListing is how far past its window the listing follows the
+	// window's intents claimed late (a retry, a resend): an intent claimed
+	// later still (an operator's resend hours on) is looked up one by one
+	// instead, so that one late claim never makes the listing span the
+	// provider's busiest hours and refuse the window as too large.
+	sweepLateListing = 15 * time.Minute
 	// sweepMaxUnsettled is the most unsettled intents outside the window one
 	// sweep considers as owners of the objects it joined to no intent.
 	sweepMaxUnsettled = 10_000
@@ -54,6 +61,9 @@ type sweptIntent struct {
 	claimed   *time.Time
 	leaseLive bool
 	inWindow  bool
+	// claimedLate: claimed after the listing's end, so its effect is looked
+	// up one by one (lookHeld) rather than listed.
+	claimedLate bool
 
 	match   string
 	listed  bool
@@ -105,9 +115,12 @@ func (d *Dispatcher) Sweep(ctx context.Context, channel string, since, until tim
 	for _, in := range intents {
 		in.inWindow = true
 		in.match, in.listed = lister.Match(in.payload)
-		if in.claimed != nil && in.claimed.After(listUntil) {
+		if in.claimed != nil && in.claimed.After(listUntil) && !in.claimed.After(until.Add(sweepLateListing)) {
 			listUntil = *in.claimed // a late send's object is listed too
 		}
+	}
+	for _, in := range intents {
+		in.claimedLate = in.claimed != nil && in.claimed.After(listUntil)
 	}
 	rep.ListedSince, rep.ListedUntil = since.Add(-sweepSkew).UTC(), listUntil.Add(sweepSkew).UTC()
 	objects, err := lister.List(ctx, rep.ListedSince, rep.ListedUntil)
@@ -205,15 +218,20 @@ func (d *Dispatcher) joinOutsideWindow(ctx context.Context, j *join, lister List
 }
 
 // lookHeld looks up at the provider, one by one and whatever their time, the
-// effects of the window's SENT intents whose effect the listing lacks (at
-// most sweepMaxHeld), so that an effect made after the listing's end (a
-// lookup that replayed the call) is not reported missing. Each found object
-// joins the intent; an intent with none is absent when the provider proved
-// it, else unsure, with the reason.
+// effects of the window's SENT intents whose effect the listing lacks, and of
+// its intents claimed after the listing's end whatever their status (at most
+// sweepMaxHeld in all), so that an effect made after the listing's end (a
+// lookup that replayed the call, an operator's resend hours later) is neither
+// reported missing nor left out. Each found object joins the intent; an
+// intent with none is absent when the provider proved it, else unsure, with
+// the reason.
 func lookHeld(ctx context.Context, lister Lister, j *join) {
 	looked := 0
 	for _, in := range j.intents {
-		if in.channel != j.channel || !in.inWindow || in.status != statemachine.Sent || !in.listed || len(in.objects) > 0 {
+		if in.channel != j.channel || !in.inWindow || !in.listed || len(in.objects) > 0 {
+			continue
+		}
+		if in.status != statemachine.Sent && !in.claimedLate {
 			continue
 		}
 		if looked == sweepMaxHeld {
@@ -427,37 +445,9 @@ func judge(in *sweptIntent, kind string, now time.Time) []effectdtype.Finding {
 	}
 	switch in.status {
 	case statemachine.Sending, statemachine.InDoubt, statemachine.Failed, statemachine.Skipped, statemachine.Cancelled, statemachine.Pending:
-		if len(in.objects) == 0 || (in.status == statemachine.Sending && in.leaseLive) {
-			break // nothing held, or a call in flight whose completion is coming
+		if u, ok := judgeNotSent(in, f, kind, now); ok {
+			out = append(out, u)
 		}
-		ref := in.objects[0].Ref
-		for _, o := range in.objects {
-			if o.Ref == f.ProviderRef {
-				ref = o.Ref
-			}
-		}
-		u := f
-		u.Kind = effectdtype.FindingUnsettled
-		withinKeyWindow := KeyWindow(kind) > 0 && !pastKeyWindow(kind, in.created, now)
-		switch in.status {
-		case statemachine.Sending, statemachine.InDoubt:
-			u.Operation = fmt.Sprintf("effectd intents resolve %d --as sent --ref %s --reason %q", in.id, ref, "sweep: the provider holds "+ref)
-		case statemachine.Pending:
-			u.Operation = fmt.Sprintf("the provider holds %s from an earlier call of this intent, which waits to be sent again: do not enqueue it again; ", ref)
-			if withinKeyWindow {
-				u.Operation += fmt.Sprintf("within the provider's %s key window its next call repeats with the intent's key and the provider answers with %s, which settles it SENT", KeyWindow(kind), ref)
-			} else {
-				u.Operation += fmt.Sprintf("its next call would apply it again: effectd intents cancel %d --reason %q before it is claimed", in.id, "sweep: the provider holds "+ref)
-			}
-		default: // FAILED, SKIPPED, CANCELLED
-			u.Operation = fmt.Sprintf("the provider holds %s although the intent is %s, and no operator event leads from %s to SENT: leave it %s and do not retry it, which would apply it again",
-				ref, in.status, in.status, in.status)
-			if withinKeyWindow && in.status != statemachine.Cancelled {
-				u.Operation = fmt.Sprintf("effectd intents retry %d --reason %q: within the provider's %s key window the call repeats with the intent's key and the provider answers with %s instead of applying it again, which settles it SENT",
-					in.id, "sweep: the provider holds "+ref, KeyWindow(kind), ref)
-			}
-		}
-		out = append(out, u)
 	case statemachine.Sent:
 		if in.inWindow && in.listed && len(in.objects) == 0 {
 			m := f
@@ -475,6 +465,54 @@ func judge(in *sweptIntent, kind string, now time.Time) []effectdtype.Finding {
 		}
 	}
 	return out
+}
+
+// judgeNotSent is the finding of an intent not settled as sent (SENDING,
+// IN_DOUBT, FAILED, SKIPPED, CANCELLED, PENDING): unsettled when the
+// provider holds its effect, uncertain when it was claimed after the
+// listing's end and its lookup proved nothing; none otherwise.
+func judgeNotSent(in *sweptIntent, f effectdtype.Finding, kind string, now time.Time) (effectdtype.Finding, bool) {
+	if in.status == statemachine.Sending && in.leaseLive {
+		return f, false // a call in flight whose completion is coming
+	}
+	if len(in.objects) == 0 {
+		if in.claimedLate && in.unsure != "" {
+			m := f
+			m.Kind = effectdtype.FindingUncertain
+			m.Operation = fmt.Sprintf("it was claimed after the listing's end and %s, so the provider may hold its effect: look it up at the provider before settling or retrying it",
+				in.unsure)
+			return m, true
+		}
+		return f, false // nothing held
+	}
+	ref := in.objects[0].Ref
+	for _, o := range in.objects {
+		if o.Ref == f.ProviderRef {
+			ref = o.Ref
+		}
+	}
+	u := f
+	u.Kind = effectdtype.FindingUnsettled
+	withinKeyWindow := KeyWindow(kind) > 0 && !pastKeyWindow(kind, in.created, now)
+	switch in.status {
+	case statemachine.Sending, statemachine.InDoubt:
+		u.Operation = fmt.Sprintf("effectd intents resolve %d --as sent --ref %s --reason %q", in.id, ref, "sweep: the provider holds "+ref)
+	case statemachine.Pending:
+		u.Operation = fmt.Sprintf("the provider holds %s from an earlier call of this intent, which waits to be sent again: do not enqueue it again; ", ref)
+		if withinKeyWindow {
+			u.Operation += fmt.Sprintf("within the provider's %s key window its next call repeats with the intent's key and the provider answers with %s, which settles it SENT", KeyWindow(kind), ref)
+		} else {
+			u.Operation += fmt.Sprintf("its next call would apply it again: effectd intents cancel %d --reason %q before it is claimed", in.id, "sweep: the provider holds "+ref)
+		}
+	default: // FAILED, SKIPPED, CANCELLED
+		u.Operation = fmt.Sprintf("the provider holds %s although the intent is %s, and no operator event leads from %s to SENT: leave it %s and do not retry it, which would apply it again",
+			ref, in.status, in.status, in.status)
+		if withinKeyWindow && in.status != statemachine.Cancelled {
+			u.Operation = fmt.Sprintf("effectd intents retry %d --reason %q: within the provider's %s key window the call repeats with the intent's key and the provider answers with %s instead of applying it again, which settles it SENT",
+				in.id, "sweep: the provider holds "+ref, KeyWindow(kind), ref)
+		}
+	}
+	return u, true
 }
 
 func deref(s *string) string {

@@ -148,3 +148,39 @@ func TestSweepOldSkippedOrRetriedOwnsItsObject(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepListsNotPastALateClaim: a refund intent created three hours ago
+// and claimed again only now (an operator's resend) left IN_DOUBT, with its
+// refund made now. The sweep of a window around its creation once listed
+// the provider up to the late claim — hours of other refunds, a listing
+// refused as too large at any window size. It now lists the window (and
+// claims up to sweepLateListing past it) and looks the late intent up one by
+// one: the refund is still found and reported as the intent's unsettled
+// effect, with the resolve that settles it.
+func TestSweepListsNotPastALateClaim(t *testing.T) {
+	r := newSweepRig(t)
+	ctx := context.Background()
+	id := r.plant(t, "pay", "resent-late", `{"type":"refund","payment_intent":"pi_sweep","amount":300}`, "IN_DOUBT", "")
+	r.age(t, id, 3*time.Hour)
+	if _, err := r.pool.Exec(ctx, `UPDATE effectd.intents SET claimed_at = now() WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	ref := r.refund(t, "pay:resent-late", "resent-late", id)
+
+	now := time.Now()
+	until := now.Add(-2 * time.Hour)
+	rep := r.sweepWindow(t, "pay", now.Add(-4*time.Hour), until)
+	if limit := until.Add(20 * time.Minute); rep.ListedUntil.After(limit) {
+		t.Errorf("listed until %s, past the window's end %s by %s: a late claim widened the listing",
+			rep.ListedUntil.Format(time.RFC3339), until.Format(time.RFC3339), rep.ListedUntil.Sub(until).Round(time.Second))
+	}
+	want := fmt.Sprintf("unsettled %d %s", id, ref)
+	if got := findings(rep); !slices.Contains(got, want) {
+		t.Fatalf("findings %q, want %q", got, want)
+	}
+	for _, f := range rep.Findings {
+		if f.IntentID == id && !strings.Contains(f.Operation, fmt.Sprintf("effectd intents resolve %d --as sent --ref %s", id, ref)) {
+			t.Errorf("unsettled finding of intent %d: operation %q, want the resolve as sent", id, f.Operation)
+		}
+	}
+}

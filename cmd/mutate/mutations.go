@@ -442,6 +442,13 @@ var mutations = []mutation{
 	{name: "citus: a week's partition laid over the days it overlaps", file: "migrations/016_partition_days.up.sql",
 		from: "SELECT greatest(first::timestamp AT TIME ZONE 'UTC', max(p.upper)) INTO lo", to: "SELECT first::timestamp AT TIME ZONE 'UTC' INTO lo",
 		pkg: "./migrations/", run: "^TestCitusPartitionsSpanWeeks$", tags: "citus"},
+	// Sweeps and late claims: the listing never follows a claim hours past the window; the late intent is looked up.
+	{name: "sweep: the listing follows a late claim however late", file: "dispatcher/sweep.go",
+		from: " && !in.claimed.After(until.Add(sweepLateListing)) {", to: " {",
+		pkg: "./dispatcher/", run: "^TestSweepListsNotPastALateClaim$"},
+	{name: "sweep: an intent claimed after the listing not looked up", file: "dispatcher/sweep.go",
+		from: "if in.status != statemachine.Sent && !in.claimedLate {", to: "if in.status != statemachine.Sent {",
+		pkg: "./dispatcher/", run: "^TestSweepListsNotPastALateClaim$"},
 	// Retention shorter than a day partition, in the distributed mode: pruned row by row, bucket by bucket.
 	{name: "citus: a channel's short retention not pruned", file: "internal/query/prune_bucket.sql",
 		from: "      AND i.updated_at < t.cutoff", to: "      AND false",
@@ -631,6 +638,9 @@ var mutations = []mutation{
 	{name: "checker: a bulk action's row applied to whichever intent has its id now", file: "dispatcher/operate.go",
 		from: "if x := op.Expect; x != nil && before.IdempotencyKey != x.Key {", to: "if x := op.Expect; false && x != nil {",
 		pkg: "./cmd/effectd/internal/chaos/", run: "^TestCheck$"},
+	{name: "checker: a bulk action's row applied to whichever intent has its id now (citus)", file: "dispatcher/bulk_bucket.go",
+		from: "r.IdempotencyKey != f.Key || ", to: "",
+		pkg: "./cmd/effectd/internal/chaos/", run: "^TestCitusCheck$", tags: "citus"},
 	// tracing (docs/tracing.md): the producer's trace context kept and followed
 	{name: "tracing: the attempt not a child of the producer's span", file: "dispatcher/tracing.go",
 		from: "ctx = trace.ContextWithRemoteSpanContext(ctx, sc)", to: "_ = sc",
@@ -681,15 +691,6 @@ var mutations = []mutation{
 	{name: "charts rollups: a completion on a bucket does not count a back-off (citus)", file: "internal/query/rollups_bucket.sql",
 		from: "('backoffs', 0, OLD = 'SENDING' AND r.status = 'PENDING'),", to: "('backoffs', 0, false),",
 		pkg: "./dispatcher/", run: "^TestCitusRollupsFollowCompletions$", tags: "citus"},
-	// storage mode (docs/configuration.md, "Storage mode"): decided once at
-	// start-up, an explicit mode the database is not in refused, a value
-	// database.storage does not know refused naming the field
-	{name: "storage: an explicit database.storage not checked against the database", file: "cmd/effectd/serve.go",
-		from: "if string(o.storage) != mode.String() {", to: "if false {",
-		pkg: "./cmd/effectd/", run: "^TestStorageMode$"},
-	{name: "storage: database.storage takes any value", file: "cmd/effectd/internal/config/database.go",
-		from: "case s != StorageAuto && s != StorageSingle && s != StorageCitus:", to: "case false:",
-		pkg: "./cmd/effectd/internal/config/", run: "^TestParseStorage$"},
 	// two-person approval (docs/console.md): never one's own request, never
 	// an expired one, only with the approve right on the channel
 	{name: "two-person approval: the requester may approve their own request", file: "dispatcher/approval.go",
@@ -704,4 +705,13 @@ var mutations = []mutation{
 	{name: "two-person approval: the approve right not checked", file: "api/approvals.go",
 		from: "if !p.CanApprove(a.Channel) {", to: "if false {",
 		pkg: "./api/", run: "^TestApprovalAccess$"},
+	// storage mode (docs/configuration.md, "Storage mode"): decided once at
+	// start-up, an explicit mode the database is not in refused, a value
+	// database.storage does not know refused naming the field
+	{name: "storage: an explicit database.storage not checked against the database", file: "cmd/effectd/serve.go",
+		from: "if string(o.storage) != mode.String() {", to: "if false {",
+		pkg: "./cmd/effectd/", run: "^TestStorageMode$"},
+	{name: "storage: database.storage takes any value", file: "cmd/effectd/internal/config/database.go",
+		from: "case s != StorageAuto && s != StorageSingle && s != StorageCitus:", to: "case false:",
+		pkg: "./cmd/effectd/internal/config/", run: "^TestParseStorage$"},
 }
