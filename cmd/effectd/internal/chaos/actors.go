@@ -153,6 +153,10 @@ func (l *Log) refused(ev string, err error) {
 }
 
 // refusal returns err's SQLSTATE and whether it is a refusal no retry cures.
+// Citus reports a worker connection lost inside a transaction (a worker
+// restarted under it) as XX000 "failure on connection marked as essential",
+// with no SQLSTATE of its own: that is the server going away, as 57 and 08
+// are on one node, and a producer retries it.
 func refusal(err error) (string, bool) {
 	var pg *pgconn.PgError
 	if !errors.As(err, &pg) {
@@ -160,6 +164,9 @@ func refusal(err error) (string, bool) {
 	}
 	switch pg.Code[:2] {
 	case "40", "57", "08":
+		return pg.Code, false
+	}
+	if pg.Code == "XX000" && strings.HasPrefix(pg.Message, "failure on connection marked as essential") {
 		return pg.Code, false
 	}
 	return pg.Code + " " + pg.Message, true
