@@ -53,26 +53,33 @@ func TestDropsExpiredPartitions(t *testing.T) {
 	if err := query.FoldSettledCounts(ctx, r.pool, effectdtype.SingleNode); err != nil { // the counts of the days to drop are folded, not only deltas
 		t.Fatal(err)
 	}
-	n, err := dispatcher.Prune(ctx, r.d)
-	if err != nil || n != 0 {
-		t.Fatalf("Prune = %d, %v; want no row deleted one by one", n, err)
-	}
 	day := func(d int) string { return time.Now().UTC().AddDate(0, 0, -d).Format("20060102") }
-	var left []string
-	rows, _ := r.pool.Query(ctx, `SELECT name FROM effectd.partitions WHERE upper <= now() ORDER BY name`)
-	for rows.Next() {
-		var s string
-		rows.Scan(&s)
-		left = append(left, s)
-	}
 	want := []string{
 		"attempts_p" + day(1), "attempts_p" + day(2), "attempts_p" + day(3),
 		"intents_p" + day(1), "intents_p" + day(2),
 		"provider_events_p" + day(1), "provider_events_p" + day(2), "provider_events_p" + day(3),
 	}
 	slices.Sort(want)
+	var left []string
+	// The running dispatcher's own reads of intents (its folds and gauges) can
+	// hold a lock past PartitionLockWait on a loaded machine: a prune then
+	// leaves the partitions for the next one (counted busy), as in production.
+	// Prune again until they are gone, each round deleting nothing row by row.
+	for round := 0; round < 20 && !slices.Equal(left, want); round++ {
+		n, err := dispatcher.Prune(ctx, r.d)
+		if err != nil || n != 0 {
+			t.Fatalf("Prune = %d, %v; want no row deleted one by one", n, err)
+		}
+		left = nil
+		rows, _ := r.pool.Query(ctx, `SELECT name FROM effectd.partitions WHERE upper <= now() ORDER BY name`)
+		for rows.Next() {
+			var s string
+			rows.Scan(&s)
+			left = append(left, s)
+		}
+	}
 	if !slices.Equal(left, want) {
-		t.Fatalf("partitions left of the past days: %v\nwant %v", left, want)
+		t.Fatalf("partitions left of the past days after 20 prunes: %v\nwant %v", left, want)
 	}
 	var tables int
 	r.pool.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = 'effectd' AND tablename ~ '_p[0-9]+$' AND tablename !~ $1`,
