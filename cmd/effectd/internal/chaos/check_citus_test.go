@@ -14,7 +14,8 @@ import (
 // loopback, in the distributed mode (make test-citus): producers write
 // producer.orders and enqueue with the bucket, at every isolation level,
 // with the moved clock (the intent and its key moved on their bucket's
-// shard), concurrent redeliveries, the rolled-back batch, operators,
+// shard), concurrent redeliveries, enqueue_many batches and cancels with
+// the bucket, the rolled-back batch, operators,
 // callbacks and Stripe events through the ingress, an id reused before a
 // callback, and sweeps, under SIGKILL, SIGSTOP and worker restarts (no
 // retention rounds: see docs/checker.md); every invariant judged.

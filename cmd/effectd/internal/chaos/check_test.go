@@ -10,8 +10,8 @@ import (
 // TestCheck is the randomized checker's short run in `make test`: two fixed
 // seeds and one drawn from the clock (printed), each 300 events over 8s on 2
 // instances with every fault but the failover and every actor (isolation
-// levels, a moved clock, concurrent redeliveries, a rolled-back batch of
-// 8,000 enqueues, operators, retention rounds racing a requeue, Twilio
+// levels, a moved clock, concurrent redeliveries, enqueue_many batches and
+// producers' cancels, a rolled-back batch of 8,000 enqueues, operators, retention rounds racing a requeue, Twilio
 // callbacks and Stripe events through the ingress, an id handed to another
 // intent before a callback, sweeps), then every invariant judged. The long
 // run is `effectd check --events 100000` (docs/checker.md).
