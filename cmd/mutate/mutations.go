@@ -638,9 +638,6 @@ var mutations = []mutation{
 	{name: "checker: a bulk action's row applied to whichever intent has its id now", file: "dispatcher/operate.go",
 		from: "if x := op.Expect; x != nil && before.IdempotencyKey != x.Key {", to: "if x := op.Expect; false && x != nil {",
 		pkg: "./cmd/effectd/internal/chaos/", run: "^TestCheck$"},
-	{name: "checker: a bulk action's row applied to whichever intent has its id now (citus)", file: "dispatcher/bulk_bucket.go",
-		from: "r.IdempotencyKey != f.Key || ", to: "",
-		pkg: "./cmd/effectd/internal/chaos/", run: "^TestCitusCheck$", tags: "citus"},
 	// tracing (docs/tracing.md): the producer's trace context kept and followed
 	{name: "tracing: the attempt not a child of the producer's span", file: "dispatcher/tracing.go",
 		from: "ctx = trace.ContextWithRemoteSpanContext(ctx, sc)", to: "_ = sc",
