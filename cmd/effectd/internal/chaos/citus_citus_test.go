@@ -111,7 +111,7 @@ func citusDedupe(ctx context.Context, t *testing.T, in Inspection) {
 		t.Fatal(err)
 	}
 	var inserted bool
-	if err := tx.QueryRow(ctx, citusEnqueueSQL, ev, ch, payload, bucket).Scan(&inserted); err != nil {
+	if err := tx.QueryRow(ctx, citusEnqueueSQL, ev, ch, payload, bucket, nil).Scan(&inserted); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -127,7 +127,7 @@ func citusDedupe(ctx context.Context, t *testing.T, in Inspection) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	if err := tx.QueryRow(ctx, citusEnqueueSQL, ev, ch, payload, other).Scan(&inserted); err != nil {
+	if err := tx.QueryRow(ctx, citusEnqueueSQL, ev, ch, payload, other, nil).Scan(&inserted); err != nil {
 		t.Logf("the same event under bucket %d (its own is %d): refused: %v", other, bucket, err)
 		return
 	}
