@@ -150,9 +150,13 @@ func notifyScenario(t *testing.T, pool *pgxpool.Pool, buckets int) []string {
 		created.Add(24*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
+	mode := effectdtype.SingleNode
+	if buckets > 0 {
+		mode = effectdtype.Citus
+	}
 	operate := func(id int64, ev statemachine.Event) {
 		t.Helper()
-		if _, _, err := dispatcher.Operate(ctx, pool, effectdtype.Citus, dispatcher.Operation{IntentID: id, Event: ev, Actor: "test", Reason: "test", Force: true}); err != nil {
+		if _, _, err := dispatcher.Operate(ctx, pool, mode, dispatcher.Operation{IntentID: id, Event: ev, Actor: "test", Reason: "test", Force: true}); err != nil {
 			t.Fatalf("%s %d: %v", ev, id, err)
 		}
 	}
@@ -180,7 +184,7 @@ func notifyScenario(t *testing.T, pool *pgxpool.Pool, buckets int) []string {
 	if err != nil || snap.Matched != 1 {
 		t.Fatalf("freeze: %+v, %v", snap, err)
 	}
-	if res, err := dispatcher.ApplyBulk(ctx, pool, effectdtype.Citus, dispatcher.BulkApply{Snapshot: snap.Snapshot, Actor: "test"}); err != nil || res.Applied != 1 {
+	if res, err := dispatcher.ApplyBulk(ctx, pool, mode, dispatcher.BulkApply{Snapshot: snap.Snapshot, Actor: "test"}); err != nil || res.Applied != 1 {
 		t.Fatalf("apply: %+v, %v", res, err)
 	}
 	for range 2 { // the repeat changes nothing
