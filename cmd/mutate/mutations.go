@@ -388,7 +388,7 @@ var mutations = []mutation{
 		from: "if len(in.objects) > 1 {", to: "if len(in.objects) > 2 {",
 		pkg: "./dispatcher/", run: "^TestSweepFindsEveryPlantedDiscrepancy$"},
 	{name: "sweep: a call in flight under a live lease reported unsettled", file: "dispatcher/sweep.go",
-		from: "(in.status == statemachine.Sending && in.leaseLive)", to: "false",
+		from: "if in.status == statemachine.Sending && in.leaseLive {", to: "if false {",
 		pkg: "./dispatcher/", run: "^TestSweepFindsEveryPlantedDiscrepancy$"},
 	{name: "sweep: an object of an intent created before the window taken for an orphan", file: "dispatcher/sweep.go",
 		from: "if len(unmatched) > 0 {", to: "if false {",
