@@ -102,28 +102,29 @@ func (pr *pruner) prune(ctx context.Context) (int64, error) {
 // In the distributed mode it goes bucket by bucket (query.PruneBucket): a
 // statement that locked rows across shards would be refused.
 func (pr *pruner) pruneChannel(ctx context.Context, db query.DB, channel string, keep time.Duration) (int64, error) {
-	batch := func() (int64, error) { return query.Prune(ctx, db, channel, pruneBatch, keep) }
-	buckets := []int{0}
-	if pr.d.buckets != nil {
-		buckets = make([]int, pr.d.buckets.buckets)
-		for b := range buckets {
-			buckets[b] = b
-		}
+	if pr.d.buckets == nil {
+		return pruneInBatches(ctx, func() (int64, error) { return query.Prune(ctx, db, channel, pruneBatch, keep) })
 	}
 	var total int64
-	for _, b := range buckets {
-		if pr.d.buckets != nil {
-			batch = func() (int64, error) { return query.PruneBucket(ctx, db, channel, pruneBatch, keep, b) }
+	for b := range pr.d.buckets.buckets {
+		n, err := pruneInBatches(ctx, func() (int64, error) { return query.PruneBucket(ctx, db, channel, pruneBatch, keep, b) })
+		total += n
+		if err != nil {
+			return total, err
 		}
-		for ctx.Err() == nil {
-			n, err := batch()
-			total += n
-			if err != nil {
-				return total, err
-			}
-			if n < pruneBatch {
-				break
-			}
+	}
+	return total, nil
+}
+
+// pruneInBatches runs batch until it deletes fewer than pruneBatch rows or
+// ctx ends, and returns how many rows it deleted.
+func pruneInBatches(ctx context.Context, batch func() (int64, error)) (int64, error) {
+	var total int64
+	for ctx.Err() == nil {
+		n, err := batch()
+		total += n
+		if err != nil || n < pruneBatch {
+			return total, err
 		}
 	}
 	return total, ctx.Err()
