@@ -181,21 +181,13 @@ func (cl *claimer) claimRound(ctx context.Context) (total int, full, blocked boo
 func (cl *claimer) claim(ctx context.Context, ch *channel, n int) ([]claimed, time.Duration, error) {
 	p := ch.policy.Load()
 	// The lease starts at the database's now(), no earlier than this moment on
-	// our clock: a deadline counted from here ends inside it.
-	deadline := time.Now().Add(p.Lease.D() * leaseUsableTenths / 10)
+	// our clock: a deadline counted from here ends inside it, the channel's
+	// grace after the call before the lease ends, so that the reconciler looks
+	// up only once the provider can no longer be acting on the call.
+	deadline := time.Now().Add(p.Lease.D() - p.GraceAfterCall())
 	params := query.ClaimParams{Channel: ch.Name, Lease: p.Lease.D(), Limit: n,
 		RatePerSecond: p.RatePerSecond, Burst: burst(p.RatePerSecond)}
-	var rows []query.Claimed
-	var avail float64
-	var err error
-	if cl.d.buckets != nil {
-		rows, avail, err = cl.claimBuckets(ctx, params)
-	} else {
-		err = cl.conn.use(ctx, func(db query.TxDB) (err error) {
-			rows, avail, err = query.Claim(ctx, db, params)
-			return err
-		})
-	}
+	rows, avail, err := cl.d.store.Claim(ctx, cl.conn.use, params)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -213,42 +205,8 @@ func (cl *claimer) claim(ctx context.Context, ch *channel, n int) ([]claimed, ti
 	return out, wait, nil
 }
 
-// claimBuckets claims up to p.Limit intents of the buckets this instance
-// holds, one single-shard claim per bucket, starting at a bucket that moves
-// on every round so that none is always served last; avail is the channel's
-// tokens as the last claim saw them.
-func (cl *claimer) claimBuckets(ctx context.Context, p query.ClaimParams) (rows []query.Claimed, avail float64, err error) {
-	owned := cl.d.buckets.Owned()
-	cl.turn++
-	for i := range owned {
-		if p.Limit <= 0 {
-			break
-		}
-		b := owned[(i+cl.turn)%len(owned)]
-		var got []query.Claimed
-		var left float64
-		err := cl.conn.use(ctx, func(db query.TxDB) (err error) {
-			got, left, err = query.ClaimBucket(ctx, db, p, int64(b))
-			return err
-		})
-		if err != nil {
-			return rows, avail, err
-		}
-		rows, avail = append(rows, got...), left
-		p.Limit -= len(got)
-		if p.RatePerSecond > 0 && left-float64(len(got)) < 1 {
-			break // the channel's tokens are spent
-		}
-	}
-	return rows, avail, nil
-}
-
 // minCallTime is the least time left on a lease for a call to start.
 const minCallTime = 100 * time.Millisecond
-
-// leaseUsableTenths is the tenths of a lease a call may use: it must end before the
-// lease does, with room to spare for the write of its outcome.
-const leaseUsableTenths = 9
 
 // job is one claimed intent handed to a worker.
 type job struct {

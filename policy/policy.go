@@ -52,7 +52,10 @@ const (
 
 // The bounds Validate holds a policy to.
 const (
-	MinLease       = Duration(time.Second)
+	MinLease = Duration(time.Second)
+	// MinCallTime is the least of a lease that lookup_grace must leave for
+	// the call itself.
+	MinCallTime    = Duration(500 * time.Millisecond)
 	MaxConcurrency = 10000
 	MinRetention   = Duration(time.Hour)
 	MinSweepEvery  = Duration(time.Minute)
@@ -76,10 +79,13 @@ type Policy struct {
 	Lease          Duration `json:"lease" yaml:"lease"`                     // a SENDING row older than this is in doubt [DefaultLease]
 	InDoubt        string   `json:"in_doubt" yaml:"in_doubt"`               // InDoubt… [DefaultInDoubt; DefaultWebhookInDoubt]
 	LookupFallback string   `json:"lookup_fallback" yaml:"lookup_fallback"` // when a lookup cannot tell [DefaultLookupFallback]
-	MaxAge         Duration `json:"max_age" yaml:"max_age"`                 // older than this when due: SKIPPED [0: no limit]
-	RatePerSecond  float64  `json:"rate_per_second" yaml:"rate_per_second"` // shared by all instances [0: no limit]
-	Concurrency    int      `json:"concurrency" yaml:"concurrency"`         // in-flight calls per instance [DefaultConcurrency]
-	Retention      Duration `json:"retention" yaml:"retention"`             // terminal rows kept at least this long [DefaultRetention]
+	// LookupGrace is how long the provider may still act on a request after
+	// effectd stopped waiting for it (GraceAfterCall) [0: a tenth of the lease].
+	LookupGrace   Duration `json:"lookup_grace" yaml:"lookup_grace"`
+	MaxAge        Duration `json:"max_age" yaml:"max_age"`                 // older than this when due: SKIPPED [0: no limit]
+	RatePerSecond float64  `json:"rate_per_second" yaml:"rate_per_second"` // shared by all instances [0: no limit]
+	Concurrency   int      `json:"concurrency" yaml:"concurrency"`         // in-flight calls per instance [DefaultConcurrency]
+	Retention     Duration `json:"retention" yaml:"retention"`             // terminal rows kept at least this long [DefaultRetention]
 	// DedupeDays is the dedupe horizon in UTC days: a redelivery of an event
 	// within it never makes a second intent, even after the first intent's
 	// row was pruned. At least the retention in whole days, which is also
@@ -119,6 +125,20 @@ func (s SweepSchedule) WindowOrEvery() Duration {
 		return s.Every
 	}
 	return s.Window
+}
+
+// GraceAfterCall is how long the provider may still act on a request after
+// effectd stopped waiting for it: LookupGrace, or a tenth of the lease when
+// that is 0. A call's deadline is this much before its lease ends, and a call
+// that may have sent keeps its row SENDING this long after it ended, so the
+// reconciler looks up no sooner than this after the last request could have
+// reached the provider: a lookup's "absent" is then proof, not a race with a
+// provider still making the object.
+func (p Policy) GraceAfterCall() time.Duration {
+	if p.LookupGrace == 0 {
+		return p.Lease.D() / 10
+	}
+	return p.LookupGrace.D()
 }
 
 // RetentionDays is the retention rounded up to whole days.
@@ -181,6 +201,10 @@ func (p Policy) Validate() error {
 		return bad("backoff.max", "must be at least backoff.base")
 	case p.Lease < MinLease:
 		return bad("lease", "must be at least "+MinLease.Short())
+	case p.LookupGrace < 0:
+		return bad("lookup_grace", "must not be negative")
+	case p.LookupGrace > 0 && p.Lease-p.LookupGrace < MinCallTime:
+		return bad("lookup_grace", "must leave at least "+MinCallTime.Short()+" of the lease ("+p.Lease.Short()+") for the call, got "+p.LookupGrace.Short())
 	case !slices.Contains([]string{InDoubtLookup, InDoubtResend, InDoubtSkip, InDoubtManual}, p.InDoubt):
 		return bad("in_doubt", "must be lookup, resend, skip or manual, got "+quoteShort(p.InDoubt))
 	case !slices.Contains([]string{InDoubtResend, InDoubtSkip, InDoubtManual}, p.LookupFallback):

@@ -165,7 +165,7 @@ var mutations = []mutation{
 
 	// Leases and the reconciler.
 	{name: "lease: call deadline past the lease", file: "dispatcher/claim.go",
-		from: "deadline := time.Now().Add(p.Lease.D() * leaseUsableTenths / 10)", to: "deadline := time.Now().Add(p.Lease.D() * 3)",
+		from: "deadline := time.Now().Add(p.Lease.D() - p.GraceAfterCall())", to: "deadline := time.Now().Add(p.Lease.D() * 3)",
 		pkg: "./dispatcher/", run: "^TestStalledWorkerDoesNotCallLate$"},
 	{name: "lease: late worker calls anyway", file: "dispatcher/claim.go",
 		from: "if time.Until(c.deadline) < minCallTime {", to: "if false {",
