@@ -42,7 +42,6 @@ type claimer struct {
 	loop
 	d        *Dispatcher
 	batch    int           // most rows one claim takes
-	turn     int           // distributed mode: which owned bucket claims first
 	idleWait time.Duration // longest sleep when nothing is due and no NOTIFY arrives
 	conn     heldConn      // claims and the wake-up flag run on it
 	// waitingSet is when this claimer last set the wake-up flag

@@ -20,7 +20,7 @@ type completion struct {
 	attempts    int32
 	channel     string
 	event       statemachine.Event // ignored when stayInDoubt
-	stayInDoubt bool               // keep SENDING with the lease ended: the reconciler settles it
+	stayInDoubt bool               // keep SENDING, the lease ending the channel's grace after the call: the reconciler settles it then
 	outcome     string             // recorded on the attempt row
 	ref, err    string
 	logErr      string    // err with the channel's redacted payload values masked; empty: err quotes no payload
@@ -93,14 +93,10 @@ const (
 )
 
 // writeCompletions applies a batch as fenced compare-and-sets. Outcomes are
-// written even while shutting down, with a bounded, uncancelled context. In
-// the distributed mode each bucket's outcomes are written by a statement of
-// their own, on the bucket's shard.
+// written even while shutting down, with a bounded, uncancelled context. Each
+// bucket's outcomes are written by a statement of their own, on the bucket's
+// shard in the distributed mode (one PostgreSQL's rows are all of bucket 0).
 func (d *Dispatcher) writeCompletions(conn *heldConn, batch []completion) {
-	if d.buckets == nil {
-		d.writeBucket(conn, batch)
-		return
-	}
 	byBucket := map[int64][]completion{}
 	for _, c := range batch {
 		byBucket[c.bucket] = append(byBucket[c.bucket], c)
@@ -110,8 +106,7 @@ func (d *Dispatcher) writeCompletions(conn *heldConn, batch []completion) {
 	}
 }
 
-// writeBucket is writeCompletions for a batch of one bucket (all of them, in
-// single-node mode).
+// writeBucket is writeCompletions for a batch of one bucket.
 func (d *Dispatcher) writeBucket(conn *heldConn, batch []completion) {
 	fenced, err := d.complete(conn, batch, true)
 	if err != nil {
@@ -155,6 +150,7 @@ func (d *Dispatcher) complete(conn *heldConn, batch []completion, recheck bool) 
 		}
 		if c.stayInDoubt {
 			q.Status = string(statemachine.Sending)
+			q.LookAfter = d.byName[c.channel].policy.Load().GraceAfterCall()
 			b.Add(q)
 			continue
 		}
@@ -210,11 +206,7 @@ const (
 func (d *Dispatcher) runComplete(ctx context.Context, conn *heldConn, b *query.CompleteBatch, recheck bool, bucket int64) (map[attemptKey]fence, error) {
 	var rows []query.Fenced
 	err := conn.use(ctx, func(db query.TxDB) (err error) {
-		if d.buckets != nil {
-			rows, err = query.CompleteBucket(ctx, db, b, recheck, bucket)
-		} else {
-			rows, err = query.Complete(ctx, db, b, recheck)
-		}
+		rows, err = d.store.Complete(ctx, db, b, recheck, bucket)
 		return err
 	})
 	if err != nil {

@@ -11,6 +11,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/storage"
 )
 
 // Config configures a Dispatcher. A zero field takes the Default constant
@@ -153,17 +156,19 @@ type Dispatcher struct {
 	slot   chan struct{} // a call finished: a channel may have room
 	settle chan struct{} // a maybe-sent call wants settling now
 
-	workers    *workers      // claim.go
-	completers *completers   // complete.go
-	claimer    *claimer      // claim.go
-	listener   *listener     // listen.go
-	reconciler *reconciler   // reconcile.go
-	refresher  *refresher    // refresh.go
-	pruner     *pruner       // prune.go
-	poller     *poller       // poll.go
-	folder     *folder       // counts.go
-	sweeper    *sweeper      // sweep_schedule.go
-	buckets    *bucketLeases // buckets.go; nil in single-node mode
+	workers    *workers       // claim.go
+	completers *completers    // complete.go
+	claimer    *claimer       // claim.go
+	listener   *listener      // listen.go
+	reconciler *reconciler    // reconcile.go
+	refresher  *refresher     // refresh.go
+	pruner     *pruner        // prune.go
+	poller     *poller        // poll.go
+	folder     *folder        // counts.go
+	sweeper    *sweeper       // sweep_schedule.go
+	buckets    *bucketLeases  // buckets.go; nil in single-node mode
+	leaseLoops []service      // the bucket leases' service in the distributed mode, last to stop
+	store      storage.Engine // every statement that differs by storage mode
 
 	started  bool
 	stopOnce sync.Once
@@ -225,10 +230,14 @@ func New(pool *pgxpool.Pool, cfg Config) (*Dispatcher, error) {
 	d.poller = &poller{d: d, interval: cfg.DeliveryPollInterval}
 	d.folder = &folder{d: d}
 	d.sweeper = newSweeper(d)
+	mode, leases := effectdtype.SingleNode, storage.Leases{Buckets: cfg.Buckets}
 	if cfg.Buckets > 0 {
+		mode = effectdtype.Citus
 		d.buckets = newBucketLeases(pool, cfg.Buckets, cfg.BucketLease, nil, cfg.Registerer)
 		d.buckets.log = d.logDB
+		d.leaseLoops, leases.Owned = []service{d.buckets}, d.buckets.Owned
 	}
+	d.store = storage.New(mode, pool, leases)
 	return d, nil
 }
 
@@ -236,11 +245,8 @@ func New(pool *pgxpool.Pool, cfg Config) (*Dispatcher, error) {
 // the claimer first, so that no call starts once Stop has begun.
 func (d *Dispatcher) loops() []service {
 	s := []service{d.claimer, d.listener, d.reconciler, d.refresher, d.pruner, d.poller, d.folder, d.sweeper}
-	if d.buckets != nil {
-		// last: its leases are given up once nothing claims any more
-		s = append(s, d.buckets)
-	}
-	return s
+	// last: the bucket leases are given up once nothing claims any more
+	return append(s, d.leaseLoops...)
 }
 
 // Start reads the channels' effective policies and starts dispatching. It

@@ -4,9 +4,4 @@ import "github.com/effectd/effectd/effectdtype"
 
 // Storage is the storage mode d runs in, as Config.Buckets set it at start-up:
 // Citus with buckets, SingleNode without.
-func (d *Dispatcher) Storage() effectdtype.Storage {
-	if d.buckets != nil {
-		return effectdtype.Citus
-	}
-	return effectdtype.SingleNode
-}
+func (d *Dispatcher) Storage() effectdtype.Storage { return d.store.Mode() }

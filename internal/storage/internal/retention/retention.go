@@ -1,0 +1,144 @@
+package retention
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectd/effectd/internal/query"
+)
+
+// InBatches runs batch until it deletes fewer than size rows or ctx ends,
+// and returns how many rows it deleted.
+func InBatches(ctx context.Context, size int, batch func() (int64, error)) (int64, error) {
+	var total int64
+	for ctx.Err() == nil {
+		n, err := batch()
+		total += n
+		if err != nil || n < int64(size) {
+			return total, err
+		}
+	}
+	return total, ctx.Err()
+}
+
+// dedupeKeysBatch is how many dedupe keys one DELETE removes.
+const dedupeKeysBatch = 10000
+
+// PruneDedupeKeys deletes the dedupe keys (migration 017) whose channel's
+// horizon ended before today (UTC) and whose intents partition is gone, a
+// batch at a time, in each of scopes (a bucket's shard, or nil: every row),
+// and returns how many it deleted. A key outlives its intent: while the
+// oldest intents partition remains (held by a live row, say), the keys of its
+// days and later stay.
+func PruneDedupeKeys(ctx context.Context, pool *pgxpool.Pool, now time.Time, scopes []*int) (int64, error) {
+	bound, ok, err := query.DedupeKeysBound(ctx, pool)
+	if err != nil || !ok {
+		return 0, err
+	}
+	today := now.UTC().Truncate(24 * time.Hour)
+	var total int64
+	for _, bucket := range scopes {
+		n, err := InBatches(ctx, dedupeKeysBatch, func() (int64, error) {
+			return query.PruneDedupeKeys(ctx, pool, today, bound, dedupeKeysBatch, bucket)
+		})
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// dropTogetherTries is how many times DropTogether tries to take the
+// partitioned tables' locks at once (query.DropTogether) before it gives up
+// with query.ErrPartitionBusy.
+const dropTogetherTries = 3
+
+// partitionCheckedKey keys, in a test's context, a func(query.Partition)
+// that DropOneByOne calls between the first check of a partition and its drop.
+type partitionCheckedKey struct{}
+
+// WithPartitionChecked returns ctx carrying f for DropOneByOne.
+func WithPartitionChecked(ctx context.Context, f func(query.Partition)) context.Context {
+	return context.WithValue(ctx, partitionCheckedKey{}, f)
+}
+
+// DropOneByOne drops the partitions that ended more than horizon ago each on
+// its own, concurrently where PostgreSQL allows it (query.DropPartition).
+// The first check of an intents partition is made while writers still reach
+// it; query.DropPartition checks it again in the transaction that drops it,
+// once none can, and keeps it (counted held) when a row became live in
+// between.
+func DropOneByOne(ctx context.Context, pool *pgxpool.Pool, horizon time.Duration) (dropped []query.Partition, held int, err error) {
+	err = dropEach(ctx, pool, horizon, func(p query.Partition) error {
+		if checked, ok := ctx.Value(partitionCheckedKey{}).(func(query.Partition)); ok {
+			checked(p) // a test's change between the first check and the drop
+		}
+		return query.DropPartition(ctx, pool, p, horizon)
+	}, &dropped, &held)
+	return dropped, held, err
+}
+
+// DropTogether detaches and forgets in one transaction (query.DropTogether)
+// what DropOneByOne would drop, after a dry run on pool: the tables' locks
+// stop every producer for a moment, and are not taken at a prune that has
+// nothing to drop. The tables detached are left to query.DropDetachedTables.
+// It returns query.ErrPartitionBusy when the locks were not free.
+func DropTogether(ctx context.Context, pool *pgxpool.Pool, horizon time.Duration) (dropped []query.Partition, held int, err error) {
+	var none []query.Partition
+	if err := dropEach(ctx, pool, horizon, func(query.Partition) error { return errSomething }, &none, &held); !errors.Is(err, errSomething) {
+		return nil, held, err
+	}
+	err = query.DropTogether(ctx, pool, dropTogetherTries, func(tx pgx.Tx) error {
+		dropped, held = nil, 0 // a try that gave up changed nothing
+		return dropEach(ctx, tx, horizon, func(p query.Partition) error { return query.DetachForget(ctx, tx, p) }, &dropped, &held)
+	})
+	return dropped, held, err
+}
+
+// errSomething stops a dry run of dropEach at the first partition it would
+// drop.
+var errSomething = errors.New("a partition to drop")
+
+// dropEach lists on db the partitions that ended more than horizon ago and
+// drops each with drop, intents first and each unless it is held, then the
+// attempts and provider events partitions the intents left allow, adding
+// them to dropped and the intents partitions held (by this check, or by
+// drop's own: query.ErrPartitionLive) to held.
+func dropEach(ctx context.Context, db query.DB, horizon time.Duration, drop func(query.Partition) error, dropped *[]query.Partition, held *int) error {
+	for _, intents := range []bool{true, false} {
+		expired, err := query.ExpiredPartitions(ctx, db, horizon)
+		if err != nil {
+			return err
+		}
+		for _, p := range expired {
+			if (p.Parent == "intents") != intents {
+				continue
+			}
+			if intents {
+				keep, err := query.PartitionHeld(ctx, db, p.Name, horizon)
+				if err != nil {
+					return err
+				}
+				if keep {
+					*held++
+					continue
+				}
+			}
+			err := drop(p)
+			if errors.Is(err, query.ErrPartitionLive) {
+				*held++
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			*dropped = append(*dropped, p)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,117 @@
+package onenode
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/storage/internal/retention"
+)
+
+// pollLockKey lets one instance at a time poll deliveries.
+const pollLockKey = 0x65666671 // "effq"
+
+// Store is storage on one PostgreSQL.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// New returns the store on pool.
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// Mode is effectdtype.SingleNode.
+func (s *Store) Mode() effectdtype.Storage { return effectdtype.SingleNode }
+
+// Claim takes due intents in one statement (query.Claim).
+func (s *Store) Claim(ctx context.Context, run func(context.Context, func(query.TxDB) error) error, p query.ClaimParams) (rows []query.Claimed, avail float64, err error) {
+	err = run(ctx, func(db query.TxDB) (err error) {
+		rows, avail, err = query.Claim(ctx, db, p)
+		return err
+	})
+	return rows, avail, err
+}
+
+// Complete writes b (query.Complete); every row is of bucket 0.
+func (s *Store) Complete(ctx context.Context, db query.TxDB, b *query.CompleteBatch, recheck bool, _ int64) ([]query.Fenced, error) {
+	return query.Complete(ctx, db, b, recheck)
+}
+
+// TakeExpired takes expired leases in one statement (query.TakeExpired).
+func (s *Store) TakeExpired(ctx context.Context, run func(context.Context, func(query.TxDB) error) error, n int, channels []string, lease time.Duration) (taken []query.Unsettled, err error) {
+	err = run(ctx, func(db query.TxDB) (err error) {
+		taken, err = query.TakeExpired(ctx, db, n, channels, lease)
+		return err
+	})
+	return taken, err
+}
+
+// Settle applies st (query.Settle).
+func (s *Store) Settle(ctx context.Context, db query.DB, st query.Settlement, _ int64) (bool, error) {
+	return query.Settle(ctx, db, st)
+}
+
+// EventIntent locks the event's intent (query.EventIntent).
+func (s *Store) EventIntent(ctx context.Context, tx pgx.Tx, channel string, o query.EventObject) (query.EventTarget, error) {
+	return query.EventIntent(ctx, tx, channel, o)
+}
+
+// SettleByEvent applies st (query.SettleByEvent).
+func (s *Store) SettleByEvent(ctx context.Context, tx pgx.Tx, _ query.EventTarget, st query.EventSettlement) (bool, error) {
+	return query.SettleByEvent(ctx, tx, st)
+}
+
+// SetDelivery applies c (query.SetDelivery).
+func (s *Store) SetDelivery(ctx context.Context, tx pgx.Tx, _ query.EventTarget, c query.DeliveryChange) (bool, error) {
+	return query.SetDelivery(ctx, tx, c)
+}
+
+// LockPolls takes the advisory lock that lets one instance at a time poll.
+func (s *Store) LockPolls(ctx context.Context, conn query.DB) (unlock func(), ok bool, err error) {
+	if got, err := query.TryLock(ctx, conn, pollLockKey); err != nil || !got {
+		return nil, false, err
+	}
+	return func() { query.Unlock(context.WithoutCancel(ctx), conn, pollLockKey) }, true, nil
+}
+
+// PollDue lists the intents whose poll is due (query.PollDue).
+func (s *Store) PollDue(ctx context.Context, db query.DB, channel string, delays []time.Duration, limit int) ([]query.DuePoll, error) {
+	return query.PollDue(ctx, db, channel, delays, limit)
+}
+
+// RecordPoll records p (query.RecordPoll).
+func (s *Store) RecordPoll(ctx context.Context, db query.DB, p query.Poll, _ int64) (bool, error) {
+	return query.RecordPoll(ctx, db, p)
+}
+
+// Prune deletes channel's expired terminal intents in batches (query.Prune).
+func (s *Store) Prune(ctx context.Context, db query.DB, channel string, keep time.Duration, batch int) (int64, error) {
+	return retention.InBatches(ctx, batch, func() (int64, error) { return query.Prune(ctx, db, channel, batch, keep) })
+}
+
+// PruneDedupeKeys prunes the dedupe keys of every channel.
+func (s *Store) PruneDedupeKeys(ctx context.Context, now time.Time) (int64, error) {
+	return retention.PruneDedupeKeys(ctx, s.pool, now, []*int{nil})
+}
+
+// DropExpiredPartitions detaches and forgets the expired partitions in one
+// transaction under the three tables' locks (retention.DropTogether), so that
+// the sessions using the tables plan their statements again once, not at
+// every step of every partition, and the checks of what is held see no row
+// change; then it drops their tables (query.DropDetachedTables, which also
+// drops any a crash left detached). When those locks are not free, it drops
+// the partitions one by one (retention.DropOneByOne).
+func (s *Store) DropExpiredPartitions(ctx context.Context, horizon time.Duration) (dropped []query.Partition, held int, err error) {
+	dropped, held, err = retention.DropTogether(ctx, s.pool, horizon)
+	if errors.Is(err, query.ErrPartitionBusy) {
+		dropped, held, err = retention.DropOneByOne(ctx, s.pool, horizon)
+	}
+	if err == nil {
+		_, err = query.DropDetachedTables(ctx, s.pool)
+	}
+	return dropped, held, err
+}

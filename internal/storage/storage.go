@@ -1,0 +1,89 @@
+package storage
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/storage/citus"
+	"github.com/effectd/effectd/internal/storage/internal/retention"
+	"github.com/effectd/effectd/internal/storage/onenode"
+)
+
+// Runner runs fn on a connection the caller holds (the dispatcher's held
+// connections); a store runs one statement per call of fn.
+type Runner = func(ctx context.Context, fn func(db query.TxDB) error) error
+
+// Engine is what the dispatcher's loops ask of storage: claiming, completing,
+// settling expired leases, provider events and delivery polls, and retention.
+// Rows carry their bucket (0 on one PostgreSQL); a method taking a bucket acts
+// on that bucket's shard in the distributed mode.
+type Engine interface {
+	// Mode is the storage mode the store implements.
+	Mode() effectdtype.Storage
+	// Claim takes up to p.Limit due PENDING intents of p.Channel to SENDING
+	// under a lease, skipping rows another transaction holds; avail is the
+	// channel's rate tokens as the last claim saw them.
+	Claim(ctx context.Context, run Runner, p query.ClaimParams) (rows []query.Claimed, avail float64, err error)
+	// Complete writes a batch of outcomes of one bucket as fenced
+	// compare-and-sets (query.Complete) and returns the completions not applied.
+	Complete(ctx context.Context, db query.TxDB, b *query.CompleteBatch, recheck bool, bucket int64) ([]query.Fenced, error)
+	// TakeExpired takes up to n SENDING intents of channels whose lease
+	// expired, extending their lease by lease.
+	TakeExpired(ctx context.Context, run Runner, n int, channels []string, lease time.Duration) ([]query.Unsettled, error)
+	// Settle applies a settlement of an expired lease, fenced on the intent's
+	// key, status and attempts (query.Settle).
+	Settle(ctx context.Context, db query.DB, s query.Settlement, bucket int64) (applied bool, err error)
+	// EventIntent locks the intent a provider event is about (query.EventIntent).
+	EventIntent(ctx context.Context, tx pgx.Tx, channel string, o query.EventObject) (query.EventTarget, error)
+	// SettleByEvent applies a provider event's settlement to in, fenced on its key.
+	SettleByEvent(ctx context.Context, tx pgx.Tx, in query.EventTarget, s query.EventSettlement) (bool, error)
+	// SetDelivery applies a provider event's delivery change to in.
+	SetDelivery(ctx context.Context, tx pgx.Tx, in query.EventTarget, c query.DeliveryChange) (bool, error)
+	// LockPolls says whether this instance may poll deliveries now, on conn;
+	// unlock ends its turn.
+	LockPolls(ctx context.Context, conn query.DB) (unlock func(), ok bool, err error)
+	// PollDue lists up to limit intents of channel whose delivery poll is due.
+	PollDue(ctx context.Context, db query.DB, channel string, delays []time.Duration, limit int) ([]query.DuePoll, error)
+	// RecordPoll records a delivery poll (query.RecordPoll) and says whether
+	// the delivery moved.
+	RecordPoll(ctx context.Context, db query.DB, p query.Poll, bucket int64) (moved bool, err error)
+	// Prune deletes, batch rows at a time, the terminal intents of channel
+	// last changed more than keep ago, and returns how many it deleted.
+	Prune(ctx context.Context, db query.DB, channel string, keep time.Duration, batch int) (int64, error)
+	// PruneDedupeKeys deletes the dedupe keys past their channel's horizon
+	// whose intents partition is gone, and returns how many it deleted.
+	PruneDedupeKeys(ctx context.Context, now time.Time) (int64, error)
+	// DropExpiredPartitions drops the day partitions that ended more than
+	// horizon ago and hold no live or recent intent, and returns those it
+	// dropped and how many intents partitions it held.
+	DropExpiredPartitions(ctx context.Context, horizon time.Duration) (dropped []query.Partition, held int, err error)
+}
+
+// Leases are the distributed mode's buckets: how many there are, and the
+// ones this instance serves now (nil when it serves none, as an operator's
+// process).
+type Leases struct {
+	Buckets int
+	Owned   func() []int
+}
+
+// New returns the store of mode on pool: the one place a mode picks an
+// implementation.
+func New(mode effectdtype.Storage, pool *pgxpool.Pool, l Leases) Engine {
+	if mode == effectdtype.Citus {
+		return citus.New(pool, l.Buckets, l.Owned)
+	}
+	return onenode.New(pool)
+}
+
+// WithPartitionChecked returns ctx carrying f, which DropExpiredPartitions
+// calls between the first check of a partition it drops one by one and its
+// drop: a test's change in between.
+func WithPartitionChecked(ctx context.Context, f func(query.Partition)) context.Context {
+	return retention.WithPartitionChecked(ctx, f)
+}
