@@ -63,16 +63,7 @@ func (rc *reconciler) run(ctx context.Context) {
 // in_doubt policy. Taking a row extends its lease, so other instances skip it.
 func (rc *reconciler) settleBatch(ctx context.Context, n int) (int, error) {
 	d := rc.d
-	var taken []query.Unsettled
-	var err error
-	if d.buckets != nil {
-		taken, err = rc.takeBuckets(ctx, n)
-	} else {
-		err = rc.conn.use(ctx, func(db query.TxDB) (err error) {
-			taken, err = query.TakeExpired(ctx, db, n, d.names, d.cfg.SettleLease)
-			return err
-		})
-	}
+	taken, err := d.store.TakeExpired(ctx, rc.conn.use, n, d.names, d.cfg.SettleLease)
 	if err != nil {
 		return 0, err
 	}
@@ -103,27 +94,6 @@ func (rc *reconciler) settleBatch(ctx context.Context, n int) (int, error) {
 	}
 	wg.Wait()
 	return len(taken), nil
-}
-
-// takeBuckets takes up to n expired leases of the buckets this instance
-// holds, one single-shard statement per bucket.
-func (rc *reconciler) takeBuckets(ctx context.Context, n int) (taken []query.Unsettled, err error) {
-	d := rc.d
-	for _, b := range d.buckets.Owned() {
-		if len(taken) >= n {
-			break
-		}
-		var got []query.Unsettled
-		err := rc.conn.use(ctx, func(db query.TxDB) (err error) {
-			got, err = query.TakeExpiredBucket(ctx, db, n-len(taken), d.names, d.cfg.SettleLease, int64(b))
-			return err
-		})
-		if err != nil {
-			return taken, err
-		}
-		taken = append(taken, got...)
-	}
-	return taken, nil
 }
 
 // release gives back a row that settleBatch took, its lease ended now, when
@@ -233,10 +203,8 @@ func (d *Dispatcher) apply(ctx context.Context, r query.Unsettled, s *effectdtyp
 		ProviderRef: s.ProviderRef, Error: s.Error, StartedAt: time.Now(), Outcome: s.Outcome + " → " + string(s.To)}
 	var err error
 	switch {
-	case actor == "" && d.buckets != nil:
-		s.Applied, err = query.SettleBucket(wctx, d.pool, q, r.Bucket)
 	case actor == "":
-		s.Applied, err = query.Settle(wctx, d.pool, q)
+		s.Applied, err = d.store.Settle(wctx, d.pool, q, r.Bucket)
 	default:
 		s.Applied, err = settleAudited(wctx, d.pool, d.Storage(), q, actor)
 	}
