@@ -173,37 +173,21 @@ func (d *Dispatcher) applyEvent(ctx context.Context, tx pgx.Tx, ev ProviderEvent
 	return res, sentAt, nil
 }
 
-// eventIntent locks the intent ev is about (query.EventIntent), with its
-// idempotency key, which the writes that follow fence on. In the distributed
-// mode the event carries no bucket: the intent's is found first, by an index
-// probe on every shard, and the intent locked on its shard; the writes that
-// follow name that bucket.
+// eventIntent locks the intent ev is about (storage.Engine.EventIntent),
+// with its idempotency key, which the writes that follow fence on.
 func (d *Dispatcher) eventIntent(ctx context.Context, tx pgx.Tx, ev ProviderEvent) (query.EventTarget, error) {
 	o := query.EventObject{IntentID: ev.IntentID, EventID: ev.IntentEventID, Ref: ev.ObjectRef}
-	if d.buckets != nil {
-		return query.EventIntentBucket(ctx, tx, ev.Channel, o)
-	}
-	return query.EventIntent(ctx, tx, ev.Channel, o)
+	return d.store.EventIntent(ctx, tx, ev.Channel, o)
 }
 
-// settleByEvent applies s to intent in (query.SettleByEvent), on its
-// bucket's shard in the distributed mode.
+// settleByEvent applies s to intent in (storage.Engine.SettleByEvent).
 func (d *Dispatcher) settleByEvent(ctx context.Context, tx pgx.Tx, in query.EventTarget, s query.EventSettlement) (bool, error) {
-	if d.buckets != nil {
-		moved, err := query.SettleByEventBucket(ctx, tx, s, in.Delivery, in.Bucket)
-		return moved != nil, err
-	}
-	return query.SettleByEvent(ctx, tx, s)
+	return d.store.SettleByEvent(ctx, tx, in, s)
 }
 
-// setDelivery applies c to intent in (query.SetDelivery), on its bucket's
-// shard in the distributed mode.
+// setDelivery applies c to intent in (storage.Engine.SetDelivery).
 func (d *Dispatcher) setDelivery(ctx context.Context, tx pgx.Tx, in query.EventTarget, c query.DeliveryChange) (bool, error) {
-	if d.buckets != nil {
-		moved, err := query.SetDeliveryBucket(ctx, tx, c, in.Bucket)
-		return moved != nil, err
-	}
-	return query.SetDelivery(ctx, tx, c)
+	return d.store.SetDelivery(ctx, tx, in, c)
 }
 
 // countDelivery counts a delivery that moved, and times SENT → final.

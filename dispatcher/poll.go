@@ -2,7 +2,6 @@ package dispatcher
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"github.com/effectd/effectd/internal/query"
@@ -17,9 +16,6 @@ type Poller interface {
 	Poll(ctx context.Context, ref string) (status, delivery, detail string, reversal bool, err error)
 }
 
-// pollLockKey lets one instance at a time poll deliveries.
-const pollLockKey = 0x65666671 // "effq"
-
 // pollBatch bounds the intents one round polls per channel.
 const pollBatch = 100
 
@@ -28,7 +24,6 @@ type poller struct {
 	loop
 	d        *Dispatcher
 	interval time.Duration
-	turn     atomic.Int64 // distributed mode: which owned bucket is polled first
 }
 
 // Start polls every interval until Stop.
@@ -48,11 +43,11 @@ func (pl *poller) run(ctx context.Context) {
 
 // pollDeliveries asks the provider, for each SENT intent whose delivery is
 // not final and whose next delay of the channel's delivery_poll has passed,
-// what became of it, and applies the answer through the delivery table. On
-// one PostgreSQL one instance polls at a time (an advisory lock); in the
-// distributed mode each instance polls the buckets it holds, one
-// single-shard read per bucket. A channel with a rate
-// polls at most that many intents a second. It returns how many intents it
+// what became of it, and applies the answer through the delivery table,
+// when the store lets this instance poll (storage.Engine.LockPolls: on one
+// PostgreSQL one instance at a time; in the distributed mode each instance
+// polls the buckets it holds). A channel with a rate polls at most that many
+// intents a second. It returns how many intents it
 // polled.
 func (pl *poller) pollDeliveries(ctx context.Context) (int, error) {
 	d := pl.d
@@ -61,12 +56,11 @@ func (pl *poller) pollDeliveries(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	defer conn.Release()
-	if d.buckets == nil {
-		if got, err := query.TryLock(ctx, conn, pollLockKey); err != nil || !got {
-			return 0, err
-		}
-		defer query.Unlock(context.WithoutCancel(ctx), conn, pollLockKey)
+	unlock, ok, err := d.store.LockPolls(ctx, conn)
+	if err != nil || !ok {
+		return 0, err
 	}
+	defer unlock()
 	total := 0
 	for _, ch := range d.chans {
 		p := ch.policy.Load()
@@ -78,7 +72,7 @@ func (pl *poller) pollDeliveries(ctx context.Context) (int, error) {
 		for i, dl := range delays {
 			ds[i] = dl.D()
 		}
-		list, err := pl.due(ctx, conn, ch.Name, ds)
+		list, err := d.store.PollDue(ctx, conn, ch.Name, ds, pollBatch)
 		if err != nil {
 			return total, err
 		}
@@ -108,51 +102,13 @@ func (pl *poller) pollDeliveries(ctx context.Context) (int, error) {
 	return total, ctx.Err()
 }
 
-// duePoll is an intent whose delivery poll is due, with its bucket in the
-// distributed mode.
-type duePoll struct {
-	query.DuePoll
-	bucket int64
-}
-
-// due lists up to pollBatch intents of channel whose poll is due: in the
-// distributed mode, of the buckets this instance holds, one single-shard
-// statement per bucket, starting at a bucket that moves each round so that
-// none waits behind the others.
-func (pl *poller) due(ctx context.Context, conn query.DB, channel string, delays []time.Duration) ([]duePoll, error) {
-	var out []duePoll
-	if pl.d.buckets == nil {
-		list, err := query.PollDue(ctx, conn, channel, delays, pollBatch)
-		for _, x := range list {
-			out = append(out, duePoll{DuePoll: x})
-		}
-		return out, err
-	}
-	owned := pl.d.buckets.Owned()
-	first := int(pl.turn.Add(1))
-	for i := range owned {
-		b := int64(owned[(first+i)%len(owned)])
-		list, err := query.PollDueBucket(ctx, conn, channel, delays, pollBatch-len(out), b)
-		if err != nil {
-			return out, err
-		}
-		for _, x := range list {
-			out = append(out, duePoll{DuePoll: x, bucket: b})
-		}
-		if len(out) >= pollBatch {
-			break
-		}
-	}
-	return out, nil
-}
-
 // pollOne asks the provider about one intent and records the answer, in a
 // span of the intent's trace when tracing is on (startPoll, endPollSpan).
-func (pl *poller) pollOne(ctx context.Context, conn query.DB, ch *channel, x duePoll) (err error) {
+func (pl *poller) pollOne(ctx context.Context, conn query.DB, ch *channel, x query.DuePoll) (err error) {
 	from := statemachine.Delivery(x.Delivery)
 	to, changed, moved := from, false, false
 	var pollErr error
-	ctx, span := pl.d.startPoll(ctx, ch, x.DuePoll)
+	ctx, span := pl.d.startPoll(ctx, ch, x)
 	if span != nil {
 		defer func() { endPollSpan(span, to, pollErr, err, moved) }()
 	}
@@ -176,13 +132,7 @@ func (pl *poller) pollOne(ctx context.Context, conn query.DB, ch *channel, x due
 	defer wcancel()
 	poll := query.Poll{IntentID: x.ID, Key: x.Key, Attempts: x.Attempts, From: string(from), To: target,
 		Detail: detail, StartedAt: started, Outcome: outcome, Error: errText, ProviderRef: x.ProviderRef}
-	if pl.d.buckets != nil {
-		var m *query.DeliveryMoved
-		m, err = query.RecordPollBucket(wctx, conn, poll, x.bucket)
-		moved = m != nil
-	} else {
-		moved, err = query.RecordPoll(wctx, conn, poll)
-	}
+	moved, err = pl.d.store.RecordPoll(wctx, conn, poll, x.Bucket)
 	if err != nil {
 		return err
 	}
