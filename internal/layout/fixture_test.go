@@ -1,0 +1,142 @@
+package layout
+
+import (
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// handInsert is a hand-written INSERT into one of effectd's tables, in any
+// case and across line breaks.
+var handInsert = regexp.MustCompile(`(?is)\binsert\s+into\s+"?effectd"?\s*\.`)
+
+// insertsAllowed are the Go files outside internal/fixture and migrations/
+// that may hold a hand-written INSERT into effectd's tables, each because the
+// INSERT is itself what its code is about.
+var insertsAllowed = map[string]string{
+	// the mutations quote the migrations' own statements to break them
+	"cmd/mutate/mutations.go": "snippets of the migrations' SQL",
+	// a role without the right must be refused the INSERT: the refusal is the test
+	"cmd/effectd/access_e2e_test.go": "the payments role's refused INSERT",
+	// hostile input on purpose: next_attempt_at of ±infinity and occurred_at
+	// past year 9999, which no factory default would write
+	"cmd/effectd/abuse_test.go": "rows with out-of-range timestamps",
+	// the chaos checker's failover puts back the very rows it copied aside
+	// (OVERRIDING SYSTEM VALUE SELECT * FROM the copy): a restore, not a fixture
+	"cmd/effectd/internal/chaos/reuse.go": "a failover's restored rows",
+}
+
+// notYetMoved are the files whose rows are still to be moved to
+// internal/fixture; the list only shrinks.
+var notYetMoved = map[string]bool{
+	"api/api_test.go":                           true,
+	"api/audit_test.go":                         true,
+	"api/bulk_test.go":                          true,
+	"api/console/console_test.go":               true,
+	"api/console/pages_test.go":                 true,
+	"api/console/sweep_test.go":                 true,
+	"api/copies_test.go":                        true,
+	"api/events_test.go":                        true,
+	"api/limits_test.go":                        true,
+	"api/openapi_answers_test.go":               true,
+	"cmd/effectd/admin_e2e_test.go":             true,
+	"cmd/effectd/cli_approvals_test.go":         true,
+	"cmd/effectd/cli_test.go":                   true,
+	"cmd/effectd/internal/bench/charts.go":      true,
+	"cmd/effectd/internal/chaos/counts_test.go": true,
+	"cmd/effectd/internal/chaos/retention.go":   true,
+	"cmd/effectd/internal/chaos/verbs_test.go":  true,
+	"cmd/effectd/sweep_test.go":                 true,
+	"dispatcher/approval_citus_test.go":         true,
+	"dispatcher/approval_test.go":               true,
+	"dispatcher/callback_race_test.go":          true,
+	"dispatcher/counts_citus_test.go":           true,
+	"dispatcher/dedupe_keys_bench_test.go":      true,
+	"dispatcher/delivery_citus_test.go":         true,
+	"dispatcher/events_test.go":                 true,
+	"dispatcher/heldconn_test.go":               true,
+	"dispatcher/id_reuse_citus_test.go":         true,
+	"dispatcher/id_reuse_test.go":               true,
+	"dispatcher/keywindow_test.go":              true,
+	"dispatcher/operate_test.go":                true,
+	"dispatcher/operator_citus_test.go":         true,
+	"dispatcher/partitions_test.go":             true,
+	"dispatcher/reconcile_test.go":              true,
+	"dispatcher/scaleout_test.go":               true,
+	"dispatcher/sweep_test.go":                  true,
+	"internal/query/approvals_test.go":          true,
+	"internal/query/charts_plan_test.go":        true,
+	"internal/query/complete_test.go":           true,
+	"internal/query/delivery_citus_test.go":     true,
+	"internal/query/flat_test.go":               true,
+	"internal/query/key_fence_citus_test.go":    true,
+	"internal/query/key_fence_test.go":          true,
+	"internal/query/partitions_test.go":         true,
+	"internal/query/plans_test.go":              true,
+}
+
+// goFiles calls f with every Go file of the module (tests included), its
+// path relative to the module's root and its text.
+func goFiles(t *testing.T, f func(rel, text string)) {
+	t.Helper()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != root {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		f(filepath.ToSlash(rel), string(b))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRowsThroughTheFixtureFactory: no Go file outside internal/fixture and
+// migrations/ writes a row into effectd's tables by a hand-written INSERT;
+// tests make their rows with internal/fixture. The few files whose INSERT is
+// the point are listed in insertsAllowed, and each must still hold one.
+func TestRowsThroughTheFixtureFactory(t *testing.T) {
+	seen, holding := 0, map[string]bool{}
+	goFiles(t, func(rel, text string) {
+		seen++
+		if strings.HasPrefix(rel, "internal/fixture/") || strings.HasPrefix(rel, "migrations/") {
+			return
+		}
+		if !handInsert.MatchString(text) {
+			return
+		}
+		holding[rel] = true
+		if _, ok := insertsAllowed[rel]; !ok && !notYetMoved[rel] {
+			t.Errorf("%s: a hand-written INSERT into an effectd table; make the rows with internal/fixture (docs/testing.md, \"The fixture factory\")", rel)
+		}
+	})
+	if seen < 300 {
+		t.Fatalf("only %d Go files found: the walk missed the module", seen)
+	}
+	for _, rel := range slices.Sorted(maps.Keys(insertsAllowed)) {
+		if !holding[rel] {
+			t.Errorf("%s is allowed an INSERT but holds none: remove it from insertsAllowed", rel)
+		}
+	}
+	for _, rel := range slices.Sorted(maps.Keys(notYetMoved)) {
+		if !holding[rel] {
+			t.Errorf("%s holds no INSERT any more: remove it from notYetMoved", rel)
+		}
+	}
+}
