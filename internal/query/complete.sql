@@ -1,5 +1,6 @@
 -- Applies a batch of dispatcher outcomes, one per row of the unnested arrays
--- ($1 ids … $11 deliveries, and $13 idempotency keys, in the order of the
+-- ($1 ids … $11 deliveries, $13 idempotency keys and $16 the grace after a
+-- call that may have sent, in the order of the
 -- unnest below), as fenced compare-and-sets on (SENDING, attempts) of the row
 -- that has the id and still the key (an id names one intent only while its
 -- enqueue survives: a failover that loses it hands the id out again), records
@@ -23,9 +24,9 @@ WITH input AS (
     SELECT *
     FROM unnest((SELECT $1::bigint[]), $2::int[], $3::text[], $4::text[], $5::text[],
                 $6::timestamptz[], $7::timestamptz[], $8::timestamptz[], $9::text[], $10::boolean[], $11::text[],
-                $13::text[])
+                $13::text[], $16::interval[])
          AS t(id, attempts, status, provider_ref, last_error, next_attempt_at, started_at, finished_at, outcome, called, delivery,
-              key)
+              key, look_after)
 ),
 updated AS (
     UPDATE effectd.intents i
@@ -33,9 +34,10 @@ updated AS (
         provider_ref     = coalesce(nullif(input.provider_ref, ''), i.provider_ref),
         last_error       = nullif(input.last_error, ''),
         next_attempt_at  = coalesce(input.next_attempt_at, i.next_attempt_at),
-        -- a maybe-sent call to a provider without keys stays SENDING with its
-        -- lease ended now, so the reconciler settles it at once
-        lease_expires_at = CASE WHEN input.status = 'SENDING' THEN now() END,
+        -- a maybe-sent call to a provider without keys stays SENDING, its
+        -- lease ending the channel's grace after the call (the provider may
+        -- still be acting on it until then), and the reconciler settles it then
+        lease_expires_at = CASE WHEN input.status = 'SENDING' THEN now() + input.look_after END,
         -- what SENT says about delivery (a webhook answered 2xx: delivered),
         -- unless an earlier provider event said more
         delivery         = coalesce(i.delivery, nullif(input.delivery, '')),

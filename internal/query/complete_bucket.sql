@@ -12,9 +12,9 @@ WITH input AS (
     SELECT *, now() AS now
     FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[],
                 $6::timestamptz[], $7::timestamptz[], $8::timestamptz[], $9::text[], $10::boolean[], $11::text[],
-                $13::text[])
+                $13::text[], $17::interval[])
          AS t(id, attempts, status, provider_ref, last_error, next_attempt_at, started_at, finished_at, outcome, called, delivery,
-              key)
+              key, look_after)
 ),
 updated AS (
     UPDATE effectd.intents i
@@ -22,9 +22,9 @@ updated AS (
         provider_ref     = coalesce(nullif(input.provider_ref, ''), i.provider_ref),
         last_error       = nullif(input.last_error, ''),
         next_attempt_at  = coalesce(input.next_attempt_at, i.next_attempt_at),
-        -- a maybe-sent call to a provider without keys stays SENDING with its
-        -- lease ended now, so the reconciler settles it at once
-        lease_expires_at = CASE WHEN input.status = 'SENDING' THEN input.now END,
+        -- a maybe-sent call to a provider without keys stays SENDING, its
+        -- lease ending the channel's grace after the call (complete.sql)
+        lease_expires_at = CASE WHEN input.status = 'SENDING' THEN input.now + input.look_after END,
         -- what SENT says about delivery (a webhook answered 2xx: delivered),
         -- unless an earlier provider event said more
         delivery         = coalesce(i.delivery, nullif(input.delivery, '')),

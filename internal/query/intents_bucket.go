@@ -95,7 +95,7 @@ var completeBucketSQL = withNotices("complete_bucket.sql", completeBucketText)
 // fenced, at once, rather than Raced.
 func CompleteBucket(ctx context.Context, db DB, b *CompleteBatch, recheck bool, bucket int64) ([]Fenced, error) {
 	rows, err := db.Query(ctx, completeBucketSQL, b.ids, b.attempts, b.statuses, b.refs, b.errs,
-		b.next, b.started, b.finished, b.outcomes, b.called, b.delivery, recheck, b.keys, b.oldest, b.newest, bucket)
+		b.next, b.started, b.finished, b.outcomes, b.called, b.delivery, recheck, b.keys, b.oldest, b.newest, bucket, b.lookAfter)
 	if err != nil {
 		return nil, err
 	}

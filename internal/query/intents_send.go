@@ -175,13 +175,14 @@ var completeSQL string
 // Completion is the outcome of one provider call, as Complete writes it.
 type Completion struct {
 	ID            int64
-	Key           string    // the intent's idempotency key: the fence names the intent, not only its id
-	CreatedAt     time.Time // the intent's created_at, which names the day partition its row is in
-	Attempts      int32     // the attempt the call was made under: the fence
-	Status        string    // the status to set; SENDING keeps the row for the reconciler with its lease ended
-	ProviderRef   string    // "": keep the row's
-	LastError     string    // "": none
-	NextAttemptAt time.Time // when the row is next due, for a retry
+	Key           string        // the intent's idempotency key: the fence names the intent, not only its id
+	CreatedAt     time.Time     // the intent's created_at, which names the day partition its row is in
+	Attempts      int32         // the attempt the call was made under: the fence
+	Status        string        // the status to set; SENDING keeps the row for the reconciler, its lease ending LookAfter from now
+	LookAfter     time.Duration // SENDING: the channel's grace after the call (policy.GraceAfterCall)
+	ProviderRef   string        // "": keep the row's
+	LastError     string        // "": none
+	NextAttemptAt time.Time     // when the row is next due, for a retry
 	StartedAt     time.Time
 	FinishedAt    time.Time
 	Outcome       string // recorded on the attempt row
@@ -199,6 +200,7 @@ type CompleteBatch struct {
 	outcomes                []string
 	called                  []bool
 	delivery                []string
+	lookAfter               []time.Duration
 	oldest, newest          time.Time // the range of the completions' CreatedAt
 }
 
@@ -216,6 +218,7 @@ func (b *CompleteBatch) Add(c Completion) {
 	b.outcomes = append(b.outcomes, c.Outcome)
 	b.called = append(b.called, c.Called)
 	b.delivery = append(b.delivery, c.Delivery)
+	b.lookAfter = append(b.lookAfter, c.LookAfter)
 	if len(b.ids) == 1 || c.CreatedAt.Before(b.oldest) {
 		b.oldest = c.CreatedAt
 	}
@@ -252,7 +255,7 @@ type Fenced struct {
 // returned Raced instead of being recorded.
 func Complete(ctx context.Context, db DB, b *CompleteBatch, recheck bool) ([]Fenced, error) {
 	rows, err := db.Query(ctx, completeSQL, b.ids, b.attempts, b.statuses, b.refs, b.errs,
-		b.next, b.started, b.finished, b.outcomes, b.called, b.delivery, recheck, b.keys, b.oldest, b.newest)
+		b.next, b.started, b.finished, b.outcomes, b.called, b.delivery, recheck, b.keys, b.oldest, b.newest, b.lookAfter)
 	if err != nil {
 		return nil, err
 	}

@@ -60,7 +60,7 @@ func TestCompleteLooksUpByID(t *testing.T) {
 		`ANALYZE effectd.intents`,
 		`SET LOCAL plan_cache_mode = force_generic_plan`,
 		`PREPARE complete_plan AS ` + completeSQL,
-	}, `EXECUTE complete_plan('{1}', '{1}', '{SENT}', '{ref}', '{""}', '{now}', '{now}', '{now}', '{sent}', '{t}', '{""}', true, '{plan:evt-1}', now() - interval '1 minute', now())`)
+	}, `EXECUTE complete_plan('{1}', '{1}', '{SENT}', '{ref}', '{""}', '{now}', '{now}', '{now}', '{sent}', '{t}', '{""}', true, '{plan:evt-1}', now() - interval '1 minute', now(), '{0}')`)
 	update := between(plan, "Update on intents", "CTE fenced")
 	// each partition's primary key (which partitions are read is
 	// TestCompleteKeepsGenericPlan's)
@@ -190,7 +190,7 @@ func TestCompleteKeepsGenericPlan(t *testing.T) {
 		 SELECT 'evt-' || n, 'plan', '{}', 'plan:evt-' || n, 'SENDING', 1, now() + interval '1 minute' FROM generate_series(1, 5000) n`,
 		completeSQL, `('{1,2,3}', '{1,1,1}', '{SENT,SENT,SENT}', '{r,r,r}', '{"","",""}', '{now,now,now}', '{now,now,now}',
 		 '{now,now,now}', '{sent,sent,sent}', '{t,t,t}', '{"","",""}', true, '{plan:evt-1,plan:evt-2,plan:evt-3}',
-		 now() - interval '1 minute', now())`)
+		 now() - interval '1 minute', now(), '{0,0,0}')`)
 	if h.generic == 0 {
 		t.Fatalf("every completion was planned for its values: no generic plan after 7\n%s", h.plan)
 	}
