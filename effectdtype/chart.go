@@ -3,11 +3,12 @@ package effectdtype
 import "time"
 
 // ChartRanges are the ranges a chart may show, with the step of its points:
-// a point a minute for an hour, coarser points for longer ranges, each summed
-// from the minute rollups.
+// a point a minute for an hour, read from the minute rollups; a point an
+// hour for a day and a week, read from the hour rollups, so that a chart
+// reads a number of rows fixed by its range (60, 24 or 168 per channel).
 var ChartRanges = map[string]ChartRange{
 	"1h":  {Range: time.Hour, Step: time.Minute},
-	"24h": {Range: 24 * time.Hour, Step: 15 * time.Minute},
+	"24h": {Range: 24 * time.Hour, Step: time.Hour},
 	"7d":  {Range: 7 * 24 * time.Hour, Step: time.Hour},
 }
 

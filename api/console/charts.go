@@ -149,7 +149,7 @@ func drawCharts(chart client.Chart, of, base string) chartsView {
 		b := float64(*p.Backlog)
 		return &b
 	}
-	step := map[int64]string{60: "per minute", 900: "per 15 minutes", 3600: "per hour"}[chart.StepSeconds]
+	step := map[int64]string{60: "per minute", 3600: "per hour"}[chart.StepSeconds]
 	v.Figures = []figure{
 		v.figure(chart, "throughput", "Throughput", "intents "+step, true, []series{
 			{Name: "sent", Class: "s-sent", Values: count(func(p effectdtype.ChartPoint) int64 { return p.Sent })},

@@ -35,9 +35,12 @@ type AuditMark struct {
 }
 
 // ChartRows reads the points of channels (AllChannels alone for the whole
-// system) from from to to, by step, from the minute rollups of that range.
+// system) from from to to, by step, from the rollups of that range: the hour
+// rollups when step is whole hours (from on a UTC hour), the minute rollups
+// otherwise.
 func ChartRows(ctx context.Context, db DB, channels []string, from, to time.Time, step time.Duration) ([]ChartRow, []LatencySlots, error) {
-	rows, err := db.Query(ctx, chartPointsSQL, channels, from, to, step)
+	pointsSQL, latencySQL := chartSQL(step)
+	rows, err := db.Query(ctx, pointsSQL, channels, from, to, step)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -45,12 +48,23 @@ func ChartRows(ctx context.Context, db DB, channels []string, from, to time.Time
 	if err != nil {
 		return nil, nil, err
 	}
-	rows, err = db.Query(ctx, chartLatencySQL, channels, from, to, step)
+	rows, err = db.Query(ctx, latencySQL, channels, from, to, step)
 	if err != nil {
 		return nil, nil, err
 	}
 	slots, err := pgx.CollectRows(rows, pgx.RowToStructByPos[LatencySlots])
 	return points, slots, err
+}
+
+// chartSQL returns the statements that read a chart's points and latency
+// slots by step: over the hour rollups when the step is whole hours, so that
+// a step reads a row per channel (and slot), over the minute rollups
+// otherwise.
+func chartSQL(step time.Duration) (points, latency string) {
+	if step >= time.Hour && step%time.Hour == 0 {
+		return chartHourPointsSQL, chartHourLatencySQL
+	}
+	return chartPointsSQL, chartLatencySQL
 }
 
 // ChartMarks reads the newest limit audit entries from from to to, of

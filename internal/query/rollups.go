@@ -10,12 +10,14 @@ import (
 	"github.com/effectd/effectd/effectdtype"
 )
 
-// The per-minute rollups the console's charts read (migration 024): on one
-// node a trigger on intents appends the deltas of every statement that moves
-// intents; in the distributed mode the statements of that mode do, on the
-// intents' shard (complete_bucket.sql, settle_bucket.sql,
-// set_delivery_bucket.sql). FoldRollups adds them to the rollups, which stay
-// on the coordinator; the charts read the rollups of their range alone.
+// The per-minute rollups the console's charts read (migration 024), and their
+// hourly sums (migration 027): on one node a trigger on intents appends the
+// deltas of every statement that moves intents; in the distributed mode the
+// statements of that mode do, on the intents' shard (complete_bucket.sql,
+// settle_bucket.sql, set_delivery_bucket.sql). FoldRollups adds them to the
+// minute and hour rollups, which stay on the coordinator; the charts read the
+// rollups of their range alone, minutes for steps under an hour, hours
+// otherwise.
 
 //go:embed fold_rollups_take.sql
 var foldRollupsTakeSQL string
@@ -25,6 +27,12 @@ var foldRollupsAddSQL string
 
 //go:embed fold_latency_add.sql
 var foldLatencyAddSQL string
+
+//go:embed fold_hour_rollups_add.sql
+var foldHourRollupsAddSQL string
+
+//go:embed fold_hour_latency_add.sql
+var foldHourLatencyAddSQL string
 
 //go:embed rollup_sample.sql
 var rollupSampleSQL string
@@ -37,6 +45,12 @@ var chartPointsSQL string
 
 //go:embed chart_latency.sql
 var chartLatencySQL string
+
+//go:embed chart_hour_points.sql
+var chartHourPointsSQL string
+
+//go:embed chart_hour_latency.sql
+var chartHourLatencySQL string
 
 //go:embed chart_marks.sql
 var chartMarksSQL string
@@ -90,67 +104,100 @@ func FoldRollups(ctx context.Context, db TxDB, mode effectdtype.Storage) error {
 }
 
 // AddRollups adds deltas, and their sum over channels (AllChannels), to the
-// rollups. FoldRollups calls it with the deltas the writers appended; a
-// test may call it to build a known history.
+// minute rollups and to the hour rollups holding their minutes (UTC hours),
+// so that an hour's row is the sum of its minutes' rows. FoldRollups calls it
+// with the deltas the writers appended; a test may call it to build a known
+// history.
 func AddRollups(ctx context.Context, db DB, deltas []RollupDelta) error {
-	if len(deltas) == 0 {
-		return nil
-	}
-	type key struct {
-		channel string
-		minute  time.Time
-	}
-	type slotKey struct {
-		key
-		slot int16
-	}
-	counts := map[key][]int64{}
-	latency := map[slotKey]int64{}
+	minutes, hours := rollupSums{}, rollupSums{}
 	for _, d := range deltas {
-		for _, k := range []key{{d.Channel, d.Minute.UTC()}, {AllChannels, d.Minute.UTC()}} {
-			if d.Measure == "latency" {
-				latency[slotKey{k, d.Slot}] += d.N
-				continue
-			}
-			if counts[k] == nil {
-				counts[k] = make([]int64, len(rollupMeasures))
-			}
-			for i, m := range rollupMeasures {
-				if m == d.Measure {
-					counts[k][i] += d.N
-				}
-			}
+		minute := d.Minute.UTC()
+		for _, channel := range []string{d.Channel, AllChannels} {
+			minutes.add(channel, minute, d)
+			hours.add(channel, minute.Truncate(time.Hour), d)
 		}
 	}
-	args := make([]any, 2+len(rollupMeasures))
-	channels, minutes := []string{}, []time.Time{}
-	columns := make([][]int64, len(rollupMeasures))
-	for k, c := range counts {
-		channels, minutes = append(channels, k.channel), append(minutes, k.minute)
-		for i := range c {
-			columns[i] = append(columns[i], c[i])
+	if err := minutes.write(ctx, db, foldRollupsAddSQL, foldLatencyAddSQL); err != nil {
+		return err
+	}
+	return hours.write(ctx, db, foldHourRollupsAddSQL, foldHourLatencyAddSQL)
+}
+
+// rollupKey is a rollup row's channel and minute or hour.
+type rollupKey struct {
+	channel string
+	at      time.Time
+}
+
+// rollupSlotKey is a latency row's channel, minute or hour, and slot.
+type rollupSlotKey struct {
+	rollupKey
+	slot int16
+}
+
+// rollupSums are the deltas of one fold summed by rollup row: counts in the
+// order of rollupMeasures, latency by slot.
+type rollupSums struct {
+	counts  map[rollupKey][]int64
+	latency map[rollupSlotKey]int64
+}
+
+// add adds d to the row of channel at at.
+func (s *rollupSums) add(channel string, at time.Time, d RollupDelta) {
+	k := rollupKey{channel, at}
+	if d.Measure == "latency" {
+		if s.latency == nil {
+			s.latency = map[rollupSlotKey]int64{}
+		}
+		s.latency[rollupSlotKey{k, d.Slot}] += d.N
+		return
+	}
+	if s.counts == nil {
+		s.counts = map[rollupKey][]int64{}
+	}
+	if s.counts[k] == nil {
+		s.counts[k] = make([]int64, len(rollupMeasures))
+	}
+	for i, m := range rollupMeasures {
+		if m == d.Measure {
+			s.counts[k][i] += d.N
 		}
 	}
-	args[0], args[1] = channels, minutes
-	for i := range columns {
-		args[2+i] = columns[i]
-	}
-	if len(channels) > 0 {
-		if _, err := db.Exec(ctx, foldRollupsAddSQL, args...); err != nil {
+}
+
+// write adds the sums to the rollups through countsSQL (arrays of channels,
+// times and each measure) and latencySQL (channels, times, slots, counts).
+func (s *rollupSums) write(ctx context.Context, db DB, countsSQL, latencySQL string) error {
+	if len(s.counts) > 0 {
+		args := make([]any, 2+len(rollupMeasures))
+		var channels []string
+		var ats []time.Time
+		columns := make([][]int64, len(rollupMeasures))
+		for k, c := range s.counts {
+			channels, ats = append(channels, k.channel), append(ats, k.at)
+			for i := range c {
+				columns[i] = append(columns[i], c[i])
+			}
+		}
+		args[0], args[1] = channels, ats
+		for i := range columns {
+			args[2+i] = columns[i]
+		}
+		if _, err := db.Exec(ctx, countsSQL, args...); err != nil {
 			return err
 		}
 	}
-	var lc []string
-	var lm []time.Time
-	var ls []int16
-	var ln []int64
-	for k, n := range latency {
-		lc, lm, ls, ln = append(lc, k.channel), append(lm, k.minute), append(ls, k.slot), append(ln, n)
-	}
-	if len(lc) == 0 {
+	if len(s.latency) == 0 {
 		return nil
 	}
-	_, err := db.Exec(ctx, foldLatencyAddSQL, lc, lm, ls, ln)
+	var lc []string
+	var la []time.Time
+	var ls []int16
+	var ln []int64
+	for k, n := range s.latency {
+		lc, la, ls, ln = append(lc, k.channel), append(la, k.at), append(ls, k.slot), append(ln, n)
+	}
+	_, err := db.Exec(ctx, latencySQL, lc, la, ls, ln)
 	return err
 }
 
@@ -162,7 +209,8 @@ type BacklogSample struct {
 }
 
 // SampleBacklog records the samples under the current minute, with their sum
-// (the oldest due age: the largest) as AllChannels'.
+// (the oldest due age: the largest) as AllChannels', and keeps in the hour
+// holding that minute the largest of its minutes' samples.
 func SampleBacklog(ctx context.Context, db DB, samples []BacklogSample) error {
 	all := BacklogSample{Channel: AllChannels}
 	var channels []string
@@ -178,7 +226,8 @@ func SampleBacklog(ctx context.Context, db DB, samples []BacklogSample) error {
 	return err
 }
 
-// PruneRollups removes the rollups of minutes before before.
+// PruneRollups removes the rollups of minutes before before, and those of
+// hours whose every minute is before before.
 func PruneRollups(ctx context.Context, db DB, before time.Time) error {
 	_, err := db.Exec(ctx, rollupPruneSQL, before)
 	return err
