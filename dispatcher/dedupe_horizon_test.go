@@ -8,6 +8,7 @@ import (
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/storage/onenode"
 	"github.com/effectd/effectd/policy"
 )
 
@@ -53,7 +54,7 @@ func TestPruneDedupeKeys(t *testing.T) {
 	}
 	// While the first partition (everything before the day partitions)
 	// remains, every key may still be needed.
-	if n, err := dispatcher.PruneDedupeKeys(ctx, pool, time.Now().AddDate(1, 0, 0), 0); err != nil || n != 0 {
+	if n, err := onenode.New(pool).PruneDedupeKeys(ctx, time.Now().AddDate(1, 0, 0)); err != nil || n != 0 {
 		t.Fatalf("PruneDedupeKeys with the first partition there = %d, %v; want 0", n, err)
 	}
 	// As if the partitions before 2000-01-10 were dropped.
@@ -64,7 +65,7 @@ UPDATE effectd.dedupe_keys SET day = '2000-01-01', until = '2000-01-20' WHERE ke
 UPDATE effectd.dedupe_keys SET day = '2000-01-10', until = '2000-01-16' WHERE key = effectd.dedupe_key('hook', 'partition-left')`); err != nil {
 		t.Fatal(err)
 	}
-	n, err := dispatcher.PruneDedupeKeys(ctx, pool, time.Date(2000, 1, 18, 12, 0, 0, 0, time.UTC), 0)
+	n, err := onenode.New(pool).PruneDedupeKeys(ctx, time.Date(2000, 1, 18, 12, 0, 0, 0, time.UTC))
 	if err != nil || n != 1 {
 		t.Fatalf("PruneDedupeKeys = %d, %v; want the one key past its horizon and its partition", n, err)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/internal/storage/onenode"
 )
 
 // BenchmarkDedupeKeys measures what the dedupe horizon costs at scale:
@@ -67,7 +67,7 @@ func BenchmarkDedupeKeys(b *testing.B) {
 		b.Fatal(err)
 	}
 	t0 = time.Now()
-	pruned, err := dispatcher.PruneDedupeKeys(ctx, pool, time.Now(), 0)
+	pruned, err := onenode.New(pool).PruneDedupeKeys(ctx, time.Now())
 	if err != nil || pruned != int64(n) {
 		b.Fatalf("PruneDedupeKeys = %d, %v; want %d", pruned, err, n)
 	}

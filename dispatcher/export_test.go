@@ -8,6 +8,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/storage"
 )
 
 // SetBeforeCall makes every worker run f between taking a claimed intent and
@@ -104,5 +105,5 @@ func HeldPool(ctx context.Context, pool *pgxpool.Pool, c Config) (*pgxpool.Pool,
 // calls between the first check of a partition it drops one by one and the
 // drop.
 func WithPartitionChecked(ctx context.Context, f func(query.Partition)) context.Context {
-	return context.WithValue(ctx, partitionCheckedKey{}, f)
+	return storage.WithPartitionChecked(ctx, f)
 }

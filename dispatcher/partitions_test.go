@@ -10,6 +10,7 @@ import (
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/storage/onenode"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -158,7 +159,7 @@ func TestDropsExpiredPartitionsTogether(t *testing.T) {
 		// attempts and provider events (such a partition waits until the
 		// intents partition of the day after it is gone)
 		today := time.Now().UTC().Truncate(24 * time.Hour)
-		dropped, held, err := dispatcher.DropExpiredPartitions(ctx, pool, effectdtype.SingleNode, time.Since(today.Add(-time.Hour)))
+		dropped, held, err := onenode.New(pool).DropExpiredPartitions(ctx, time.Since(today.Add(-time.Hour)))
 		if err != nil || held != 0 {
 			t.Fatalf("busy %v: DropExpiredPartitions: %v, held %d", busy, err, held)
 		}
@@ -190,7 +191,7 @@ func TestDropsExpiredPartitionsTogether(t *testing.T) {
 	if _, err := pool.Exec(ctx, `DELETE FROM effectd.partitions WHERE name = $1`, name); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := dispatcher.DropExpiredPartitions(ctx, pool, effectdtype.SingleNode, 30*24*time.Hour); err != nil {
+	if _, _, err := onenode.New(pool).DropExpiredPartitions(ctx, 30*24*time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	var left bool
@@ -243,7 +244,7 @@ RETURNING id`).Scan(&id); err != nil {
 		blocker.Rollback(ctx) // the other partitions drop without waiting for it
 	})
 	today := time.Now().UTC().Truncate(24 * time.Hour)
-	dropped, held, err := dispatcher.DropExpiredPartitions(ctx, pool, effectdtype.SingleNode, time.Since(today.Add(-time.Hour)))
+	dropped, held, err := onenode.New(pool).DropExpiredPartitions(ctx, time.Since(today.Add(-time.Hour)))
 	if err != nil {
 		t.Fatalf("DropExpiredPartitions: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/storage/citus"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -37,7 +38,7 @@ func TestCitusDropExpiredPartitions(t *testing.T) {
 		t.Fatalf("no intent before %s: the load does not reach the oldest days", cut)
 	}
 
-	dropped, held, err := dispatcher.DropExpiredPartitions(ctx, pool, effectdtype.Citus, 13*day)
+	dropped, held, err := citus.New(pool, 0, nil).DropExpiredPartitions(ctx, 13*day)
 	if err != nil {
 		t.Fatalf("DropExpiredPartitions: %v", err)
 	}
@@ -70,7 +71,7 @@ func TestCitusDropExpiredPartitions(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE effectd.intents SET updated_at = now() WHERE bucket = $1 AND event_id = $2`, bucket, event); err != nil {
 		t.Fatal(err)
 	}
-	dropped, held, err = dispatcher.DropExpiredPartitions(ctx, pool, effectdtype.Citus, 12*day)
+	dropped, held, err = citus.New(pool, 0, nil).DropExpiredPartitions(ctx, 12*day)
 	if err != nil {
 		t.Fatalf("DropExpiredPartitions: %v", err)
 	}
@@ -140,7 +141,7 @@ func TestCitusDropExpiredWeeks(t *testing.T) {
 		t.Fatalf("%d intents in the first week, %d before %s: the second week holds none past the horizon", inFirst, pastHorizon, cut)
 	}
 
-	dropped, held, err := dispatcher.DropExpiredPartitions(ctx, pool, effectdtype.Citus, horizon)
+	dropped, held, err := citus.New(pool, 0, nil).DropExpiredPartitions(ctx, horizon)
 	if err != nil {
 		t.Fatalf("DropExpiredPartitions: %v", err)
 	}
@@ -213,7 +214,7 @@ RETURNING id`, oldest.Lower.Time, oldest.Upper.Time).Scan(&id); err != nil {
 			t.Errorf("requeue of intent %d: %v", id, err)
 		}
 	})
-	dropped, held, err := dispatcher.DropExpiredPartitions(ctx, pool, effectdtype.Citus, 13*day)
+	dropped, held, err := citus.New(pool, 0, nil).DropExpiredPartitions(ctx, 13*day)
 	if err != nil {
 		t.Fatalf("DropExpiredPartitions: %v", err)
 	}

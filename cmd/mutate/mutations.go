@@ -83,8 +83,8 @@ var mutations = []mutation{
 		from: "i.lower < p.upper + interval '1 day'", to: "i.lower < p.lower",
 		pkg: "./dispatcher/", run: "^TestDropsExpiredPartitions$"},
 
-	{name: "prune: expired partitions dropped one by one, each session planning again at every step", file: "dispatcher/prune.go",
-		from: "dropped, held, err = dropTogether(ctx, pool, horizon)", to: "err = query.ErrPartitionBusy",
+	{name: "prune: expired partitions dropped one by one, each session planning again at every step", file: "internal/storage/onenode/onenode.go",
+		from: "dropped, held, err = retention.DropTogether(ctx, s.pool, horizon)", to: "err = query.ErrPartitionBusy",
 		pkg: "./dispatcher/", run: "^TestDropsExpiredPartitionsTogether$"},
 	{name: "prune: the tables' locks waited for without bound while a transaction holds them", file: "internal/query/partitions.go",
 		from: "if _, err := conn.Exec(ctx, fmt.Sprintf(`SET lock_timeout = %d`, PartitionLockWait.Milliseconds())); err != nil {", to: "if _, err := conn.Exec(ctx, `SELECT 1`); err != nil {",

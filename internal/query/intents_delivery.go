@@ -115,7 +115,7 @@ type DuePoll struct {
 	EventID     string    // the producer's event id
 	Traceparent string    // the producer's trace context kept at enqueue; "" = none
 	CreatedAt   time.Time // when it was enqueued
-	Bucket      int64     // the distributed mode's bucket (set by its store); 0 otherwise
+	Bucket      int64     `db:"-"` // the distributed mode's bucket (set by its store, not read); 0 otherwise
 }
 
 // PollDue lists up to limit SENT intents of channel whose delivery is not

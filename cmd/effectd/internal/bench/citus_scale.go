@@ -11,6 +11,7 @@ import (
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/localpg"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/storage"
 )
 
 // citusSkipped are the scale reads the distributed mode does not serve, and
@@ -94,7 +95,7 @@ func (e *env) citusPrune(ctx context.Context, url string, pool *pgxpool.Pool, cf
 	if err != nil {
 		return nil, err
 	}
-	p := dropExpired(ctx, pool, effectdtype.Citus, horizon, rows)
+	p := dropExpired(ctx, storage.New(effectdtype.Citus, pool, storage.Leases{}), horizon, rows)
 	if serr := in.stop(); serr != nil && p.err == nil {
 		p.err = fmt.Errorf("effectd serve: %w", serr)
 	}

@@ -15,9 +15,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/storage"
 )
 
 // scaleRead is one read an operator or Prometheus makes, with its budget at
@@ -394,7 +394,7 @@ func (e *env) liveWhilePruning(ctx context.Context, url string, pool *pgxpool.Po
 			done <- pruned{err: pctx.Err()}
 			return
 		}
-		done <- dropExpired(pctx, pool, effectdtype.SingleNode, horizon, rows)
+		done <- dropExpired(pctx, storage.New(effectdtype.SingleNode, pool, storage.Leases{}), horizon, rows)
 	}()
 	r, err := e.liveInto(ctx, url, pool, cfg)
 	p := <-done
@@ -425,12 +425,12 @@ func expiredRows(ctx context.Context, pool *pgxpool.Pool, horizon time.Duration)
 }
 
 // dropExpired drops the expired partitions through the pruner's own
-// dispatcher.DropExpiredPartitions, adding up the intents of those it drops
+// storage.Engine.DropExpiredPartitions, adding up the intents of those it drops
 // from rows (expiredRows).
-func dropExpired(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, horizon time.Duration, rows map[string]int64) (p pruned) {
+func dropExpired(ctx context.Context, store storage.Engine, horizon time.Duration, rows map[string]int64) (p pruned) {
 	start := time.Now()
 	p.at = start
-	dropped, _, err := dispatcher.DropExpiredPartitions(ctx, pool, mode, horizon)
+	dropped, _, err := store.DropExpiredPartitions(ctx, horizon)
 	p.partitions, p.took, p.err = len(dropped), time.Since(start), err
 	for _, part := range dropped {
 		p.names = append(p.names, part.Name)

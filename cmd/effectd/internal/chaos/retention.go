@@ -13,9 +13,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/api/client"
-	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/storage"
 )
 
 // Retention racing operators (Config.Actors, one PostgreSQL): the database is
@@ -181,7 +181,7 @@ func (h *harness) retentionRound(ctx context.Context, rp *pgxpool.Pool, back int
 		var dropped []query.Partition
 		var held int
 		if err == nil {
-			dropped, held, err = dispatcher.DropExpiredPartitions(ctx, rp, effectdtype.SingleNode, horizon)
+			dropped, held, err = storage.New(effectdtype.SingleNode, rp, storage.Leases{}).DropExpiredPartitions(ctx, horizon)
 		}
 		done <- dropOutcome{dropped, held, err}
 	}()
