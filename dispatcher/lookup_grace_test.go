@@ -62,15 +62,16 @@ func (p *lateMaker) Sends() int {
 	return p.sends
 }
 
-// TestLookupWaitsForTheProvidersGrace: a provider still makes an SMS half a
-// second after the call's deadline. With a 2 s lease and a 1 s lookup_grace,
-// the call's deadline is 1 s into the lease and the reconciler looks up no
-// sooner than the grace after the call could last have reached the provider:
-// it finds the SMS and settles the intent SENT with one call, whether the
-// call answered maybe-sent at its deadline or its caller stalled past the
-// lease. A lookup at the call's end (or at the lease's end with the call's
-// deadline at 0.9 of it) finds nothing, calls "absent" proof, and sends the
-// SMS again.
+// TestLookupWaitsForTheProvidersGrace: a provider still makes an SMS 2.5 s
+// after the call's deadline. With an 8 s lease and a 4 s lookup_grace, the
+// call's deadline is 4 s into the lease and the reconciler looks up no sooner
+// than the grace after the call could last have reached the provider: it
+// finds the SMS and settles the intent SENT with one call, whether the call
+// answered maybe-sent at its deadline or its caller stalled past the lease. A
+// lookup at the call's end (or at the lease's end with the call's deadline at
+// 0.9 of it) finds nothing, calls "absent" proof, and sends the SMS again.
+// The margins are seconds: a loaded machine's reconciler can take one to
+// reach a row.
 func TestLookupWaitsForTheProvidersGrace(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -78,18 +79,19 @@ func TestLookupWaitsForTheProvidersGrace(t *testing.T) {
 		answerAfter time.Duration
 	}{
 		{"maybe-sent at the deadline", 0},
-		{"caller stalled past the lease", 1200 * time.Millisecond},
+		{"caller stalled past the lease", 4500 * time.Millisecond},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			p := &lateMaker{makeAfter: 500 * time.Millisecond, answerAfter: c.answerAfter}
+			p := &lateMaker{makeAfter: 2500 * time.Millisecond, answerAfter: c.answerAfter}
 			pol := fastPolicy("twilio")
-			pol.Lease, pol.LookupGrace = policy.Duration(2*time.Second), policy.Duration(time.Second)
+			pol.Lease, pol.LookupGrace = policy.Duration(8*time.Second), policy.Duration(4*time.Second)
 			pol.InDoubt, pol.LookupFallback = policy.InDoubtLookup, policy.InDoubtManual
 			r := start(t, "twilio", p, pol)
 			r.enqueue(t, "e")
-			got := r.waitStatus(t, "e", "SENT")
+			var got row
+			eventually(t, 30*time.Second, "e → SENT", func() bool { got = r.row(t, "e"); return got.Status == "SENT" })
 			if got.Ref != "SM-first" || p.Sends() != 1 {
 				t.Fatalf("SENT with %q after %d calls; want the first call's SMS found, one call (attempts %v)", got.Ref, p.Sends(), got.Outcomes)
 			}
