@@ -14,10 +14,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// chartHistorySQL fills the console charts' history (migration 024) as eight
-// days of traffic on every channel leave it, whatever the intents loaded: a
-// rollup row a minute per channel and for the whole system, three latency
-// slots each, and an audit entry every twenty minutes. The rollups are kept
+// chartHistorySQL fills the console charts' history (migrations 024 and 027)
+// as eight days of traffic on every channel leave it, whatever the intents
+// loaded: a rollup row a minute per channel and for the whole system, three
+// latency slots each, the hour rows that sum them (as the fold keeps them),
+// and an audit entry every twenty minutes. The rollups are kept
 // as changes happen and pruned after eight days, so this is their size at any
 // number of retained intents; loading it again changes nothing.
 const chartHistorySQL = `
@@ -32,6 +33,17 @@ l AS (
     INSERT INTO effectd.minute_latency (channel, minute, slot, n)
     SELECT c.name, m.minute, s, 40 FROM c, m, generate_series(16, 18) s
     ON CONFLICT DO NOTHING
+),
+h AS (
+    INSERT INTO effectd.hour_rollups (channel, hour, sent, failed, in_doubt, delivered, provider_errors, backoffs, backlog, oldest_due_seconds)
+    SELECT c.name, date_trunc('hour', m.minute, 'UTC'), 120 * count(*), 3 * count(*), count(*), 100 * count(*), 4 * count(*), 2 * count(*), 40, 1.5
+    FROM c, m GROUP BY 1, 2
+    ON CONFLICT DO NOTHING
+),
+hl AS (
+    INSERT INTO effectd.hour_latency (channel, hour, slot, n)
+    SELECT c.name, date_trunc('hour', m.minute, 'UTC'), s, 40 * count(*) FROM c, m, generate_series(16, 18) s GROUP BY 1, 2, 3
+    ON CONFLICT DO NOTHING
 )
 INSERT INTO effectd.audit (at, actor, action, channel)
 SELECT now() - n * interval '20 minutes', 'bench', 'channel.pause', (SELECT min(name) FROM effectd.channels)
@@ -43,7 +55,7 @@ func loadChartHistory(ctx context.Context, pool *pgxpool.Pool) error {
 	if _, err := pool.Exec(ctx, chartHistorySQL); err != nil {
 		return fmt.Errorf("charts' history: %w", err)
 	}
-	_, err := pool.Exec(ctx, `ANALYZE effectd.minute_rollups, effectd.minute_latency, effectd.audit`)
+	_, err := pool.Exec(ctx, `ANALYZE effectd.minute_rollups, effectd.minute_latency, effectd.hour_rollups, effectd.hour_latency, effectd.audit`)
 	return err
 }
 
