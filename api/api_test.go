@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -50,13 +52,9 @@ type env struct {
 func setup(t *testing.T) env {
 	t.Helper()
 	pool := pgtest.New(t)
-	if _, err := pool.Exec(context.Background(), `
-INSERT INTO effectd.channels (name, provider, policy) VALUES
-  ('hook', 'webhook', '{}'),
-  ('refund', 'stripe', '{"in_doubt": "lookup", "lookup_fallback": "manual"}'),
-  ('sms', 'twilio', '{"max_attempts": 5, "lease": "20s"}')`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.AddChannel(t, pool, "hook", "webhook")
+	fixture.AddChannel(t, pool, "refund", "stripe", fixture.Policy(`{"in_doubt": "lookup", "lookup_fallback": "manual"}`))
+	fixture.AddChannel(t, pool, "sms", "twilio", fixture.Policy(`{"max_attempts": 5, "lease": "20s"}`))
 	recon := &fakeReconciler{}
 	h, err := NewHandler(Config{
 		Pool: pool,
@@ -108,17 +106,12 @@ func want(t *testing.T, status int, body string, wantStatus int, mention ...stri
 // rows get an expired lease.
 func (e env) insertIntent(t *testing.T, channel, eventID string, s statemachine.State) int64 {
 	t.Helper()
-	var id int64
-	err := e.pool.QueryRow(context.Background(), `
-INSERT INTO effectd.intents (event_id, channel, payload, status, attempts, idempotency_key, lease_expires_at, created_at)
-VALUES ($1, $2, '{"to": "+15005550006", "body": "hi"}', $3, CASE WHEN $3 = 'PENDING' THEN 0 ELSE 1 END,
-        effectd.idempotency_key($2, $1),
-        CASE WHEN $3 = 'SENDING' THEN now() - interval '1 minute' END, now() - interval '1 hour')
-RETURNING id`, eventID, channel, string(s)).Scan(&id)
-	if err != nil {
-		t.Fatal(err)
+	opts := []fixture.IntentOption{fixture.Channel(channel), fixture.Event(eventID), fixture.Status(string(s)),
+		fixture.Payload(`{"to": "+15005550006", "body": "hi"}`), fixture.CreatedAt(time.Now().Add(-time.Hour))}
+	if s == statemachine.Sending {
+		opts = append(opts, fixture.Lease(time.Now().Add(-time.Minute)))
 	}
-	return id
+	return fixture.Intent(t, e.pool, opts...).ID
 }
 
 // routes returns every method and pattern of the router.
@@ -183,9 +176,7 @@ func TestInsecureNoAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := env{pool: pool, h: h}
-	if _, err := pool.Exec(context.Background(), `INSERT INTO effectd.channels (name, provider) VALUES ('sms', 'twilio')`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.AddChannel(t, pool, "sms", "twilio")
 	status, body := e.do(t, "POST", "/v1/channels/sms/pause", "", "")
 	want(t, status, body, http.StatusOK, `"paused": true`)
 	var actor string

@@ -16,6 +16,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -160,10 +161,8 @@ func TestAuditOldRows(t *testing.T) {
 			`{"status": "SENT", "attempts": 1, "outcome": "found → SENT", "provider_ref": "re_1"}`},
 	}
 	for _, o := range old {
-		if _, err := e.pool.Exec(context.Background(), `INSERT INTO effectd.audit (actor, action, intent_id, channel, before, after)
-VALUES ('oncall', $1, $2, 'refund', $3, $4)`, o.action, id, o.before, o.after); err != nil {
-			t.Fatal(err)
-		}
+		fixture.AddAudit(t, e.pool, fixture.AuditEntry{Actor: "oncall", Action: o.action, IntentID: id, Channel: "refund",
+			Before: o.before, After: o.after})
 	}
 	status, body := e.do(t, "GET", fmt.Sprintf("/v1/intents/%d", id), adminToken, "")
 	want(t, status, body, http.StatusOK)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -137,11 +138,9 @@ func TestBulkExpiredAndCapped(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := context.Background()
-	if _, err := e.pool.Exec(ctx, `
-INSERT INTO effectd.intents (event_id, channel, payload, status, attempts, idempotency_key)
-SELECT 'bulk-' || g, 'hook', '{}', 'IN_DOUBT', 1, 'hook:bulk-' || g FROM generate_series(1, 10005) g`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.Intents(t, e.pool, 10005, func(g int) []fixture.IntentOption {
+		return []fixture.IntentOption{fixture.Channel("hook"), fixture.Event(fmt.Sprintf("bulk-%d", g)), fixture.Status("IN_DOUBT")}
+	})
 	status, body := e.do(t, "POST", "/v1/intents/bulk", adminToken, `{"action":"resolve","as":"skip","reason":"drill"}`)
 	want(t, status, body, http.StatusOK, `"matched": 10000`, `"more": true`)
 	var snap effectdtype.BulkSnapshot

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -21,21 +23,24 @@ func TestRedactionFollowsCopies(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	const number = "+15557654321"
+	fixture.AddChannel(t, e.pool, "sms-notify", "webhook")
 	if _, err := e.pool.Exec(ctx, `
-INSERT INTO effectd.channels (name, provider, policy) VALUES ('sms-notify', 'webhook', '{}');
 UPDATE effectd.channels SET redact = '{to,body}', notify = '{"channel":"sms-notify","on":["in_doubt","failed"]}' WHERE name = 'sms'`); err != nil {
 		t.Fatal(err)
 	}
 	id := e.insertIntent(t, "sms", "otp-1", statemachine.Sending)
 	lastError := "twilio 21211: The 'To' number " + number + " is not a valid phone number"
-	for _, q := range []string{
+	eventPayload, _ := json.Marshal(map[string]string{"To": number, "e": lastError})
+	for k, q := range []string{
 		`UPDATE effectd.intents SET payload = jsonb_build_object('to', $2::text, 'body', 'Your code is 424242') WHERE id = $1 AND $3 <> ''`,
-		`INSERT INTO effectd.attempts (intent_id, attempt, kind, started_at, finished_at, outcome, error)
-		 VALUES ($1, 1, 'send', now(), now(), 'maybe_sent', $3 || $2::text)`,
-		`INSERT INTO effectd.provider_events (provider, event_id, channel, intent_id, object_ref, type, status, delivery, detail, outcome, payload)
-		 VALUES ('twilio', 'SM1:failed', 'sms', $1, 'SM1', 'failed', 'failed', 'undelivered', 'failed 21211', 'applied', jsonb_build_object('To', $2::text, 'e', $3::text))`,
 		`UPDATE effectd.intents SET status = 'IN_DOUBT', last_error = $3 WHERE id = $1 AND $2::text <> ''`,
 	} {
+		if k == 1 {
+			fixture.AddAttempts(t, e.pool, fixture.Attempt{IntentID: id, Outcome: "maybe_sent", Error: lastError + number})
+			fixture.AddProviderEvents(t, e.pool, fixture.ProviderEvent{Provider: "twilio", EventID: "SM1:failed", Channel: "sms",
+				IntentID: id, ObjectRef: "SM1", Type: "failed", Status: "failed", Delivery: "undelivered", Detail: "failed 21211",
+				Outcome: "applied", Payload: string(eventPayload)})
+		}
 		if _, err := e.pool.Exec(ctx, q, id, number, lastError); err != nil {
 			t.Fatal(err)
 		}

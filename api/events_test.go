@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/fixture"
 )
 
 // TestProviderEvents lists stored provider events: orphans only on request,
@@ -18,14 +19,14 @@ func TestProviderEvents(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := context.Background()
-	if _, err := e.pool.Exec(ctx, `
-INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status) VALUES ('e1', 'sms', '{}', 'sms:e1', 'SENT');
-INSERT INTO effectd.provider_events (provider, event_id, channel, intent_id, object_ref, type, status, delivery, detail, outcome, payload) VALUES
-  ('twilio', 'SM1:delivered', 'sms', 1, 'SM1', 'delivered', 'delivered', 'delivered', 'delivered', 'applied', '{}'),
-  ('twilio', 'SM9:sent', 'sms', NULL, 'SM9', 'sent', 'sent', 'accepted', 'sent', 'orphan', '{}'),
-  ('stripe', 'evt_1', 'refund', NULL, 're_9', 'refund.created', 'succeeded', 'delivered', 'succeeded', 'orphan', '{}')`); err != nil {
-		t.Fatal(err)
-	}
+	e1 := fixture.Intent(t, e.pool, fixture.Channel("sms"), fixture.Event("e1"), fixture.Status("SENT"), fixture.Attempts(0))
+	fixture.AddProviderEvents(t, e.pool,
+		fixture.ProviderEvent{Provider: "twilio", EventID: "SM1:delivered", Channel: "sms", IntentID: e1.ID, ObjectRef: "SM1",
+			Type: "delivered", Status: "delivered", Delivery: "delivered", Detail: "delivered", Outcome: "applied"},
+		fixture.ProviderEvent{Provider: "twilio", EventID: "SM9:sent", Channel: "sms", ObjectRef: "SM9",
+			Type: "sent", Status: "sent", Delivery: "accepted", Detail: "sent", Outcome: "orphan"},
+		fixture.ProviderEvent{Provider: "stripe", EventID: "evt_1", Channel: "refund", ObjectRef: "re_9",
+			Type: "refund.created", Status: "succeeded", Delivery: "delivered", Detail: "succeeded", Outcome: "orphan"})
 	list := func(h http.Handler, token, query string) (int, []effectdtype.ProviderEvent) {
 		t.Helper()
 		code, body := env{pool: e.pool, h: h}.do(t, http.MethodGet, "/v1/provider-events"+query, token, "")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -91,17 +92,9 @@ func TestMethodNotAllowedSaysAllow(t *testing.T) {
 func TestResponsesBounded(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	ctx := context.Background()
 	insert := func(eventID, payload string) int64 {
 		t.Helper()
-		var id int64
-		err := e.pool.QueryRow(ctx, `
-INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key)
-VALUES ($1, 'hook', $2::jsonb, effectd.idempotency_key('hook', $1)) RETURNING id`, eventID, payload).Scan(&id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return id
+		return fixture.Intent(t, e.pool, fixture.Channel("hook"), fixture.Event(eventID), fixture.Payload(payload)).ID
 	}
 
 	deep := `{"a":` + strings.Repeat("[", 3000) + strings.Repeat("]", 3000) + `}`
@@ -138,11 +131,11 @@ VALUES ($1, 'hook', $2::jsonb, effectd.idempotency_key('hook', $1)) RETURNING id
 		t.Errorf("%d intents in %d pages; want 11 in more than one", seen, pages)
 	}
 
-	if _, err := e.pool.Exec(ctx, `
-INSERT INTO effectd.attempts (intent_id, attempt, started_at, outcome)
-SELECT $1, n, now(), 'retry' FROM generate_series(1, $2::int) n`, id, dispatcher.MaxDetailRows+50); err != nil {
-		t.Fatal(err)
+	many := make([]fixture.Attempt, dispatcher.MaxDetailRows+50)
+	for n := range many {
+		many[n] = fixture.Attempt{IntentID: id, Attempt: n + 1, Outcome: "retry", Unfinished: true}
 	}
+	fixture.AddAttempts(t, e.pool, many...)
 	status, body = e.do(t, "GET", fmt.Sprintf("/v1/intents/%d", id), readToken, "")
 	want(t, status, body, http.StatusOK)
 	var d struct {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/openapitest"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -35,10 +36,9 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	)
 	// sms and sms-otp redact the number; outcomes of sms are told on
 	// sms-notify, whose notifications embed the source intent.
+	fixture.AddChannel(t, e.pool, "sms-otp", "twilio", fixture.Redact("to"))
+	fixture.AddChannel(t, e.pool, "sms-notify", "webhook")
 	if _, err := e.pool.Exec(ctx, `
-INSERT INTO effectd.channels (name, provider, policy, redact) VALUES
-  ('sms-otp', 'twilio', '{}', '{to}'),
-  ('sms-notify', 'webhook', '{}', '{}');
 UPDATE effectd.channels SET redact = '{to,body}',
   notify = '{"channel": "sms-notify", "on": ["sent", "failed", "skipped", "cancelled", "undelivered"]}' WHERE name = 'sms'`); err != nil {
 		t.Fatal(err)
@@ -61,22 +61,22 @@ UPDATE effectd.channels SET redact = '{to,body}',
 		`UPDATE effectd.intents SET last_error = $1 WHERE status = 'FAILED' AND $2::bigint > 0`,
 		`UPDATE effectd.intents SET provider_ref = 'SM1', delivery = 'undelivered', delivery_detail = 'undelivered 30003',
 		   delivery_at = now() WHERE id = $2 AND $1::text <> ''`,
-		`INSERT INTO effectd.attempts (intent_id, attempt, kind, started_at, finished_at, outcome, error)
-		   SELECT id, 1, 'send', now(), now(), 'failed', $1 FROM effectd.intents WHERE status = 'FAILED' AND $2::bigint > 0`,
-		`INSERT INTO effectd.provider_events (provider, event_id, channel, intent_id, object_ref, type, status, delivery, detail, outcome, payload) VALUES
-		   ('twilio', 'SM1:undelivered', 'sms', $2, 'SM1', 'undelivered', 'undelivered', 'undelivered', 'undelivered 30003', 'applied',
-		    jsonb_build_object('MessageSid', 'SM1', 'MessageStatus', 'undelivered', 'To', $1::text)),
-		   ('twilio', 'SM9:sent', 'sms-otp', NULL, 'SM9', 'sent', 'sent', 'accepted', 'sent', 'orphan', jsonb_build_object('To', $1::text)),
-		   ('stripe', 'evt_1', 'refund', NULL, 're_9', 'refund.created', 'succeeded', 'delivered', 'succeeded', 'orphan', '{"id": "evt_1"}')`,
 	} {
-		arg := quote
-		if strings.Contains(q, "provider_events") {
-			arg = number
-		}
-		if _, err := e.pool.Exec(ctx, q, arg, id["sms/sent"]); err != nil {
+		if _, err := e.pool.Exec(ctx, q, quote, id["sms/sent"]); err != nil {
 			t.Fatal(err)
 		}
 	}
+	fixture.AddAttempts(t, e.pool,
+		fixture.Attempt{IntentID: id["sms/failed"], Outcome: "failed", Error: quote},
+		fixture.Attempt{IntentID: id["sms-otp/failed"], Outcome: "failed", Error: quote})
+	fixture.AddProviderEvents(t, e.pool,
+		fixture.ProviderEvent{Provider: "twilio", EventID: "SM1:undelivered", Channel: "sms", IntentID: id["sms/sent"], ObjectRef: "SM1",
+			Type: "undelivered", Status: "undelivered", Delivery: "undelivered", Detail: "undelivered 30003", Outcome: "applied",
+			Payload: `{"MessageSid": "SM1", "MessageStatus": "undelivered", "To": "` + number + `"}`},
+		fixture.ProviderEvent{Provider: "twilio", EventID: "SM9:sent", Channel: "sms-otp", ObjectRef: "SM9", Type: "sent",
+			Status: "sent", Delivery: "accepted", Detail: "sent", Outcome: "orphan", Payload: `{"To": "` + number + `"}`},
+		fixture.ProviderEvent{Provider: "stripe", EventID: "evt_1", Channel: "refund", ObjectRef: "re_9", Type: "refund.created",
+			Status: "succeeded", Delivery: "delivered", Detail: "succeeded", Outcome: "orphan", Payload: `{"id": "evt_1"}`})
 	h, err := NewHandler(Config{
 		Pool: e.pool,
 		Tokens: []Token{
