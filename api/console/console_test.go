@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +20,7 @@ import (
 	"github.com/effectd/effectd/api"
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -48,12 +50,8 @@ type env struct {
 func setup(t *testing.T, tune ...func(*Config)) env {
 	t.Helper()
 	pool := pgtest.New(t)
-	if _, err := pool.Exec(context.Background(), `
-INSERT INTO effectd.channels (name, provider, policy) VALUES
-  ('refund', 'stripe', '{"in_doubt": "lookup", "lookup_fallback": "manual"}'),
-  ('sms', 'twilio', '{"max_attempts": 5, "lease": "20s", "rate_per_second": 10}')`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.AddChannel(t, pool, "refund", "stripe", fixture.Policy(`{"in_doubt": "lookup", "lookup_fallback": "manual"}`))
+	fixture.AddChannel(t, pool, "sms", "twilio", fixture.Policy(`{"max_attempts": 5, "lease": "20s", "rate_per_second": 10}`))
 	tokens := api.Tokens{
 		api.NewToken(api.Principal{Name: "payments-oncall", Role: api.RoleOperator}, operatorToken),
 		api.NewToken(api.Principal{Name: "support", Role: api.RoleViewer}, viewerToken),
@@ -84,22 +82,15 @@ INSERT INTO effectd.channels (name, provider, policy) VALUES
 // send that lost its lease and the lookup that could not tell.
 func (e env) insertInDoubt(t *testing.T, event string) int64 {
 	t.Helper()
-	var id int64
-	err := e.pool.QueryRow(context.Background(), `
-WITH i AS (
-    INSERT INTO effectd.intents (event_id, channel, payload, status, attempts, idempotency_key, last_error, created_at)
-    VALUES ($1, 'sms', '{"to":"+15005550006","body":"Your code is 123456"}', 'IN_DOUBT', 1, effectd.idempotency_key('sms', $1),
-            'lookup: 2 messages to +1500555**** match the body', now() - interval '3 minutes')
-    RETURNING id),
-a AS (
-    INSERT INTO effectd.attempts (intent_id, attempt, kind, started_at, finished_at, outcome, error)
-    SELECT id, 1, 'send', now() - interval '3 minutes', NULL, 'maybe_sent', 'worker lost its lease mid-call (process killed)' FROM i
-    UNION ALL
-    SELECT id, 1, 'lookup', now() - interval '2 minutes', now() - interval '2 minutes', 'ambiguous', '2 messages to +1500555**** match the body' FROM i)
-SELECT id FROM i`, event).Scan(&id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	now := time.Now()
+	id := fixture.Intent(t, e.pool, fixture.Channel("sms"), fixture.Event(event), fixture.Status("IN_DOUBT"),
+		fixture.Payload(`{"to":"+15005550006","body":"Your code is 123456"}`),
+		fixture.LastError("lookup: 2 messages to +1500555**** match the body"), fixture.CreatedAt(now.Add(-3*time.Minute))).ID
+	fixture.AddAttempts(t, e.pool,
+		fixture.Attempt{IntentID: id, Kind: "send", StartedAt: now.Add(-3 * time.Minute), Unfinished: true,
+			Outcome: "maybe_sent", Error: "worker lost its lease mid-call (process killed)"},
+		fixture.Attempt{IntentID: id, Kind: "lookup", StartedAt: now.Add(-2 * time.Minute), Outcome: "ambiguous",
+			Error: "2 messages to +1500555**** match the body"})
 	return id
 }
 
@@ -396,11 +387,9 @@ func TestProviderEventOnTimeline(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	id := e.insertInDoubt(t, "evt-callback")
-	if _, err := e.pool.Exec(context.Background(), `
-INSERT INTO effectd.provider_events (provider, event_id, channel, intent_id, object_ref, type, status, delivery, detail, outcome, payload)
-VALUES ('twilio', 'SMcb1:undelivered', 'sms', $1, 'SMcb1', 'undelivered', 'undelivered', 'undelivered', 'undelivered 30003', 'applied', '{}')`, id); err != nil {
-		t.Fatal(err)
-	}
+	fixture.AddProviderEvents(t, e.pool, fixture.ProviderEvent{Provider: "twilio", EventID: "SMcb1:undelivered", Channel: "sms",
+		IntentID: id, ObjectRef: "SMcb1", Type: "undelivered", Status: "undelivered", Delivery: "undelivered",
+		Detail: "undelivered 30003", Outcome: "applied"})
 	c := browserless(t)
 	login(t, c, e.srv.URL, operatorToken)
 	_, body := get(t, c, e.srv.URL+"/ui/intents/"+itoa(id))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/policy"
 )
 
@@ -17,17 +18,9 @@ import (
 // out, with what its provider said of its delivery.
 func (e env) insertSent(t *testing.T, event, delivery, detail string) int64 {
 	t.Helper()
-	var id int64
-	err := e.pool.QueryRow(context.Background(), `
-INSERT INTO effectd.intents (event_id, channel, payload, status, attempts, idempotency_key, provider_ref, last_error,
-                             delivery, delivery_detail, delivery_at)
-VALUES ($1, 'sms', '{"to":"+15005550006","body":"hi"}', 'SENT', 2, effectd.idempotency_key('sms', $1), 'SMok1',
-        'twilio: timeout after 10s', nullif($2, ''), nullif($3, ''), CASE WHEN $2 <> '' THEN now() END)
-RETURNING id`, event, delivery, detail).Scan(&id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return fixture.Intent(t, e.pool, fixture.Channel("sms"), fixture.Event(event), fixture.Status("SENT"), fixture.Attempts(2),
+		fixture.Payload(`{"to":"+15005550006","body":"hi"}`), fixture.ProviderRef("SMok1"),
+		fixture.LastError("twilio: timeout after 10s"), fixture.Delivery(delivery, detail)).ID
 }
 
 // TestStaleErrorNotAnAlarm: the last error of a SENT intent is from an
@@ -75,11 +68,9 @@ func TestDeliveryValueAndDetail(t *testing.T) {
 	same := e.insertSent(t, "evt-30003", "undelivered", "undelivered 30003")
 	other := e.insertSent(t, "evt-30008", "undelivered", "failed 30008")
 	plain := e.insertSent(t, "evt-ok", "delivered", "delivered")
-	if _, err := e.pool.Exec(context.Background(), `
-INSERT INTO effectd.provider_events (provider, event_id, channel, intent_id, object_ref, type, status, delivery, detail, outcome, payload)
-VALUES ('twilio', 'SMok1:undelivered', 'sms', $1, 'SMok1', 'undelivered', 'undelivered', 'undelivered', 'undelivered 30003', 'applied', '{}')`, same); err != nil {
-		t.Fatal(err)
-	}
+	fixture.AddProviderEvents(t, e.pool, fixture.ProviderEvent{Provider: "twilio", EventID: "SMok1:undelivered", Channel: "sms",
+		IntentID: same, ObjectRef: "SMok1", Type: "undelivered", Status: "undelivered", Delivery: "undelivered",
+		Detail: "undelivered 30003", Outcome: "applied"})
 	c := browserless(t)
 	login(t, c, e.srv.URL, operatorToken)
 	delivery := regexp.MustCompile(`(?s)<dd id="delivery">(.*?)</dd>`)

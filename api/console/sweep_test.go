@@ -16,6 +16,7 @@ import (
 
 	"github.com/effectd/effectd/api"
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/providers/effect"
@@ -86,11 +87,8 @@ func TestSweepPage(t *testing.T) {
 		t.Fatalf("clean sweep: %d:\n%s", resp.StatusCode, page)
 	}
 
-	var id int64
-	if err := pool.QueryRow(ctx, `INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, attempts)
-		VALUES ('r-1', 'refund', '{"type":"refund","charge":"ch_1"}', 'refund:r-1', 'IN_DOUBT', 1) RETURNING id`).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
+	id := fixture.Intent(t, pool, fixture.Channel("refund"), fixture.Event("r-1"), fixture.Status("IN_DOUBT"),
+		fixture.Payload(`{"type":"refund","charge":"ch_1"}`)).ID
 	ref, err := st.Send(ctx, "refund:r-1", json.RawMessage(`{"type":"refund","charge":"ch_1"}`),
 		map[string]string{effect.MetaEventID: "r-1", effect.MetaIntentID: fmt.Sprint(id)})
 	if err != nil {
