@@ -239,12 +239,22 @@ func (j *injector) pgRestart() {
 	j.note("%s back after %s", name, time.Since(start).Round(time.Millisecond))
 }
 
+// lookupGrace is every channel's lookup_grace for a lease: the sandbox, like
+// a provider, applies a request its latency after it arrived even when the
+// caller stopped waiting (a stopped instance never hangs up), so a lookup
+// proves an absence only that long after the call's deadline. The latency
+// fault stays under it; a provider slower than its channel's grace is a
+// misconfiguration the checker would report as a duplicate.
+func lookupGrace(lease time.Duration) time.Duration { return lease * 3 / 4 }
+
 // providerFault draws the sandbox fault for name on kind.
 func (j *injector) providerFault(name, kind string) sandbox.Fault {
 	switch name {
 	case FaultLatency:
-		// up to 2.5s: past the call deadline (90% of the lease) now and then
-		return sandbox.Fault{Latency: time.Duration(200+j.rng.IntN(2300)) * time.Millisecond}
+		// past the call's deadline now and then, never past the grace the
+		// channels give the provider after a call (lookupGrace)
+		most := lookupGrace(j.lease) - 100*time.Millisecond
+		return sandbox.Fault{Latency: 200*time.Millisecond + time.Duration(j.rng.Int64N(int64(most-200*time.Millisecond)))}
 	case Fault5xx:
 		statuses := []int{500, 502, 503}
 		if kind == "stripe" {

@@ -355,8 +355,8 @@ func configYAML(sandboxURL, ingress string, lease time.Duration, chans []Channel
 		case c.Provider == "twilio":
 			fmt.Fprintf(&b, "    twilio: { from: %q, base_url: %q }\n", smsSender(i), sandboxURL)
 		}
-		fmt.Fprintf(&b, "    policy: { max_attempts: 1000, lease: %s, backoff: { base: 100ms, max: 2s }, in_doubt: %s, lookup_fallback: %s, concurrency: 16 }\n",
-			lease, c.InDoubt, c.LookupFallback)
+		fmt.Fprintf(&b, "    policy: { max_attempts: 1000, lease: %s, lookup_grace: %s, backoff: { base: 100ms, max: 2s }, in_doubt: %s, lookup_fallback: %s, concurrency: 16 }\n",
+			lease, lookupGrace(lease), c.InDoubt, c.LookupFallback)
 	}
 	return b.String()
 }
