@@ -63,9 +63,10 @@ func chartTotals(c effectdtype.Chart) effectdtype.ChartPoint {
 }
 
 // checkRollups waits for the dispatcher's folder to fold the rollups'
-// deltas, and compares the last hour's chart of channel c, and of the whole
-// system, with the history rollupEvents makes under rollupScript, the
-// deliveries with the intents' own.
+// deltas, and compares the charts of channel c, and of the whole system,
+// over the last hour (minute rollups) and 24 h and 7 d (hour rollups), with
+// the history rollupEvents makes under rollupScript, the deliveries with the
+// intents' own; and the hour rollups with the sums of their minutes'.
 func checkRollups(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
 	ctx := context.Background()
@@ -77,24 +78,51 @@ FROM effectd.intents WHERE channel = 'c'`).Scan(&accepted, &delivered); err != n
 	want := effectdtype.ChartPoint{Sent: 14, Failed: 3, ProviderErrors: 7, Backoffs: 4, Decided: 17,
 		Accepted: accepted, Delivered: delivered}
 	got := map[string]effectdtype.ChartPoint{}
+	var unlike int
 	read := func() bool {
-		for _, channels := range [][]string{{"c"}, nil} {
-			chart, err := dispatcher.Charts(ctx, pool, channels, "1h", time.Now())
-			if err != nil {
-				t.Fatal(err)
+		ok := true
+		for _, rg := range []string{"1h", "24h", "7d"} {
+			for _, channels := range [][]string{{"c"}, nil} {
+				chart, err := dispatcher.Charts(ctx, pool, channels, rg, time.Now())
+				if err != nil {
+					t.Fatal(err)
+				}
+				got[rg+fmt.Sprint(channels)] = chartTotals(chart)
+				ok = ok && got[rg+fmt.Sprint(channels)] == want
 			}
-			got[fmt.Sprint(channels)] = chartTotals(chart)
 		}
-		return got["[c]"] == want && got["[]"] == want
+		if err := pool.QueryRow(ctx, hoursUnlikeMinutesSQL).Scan(&unlike); err != nil {
+			t.Fatal(err)
+		}
+		return ok && unlike == 0
 	}
 	deadline := time.Now().Add(30 * time.Second) // the folder folds every 5 s
 	for !read() {
 		if time.Now().After(deadline) {
-			t.Fatalf("the last hour's rollups\n got %+v\nwant %+v for channel c and the whole system", got, want)
+			t.Fatalf("the rollups of 1 h (minutes), 24 h and 7 d (hours), for channel c and the whole system ([])\n got %+v\nwant %+v each; hour rows unlike their minutes' sums: %d",
+				got, want, unlike)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// hoursUnlikeMinutesSQL counts the hour rollups (migration 027) of channel
+// c and of the whole system whose counts and latency slots differ from the
+// sums of their minutes'.
+const hoursUnlikeMinutesSQL = `
+SELECT (SELECT count(*)
+        FROM (SELECT channel, date_trunc('hour', minute, 'UTC') AS hour, sum(sent) AS sent, sum(failed) AS failed,
+                     sum(provider_errors) AS provider_errors, sum(backoffs) AS backoffs, sum(accepted) AS accepted,
+                     sum(delivered) AS delivered
+              FROM effectd.minute_rollups WHERE channel IN ('c', '*') GROUP BY 1, 2) m
+        FULL JOIN (SELECT * FROM effectd.hour_rollups WHERE channel IN ('c', '*')) h USING (channel, hour)
+        WHERE (m.sent, m.failed, m.provider_errors, m.backoffs, m.accepted, m.delivered)
+              IS DISTINCT FROM (h.sent, h.failed, h.provider_errors, h.backoffs, h.accepted, h.delivered))
+     + (SELECT count(*)
+        FROM (SELECT channel, date_trunc('hour', minute, 'UTC') AS hour, slot, sum(n) AS n
+              FROM effectd.minute_latency WHERE channel IN ('c', '*') GROUP BY 1, 2, 3) m
+        FULL JOIN (SELECT * FROM effectd.hour_latency WHERE channel IN ('c', '*')) h USING (channel, hour, slot)
+        WHERE m.n IS DISTINCT FROM h.n)`
 
 // TestRollupsFollowCompletions: the minute rollups the charts read count
 // what the dispatcher's completions did (sends, failures, provider errors,
