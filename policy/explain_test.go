@@ -44,6 +44,7 @@ func TestExplain(t *testing.T) {
 		`in_doubt="lookup" default`,
 		`lease="30s" override`, // an override equal to the default is still the override's
 		`lookup_fallback="manual" default`,
+		`lookup_grace="0s" default`,
 		`max_age="0s" default`,
 		`max_attempts=5 YAML`,
 		`rate_per_second=2 override`,
