@@ -11,6 +11,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -19,17 +20,9 @@ import (
 // inserts an IN_DOUBT intent of event eventID on it.
 func seedTwoPerson(t *testing.T, pool *pgxpool.Pool, eventID string) int64 {
 	t.Helper()
-	ctx := context.Background()
-	if _, err := pool.Exec(ctx, `INSERT INTO effectd.channels (name, provider, policy) VALUES ('refund', 'stripe', '{"approval": "two-person"}')
-		ON CONFLICT DO NOTHING`); err != nil {
-		t.Fatal(err)
-	}
-	var id int64
-	if err := pool.QueryRow(ctx, `INSERT INTO effectd.intents (event_id, channel, payload, status, attempts, idempotency_key)
-		VALUES ($1, 'refund', '{}', 'IN_DOUBT', 1, 'refund:' || $1) RETURNING id`, eventID).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	fixture.AddChannel(t, pool, "refund", "stripe", fixture.Policy(`{"approval": "two-person"}`), fixture.IfAbsent())
+	return fixture.Intent(t, pool, fixture.Channel("refund"), fixture.Event(eventID), fixture.Status("IN_DOUBT"),
+		fixture.Attempts(1)).ID
 }
 
 // twoPersonIntent reads an intent's status and attempts, and how many audit

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -95,10 +96,8 @@ func TestCallbackBeforeAnswer(t *testing.T) {
 				if _, err := tx.Exec(ctx, `UPDATE effectd.intents SET status = 'SENT', provider_ref = 'SM1', lease_expires_at = NULL, delivery = 'accepted', delivery_at = now() WHERE id = $1`, id); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := tx.Exec(ctx, `INSERT INTO effectd.attempts (intent_id, attempt, kind, started_at, finished_at, outcome, provider_ref)
-					VALUES ($1, 1, 'callback', now(), now(), 'settled by a twilio event: queued', 'SM1')`, id); err != nil {
-					t.Fatal(err)
-				}
+				fixture.AddAttempts(t, tx, fixture.Attempt{IntentID: id, Kind: "callback",
+					Outcome: "settled by a twilio event: queued", ProviderRef: "SM1"})
 				close(p.release)
 				eventually(t, 10*time.Second, "the completion waits for the event's transaction", func() bool {
 					var n int

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/storage/onenode"
 )
 
@@ -31,10 +32,9 @@ func BenchmarkDedupeKeys(b *testing.B) {
 	pool := registered(b)
 	ctx := context.Background()
 	start := time.Now()
-	if _, err := pool.Exec(ctx, `INSERT INTO effectd.dedupe_keys (key, day, until)
-		SELECT effectd.dedupe_key('hook', 'evt_' || g), current_date - 30, current_date - 15 FROM generate_series(1, $1) g`, n); err != nil {
-		b.Fatal(err)
-	}
+	fixture.AddDedupeKeys(b, pool, n, func(g int) fixture.DedupeKey {
+		return fixture.DedupeKey{Channel: "hook", EventID: fmt.Sprintf("evt_%d", g), Day: fixture.Day(-30), Until: fixture.Day(-15)}
+	})
 	if _, err := pool.Exec(ctx, `VACUUM ANALYZE effectd.dedupe_keys`); err != nil {
 		b.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
@@ -46,16 +47,8 @@ func newEventRig(t *testing.T, notify *dispatcher.Notify) eventRig {
 // insert adds an intent of channel sms in status, with ref and delivery ("" = NULL).
 func (r eventRig) insert(t *testing.T, event, status, ref, delivery string) int64 {
 	t.Helper()
-	var id int64
-	err := r.pool.QueryRow(context.Background(), `
-		INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, attempts, provider_ref, delivery, delivery_at, lease_expires_at)
-		VALUES ($1, 'sms', '{"to":"+15005550006","body":"hi"}', 'sms:' || $1, $2, 1, nullif($3, ''), nullif($4, ''),
-		        CASE WHEN $4 <> '' THEN now() END, CASE WHEN $2 = 'SENDING' THEN now() + interval '1 minute' END)
-		RETURNING id`, event, status, ref, delivery).Scan(&id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return fixture.Intent(t, r.pool, fixture.Channel("sms"), fixture.Event(event), fixture.Status(status), fixture.Attempts(1),
+		fixture.Payload(`{"to":"+15005550006","body":"hi"}`), fixture.ProviderRef(ref), fixture.Delivery(delivery, "")).ID
 }
 
 type intentState struct{ Status, Ref, Delivery, Detail string }

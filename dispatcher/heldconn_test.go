@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/policy"
@@ -191,12 +192,14 @@ func TestHeldPlansReadIndexesAsTheDayFills(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The day fills: 20,000 intents, 5 of them due.
-	if _, err := pool.Exec(ctx, `INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, next_attempt_at)
-		SELECT 'fill-' || n, 'hook', '{}', 'hook:fill-' || n,
-		       now() + CASE WHEN n <= 5 THEN interval '-1 second' ELSE interval '1 hour' END
-		FROM generate_series(1, 20000) n`); err != nil {
-		t.Fatal(err)
-	}
+	now := time.Now()
+	fixture.Intents(t, pool, 20000, func(n int) []fixture.IntentOption {
+		due := now.Add(time.Hour)
+		if n <= 5 {
+			due = now.Add(-time.Second)
+		}
+		return []fixture.IntentOption{fixture.Event(fmt.Sprintf("fill-%d", n)), fixture.Channel("hook"), fixture.NextAttemptAt(due)}
+	})
 	var name string
 	if err := conn.QueryRow(ctx, `SELECT name FROM pg_prepared_statements
 		WHERE statement LIKE '-- Claim up to%' AND generic_plans > 0`).Scan(&name); err != nil {

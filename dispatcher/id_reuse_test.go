@@ -13,6 +13,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
@@ -39,14 +40,9 @@ func reuseID(t *testing.T, pool *pgxpool.Pool, id int64, channel, event, status,
 			t.Fatal(err)
 		}
 	}
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO effectd.intents (id, event_id, channel, payload, idempotency_key, status, attempts, provider_ref, delivery, delivery_at, lease_expires_at)
-		OVERRIDING SYSTEM VALUE
-		VALUES ($1, $2, $3, '{"to":"+15005550006","body":"hi"}', $3 || ':' || $2, $4, 1, nullif($5, ''), nullif($6, ''),
-		        CASE WHEN $6 <> '' THEN now() END, CASE WHEN $4 = 'SENDING' THEN now() + interval '1 minute' END)`,
-		id, event, channel, status, ref, delivery); err != nil {
-		t.Fatal(err)
-	}
+	fixture.Intent(t, pool, fixture.ID(id), fixture.Event(event), fixture.Channel(channel), fixture.Status(status),
+		fixture.Attempts(1), fixture.Payload(`{"to":"+15005550006","body":"hi"}`), fixture.ProviderRef(ref),
+		fixture.Delivery(delivery, ""))
 }
 
 // untouched is the state and trail of intent id, to compare before and after.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/providers/stripe"
@@ -72,24 +73,16 @@ func TestKeyWindowDeclaredByProvider(t *testing.T) {
 // SENDING, and with one send attempt when called.
 func seedAged(t *testing.T, pool *pgxpool.Pool, channel, kind, event string, s statemachine.State, age time.Duration, called bool) int64 {
 	t.Helper()
-	ctx := context.Background()
-	if _, err := pool.Exec(ctx, `INSERT INTO effectd.channels (name, provider) VALUES ($1, $2) ON CONFLICT DO NOTHING`, channel, kind); err != nil {
-		t.Fatal(err)
+	fixture.AddChannel(t, pool, channel, kind, fixture.IfAbsent())
+	then := time.Now().Add(-age.Truncate(time.Second))
+	opts := []fixture.IntentOption{fixture.Event(event), fixture.Channel(channel), fixture.Status(string(s)),
+		fixture.Payload(`{"type":"refund","payment_intent":"pi_1","amount":100}`), fixture.CreatedAt(then), fixture.ClaimedAt(then)}
+	if s == statemachine.Sending {
+		opts = append(opts, fixture.Lease(time.Now().Add(-time.Minute)))
 	}
-	var id int64
-	err := pool.QueryRow(ctx, `
-INSERT INTO effectd.intents (event_id, channel, payload, status, attempts, idempotency_key, created_at, claimed_at, lease_expires_at)
-VALUES ($1, $2, '{"type":"refund","payment_intent":"pi_1","amount":100}', $3, CASE WHEN $3 = 'PENDING' THEN 0 ELSE 1 END, $2 || ':' || $1, now() - $4::interval, now() - $4::interval,
-        CASE WHEN $3 = 'SENDING' THEN now() - interval '1 minute' END)
-RETURNING id`, event, channel, string(s), fmt.Sprintf("%d seconds", int(age.Seconds()))).Scan(&id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := fixture.Intent(t, pool, opts...).ID
 	if called {
-		if _, err := pool.Exec(ctx, `INSERT INTO effectd.attempts (intent_id, attempt, kind, started_at, finished_at, outcome)
-			VALUES ($1, 1, 'send', now(), now(), 'retry')`, id); err != nil {
-			t.Fatal(err)
-		}
+		fixture.AddAttempts(t, pool, fixture.Attempt{IntentID: id, Outcome: "retry"})
 	}
 	return id
 }

@@ -6,11 +6,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -19,23 +21,16 @@ import (
 // with an expired lease when SENDING unless liveLease.
 func seedIntent(t *testing.T, pool *pgxpool.Pool, eventID string, s statemachine.State, liveLease bool) int64 {
 	t.Helper()
-	ctx := context.Background()
-	if _, err := pool.Exec(ctx, `INSERT INTO effectd.channels (name, provider) VALUES ('hook', 'webhook') ON CONFLICT DO NOTHING`); err != nil {
-		t.Fatal(err)
+	fixture.AddChannel(t, pool, "hook", "webhook", fixture.IfAbsent())
+	opts := []fixture.IntentOption{fixture.Channel("hook"), fixture.Event(eventID), fixture.Status(string(s)), fixture.Attempts(3)}
+	if s == statemachine.Sending {
+		lease := time.Now().Add(-time.Minute)
+		if liveLease {
+			lease = time.Now().Add(time.Hour)
+		}
+		opts = append(opts, fixture.Lease(lease))
 	}
-	lease := "now() - interval '1 minute'"
-	if liveLease {
-		lease = "now() + interval '1 hour'"
-	}
-	var id int64
-	err := pool.QueryRow(ctx, `
-INSERT INTO effectd.intents (event_id, channel, payload, status, attempts, idempotency_key, lease_expires_at)
-VALUES ($1, 'hook', '{}', $2, 3, 'hook:' || $1, CASE WHEN $2 = 'SENDING' THEN `+lease+` END)
-RETURNING id`, eventID, string(s)).Scan(&id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return fixture.Intent(t, pool, opts...).ID
 }
 
 func TestOperateTransitions(t *testing.T) {

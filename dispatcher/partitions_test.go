@@ -2,12 +2,14 @@ package dispatcher_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/internal/storage/onenode"
@@ -34,22 +36,19 @@ func TestDropsExpiredPartitions(t *testing.T) {
 	if err := query.DayPartitions(ctx, r.pool, 5); err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{
-		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, created_at, updated_at)
-		 SELECT 'd' || d || '-' || n, 'c', '{}', 'c:d' || d || '-' || n, 'SENT', at, at
-		 FROM generate_series(2, 5) d, generate_series(1, 3) n,
-		      LATERAL (SELECT ((now() AT TIME ZONE 'UTC')::date - d)::timestamp AT TIME ZONE 'UTC' + interval '1 hour' AS at) x`,
-		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, created_at, updated_at)
-		 SELECT 'd2-doubt', 'c', '{}', 'c:d2-doubt', 'IN_DOUBT', at, at
-		 FROM (SELECT ((now() AT TIME ZONE 'UTC')::date - 2)::timestamp AT TIME ZONE 'UTC' + interval '2 hours' AS at) x`,
-		`INSERT INTO effectd.attempts (intent_id, attempt, started_at, outcome)
-		 SELECT id, 1, created_at + interval '1 second', 'sent' FROM effectd.intents`,
-		`INSERT INTO effectd.provider_events (provider, event_id, channel, intent_id, type, outcome, payload, received_at)
-		 SELECT 'twilio', 'ev-' || event_id, 'c', id, 'delivered', 'applied', '{}', created_at + interval '1 minute' FROM effectd.intents`,
-	} {
-		if _, err := r.pool.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
+	made := fixture.Intents(t, r.pool, 12, func(k int) []fixture.IntentOption {
+		d, n := 2+(k-1)/3, 1+(k-1)%3
+		at := fixture.Day(-d).Add(time.Hour)
+		return []fixture.IntentOption{fixture.Event(fmt.Sprintf("d%d-%d", d, n)), fixture.Channel("c"), fixture.Status("SENT"),
+			fixture.Attempts(0), fixture.CreatedAt(at), fixture.UpdatedAt(at)}
+	})
+	at := fixture.Day(-2).Add(2 * time.Hour)
+	made = append(made, fixture.Intent(t, r.pool, fixture.Event("d2-doubt"), fixture.Channel("c"), fixture.Status("IN_DOUBT"),
+		fixture.Attempts(0), fixture.CreatedAt(at), fixture.UpdatedAt(at)))
+	for _, m := range made {
+		fixture.AddAttempts(t, r.pool, fixture.Attempt{IntentID: m.ID, StartedAt: m.CreatedAt.Add(time.Second), Unfinished: true})
+		fixture.AddProviderEvents(t, r.pool, fixture.ProviderEvent{Provider: "twilio", EventID: "ev-" + m.EventID, Channel: "c",
+			IntentID: m.ID, Type: "delivered", Outcome: "applied", ReceivedAt: m.CreatedAt.Add(time.Minute)})
 	}
 	if err := query.FoldSettledCounts(ctx, r.pool, effectdtype.SingleNode); err != nil { // the counts of the days to drop are folded, not only deltas
 		t.Fatal(err)
@@ -213,15 +212,10 @@ func TestPruneKeepsRowRequeuedBeforeDetach(t *testing.T) {
 	if err := query.DayPartitions(ctx, pool, 4); err != nil {
 		t.Fatal(err)
 	}
-	var id int64
-	if err := pool.QueryRow(ctx, `
-WITH c AS (INSERT INTO effectd.channels (name, provider) VALUES ('c', 'webhook'))
-INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, attempts, created_at, updated_at)
-SELECT 'failed-3', 'c', '{}', 'c:failed-3', 'FAILED', 1, at, at
-FROM (SELECT ((now() AT TIME ZONE 'UTC')::date - 3)::timestamp AT TIME ZONE 'UTC' + interval '1 hour' AS at) x
-RETURNING id`).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
+	fixture.AddChannel(t, pool, "c", "webhook")
+	at := fixture.Day(-3).Add(time.Hour)
+	id := fixture.Intent(t, pool, fixture.Event("failed-3"), fixture.Channel("c"), fixture.Status("FAILED"),
+		fixture.CreatedAt(at), fixture.UpdatedAt(at)).ID
 	blocker, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)

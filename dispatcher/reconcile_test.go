@@ -11,6 +11,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -134,10 +135,7 @@ func TestReconcileNow(t *testing.T) {
 // rows to their day partitions.
 func keepLonger(t *testing.T, r rig) {
 	t.Helper()
-	if _, err := r.pool.Exec(context.Background(),
-		`INSERT INTO effectd.channels (name, provider, policy) VALUES ('keeps-longer', 'webhook', '{"retention": "360h"}')`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.AddChannel(t, r.pool, "keeps-longer", "webhook", fixture.Policy(`{"retention": "360h"}`))
 }
 
 // TestPrune deletes only terminal rows past retention, with their attempts.
@@ -154,9 +152,10 @@ func TestPrune(t *testing.T) {
 	ctx := context.Background()
 	// Rows an operator must still see, however old: IN_DOUBT; and one not yet due.
 	// (not due for a day, so the running dispatcher leaves it alone).
-	r.pool.Exec(ctx, `INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, updated_at, next_attempt_at)
-		VALUES ('old-doubt', 'c', '{}', 'c:old-doubt', 'IN_DOUBT', now() - interval '2 hours', now()),
-		       ('old-pending', 'c', '{}', 'c:old-pending', 'PENDING', now() - interval '2 hours', now() + interval '1 day')`)
+	twoHoursAgo := time.Now().Add(-2 * time.Hour)
+	fixture.Intent(t, r.pool, fixture.Event("old-doubt"), fixture.Channel("c"), fixture.Status("IN_DOUBT"), fixture.UpdatedAt(twoHoursAgo))
+	fixture.Intent(t, r.pool, fixture.Event("old-pending"), fixture.Channel("c"), fixture.UpdatedAt(twoHoursAgo),
+		fixture.NextAttemptAt(time.Now().Add(24*time.Hour)))
 	r.pool.Exec(ctx, `UPDATE effectd.intents SET updated_at = now() - interval '2 hours' WHERE event_id = 'old-sent'`)
 	n, err := dispatcher.Prune(ctx, r.d)
 	if err != nil || n != 1 {

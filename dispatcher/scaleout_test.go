@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
 )
 
@@ -23,10 +24,9 @@ func TestScaleOutNoDoubleClaims(t *testing.T) {
 	by := map[int]int{}
 	pol := fastPolicy("webhook")
 	pol.Concurrency = 32
-	if _, err := pool.Exec(ctx, `INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key)
-		SELECT 'e' || g, 'c', '{}', 'c:e' || g FROM generate_series(1, $1) g`, n); err != nil {
-		t.Fatal(err)
-	}
+	fixture.Intents(t, pool, n, func(g int) []fixture.IntentOption {
+		return []fixture.IntentOption{fixture.Event(fmt.Sprintf("e%d", g)), fixture.Channel("c")}
+	})
 	for i := range instances {
 		p := providerFunc(func(ctx context.Context, key string) (string, error) {
 			mu.Lock()

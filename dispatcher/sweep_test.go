@@ -17,6 +17,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/providers/sandbox"
@@ -88,16 +89,12 @@ func (r *sweepRig) send(t *testing.T, channel, event, payload string) {
 // the table, as a failover or a lost completion leaves it, and returns its id.
 func (r *sweepRig) plant(t *testing.T, channel, event, payload, status, ref string) int64 {
 	t.Helper()
-	var id int64
-	err := r.pool.QueryRow(context.Background(), `
-		INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, attempts, provider_ref, claimed_at, lease_expires_at)
-		VALUES ($1, $2, $3::jsonb, $2 || ':' || $1, $4, 1, nullif($5, ''), now(),
-		        CASE WHEN $4 = 'SENDING' THEN now() + interval '1 hour' END)
-		RETURNING id`, event, channel, payload, status, ref).Scan(&id)
-	if err != nil {
-		t.Fatalf("plant %s: %v", event, err)
+	opts := []fixture.IntentOption{fixture.Channel(channel), fixture.Event(event), fixture.Payload(payload),
+		fixture.Status(status), fixture.Attempts(1), fixture.ProviderRef(ref), fixture.ClaimedAt(time.Now())}
+	if status == "SENDING" {
+		opts = append(opts, fixture.Lease(time.Now().Add(time.Hour)))
 	}
-	return id
+	return fixture.Intent(t, r.pool, opts...).ID
 }
 
 // refund makes a refund at the sandbox stamped as intent id's, with its own key.
