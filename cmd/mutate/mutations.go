@@ -694,6 +694,23 @@ var mutations = []mutation{
 	{name: "charts rollups: a completion on a bucket does not count a back-off (citus)", file: "internal/query/rollups_bucket.sql",
 		from: "('backoffs', 0, OLD = 'SENDING' AND r.status = 'PENDING'),", to: "('backoffs', 0, false),",
 		pkg: "./dispatcher/", run: "^TestCitusRollupsFollowCompletions$", tags: "citus"},
+	// charts hour rollups (docs/console.md, "Charts"): the fold keeps each
+	// hour the sum of its minutes, the 24 h and 7 d charts read the hours
+	{name: "charts hour rollups: the fold does not add to the hour", file: "internal/query/rollups.go",
+		from: "hours.add(channel, minute.Truncate(time.Hour), d)", to: "_ = hours",
+		pkg: "./internal/query/", run: "^TestHourRollupsSumTheMinutes$"},
+	{name: "charts hour rollups: a second fold replaces the hour's sends", file: "internal/query/fold_hour_rollups_add.sql",
+		from: "SET sent            = r.sent + excluded.sent,", to: "SET sent            = excluded.sent,",
+		pkg: "./internal/query/", run: "^TestHourRollupsSumTheMinutes$"},
+	{name: "charts hour rollups: the hour's backlog is its last sample, not its minutes' largest", file: "internal/query/rollup_sample.sql",
+		from: "greatest(s.b, e.backlog)", to: "s.b",
+		pkg: "./internal/query/", run: "^TestHourRollupsSumTheMinutes$"},
+	{name: "charts hour rollups: the 7 d chart reads minutes", file: "internal/query/charts.go",
+		from: "if step >= time.Hour && step%time.Hour == 0 {", to: "if false {",
+		pkg: "./internal/query/", run: "^TestChartLongRangesReadHours$"},
+	{name: "charts hour rollups: the dispatcher's fold does not add to the hour", file: "internal/query/rollups.go",
+		from: "hours.add(channel, minute.Truncate(time.Hour), d)", to: "_ = hours",
+		pkg: "./dispatcher/", run: "^TestRollupsFollowCompletions$"},
 	// two-person approval (docs/console.md): never one's own request, never
 	// an expired one, only with the approve right on the channel
 	{name: "two-person approval: the requester may approve their own request", file: "dispatcher/approval.go",
