@@ -734,4 +734,19 @@ var mutations = []mutation{
 	{name: "storage: database.storage takes any value", file: "cmd/effectd/internal/config/database.go",
 		from: "case s != StorageAuto && s != StorageSingle && s != StorageCitus:", to: "case false:",
 		pkg: "./cmd/effectd/internal/config/", run: "^TestParseStorage$"},
+	// the storage seam (docs/architecture.md, "The storage seam"): each
+	// behaviour of storage.Engine specified once, in the contract suite
+	// (internal/storage/storagetest), and run on both implementations
+	{name: "storage seam: a prune stops after its first batch", file: "internal/storage/internal/retention/retention.go",
+		from: "if err != nil || n < int64(size) {", to: "if true {",
+		pkg: "./internal/storage/onenode/", run: "^TestContract$/^prune$"},
+	{name: "storage seam: the one-node claim waits for a row another transaction holds", file: "internal/query/claim.sql",
+		from: "    FOR UPDATE SKIP LOCKED\n", to: "    FOR UPDATE\n",
+		pkg: "./internal/storage/onenode/", run: "^TestContract$/^claim$"},
+	{name: "storage seam: the Citus settlement of an expired lease not fenced on the key", file: "internal/query/settle_bucket.sql",
+		from: "AND id = $1 AND idempotency_key = $9 AND", to: "AND id = $1 AND $9::text IS NOT NULL AND",
+		pkg: "./internal/storage/citus/", run: "^TestCitusContract$/^settle$", tags: "citus"},
+	{name: "storage seam: the Citus settlement by a provider event not fenced on the key", file: "internal/query/settle_by_event_bucket.sql",
+		from: "AND id = $1 AND idempotency_key = $10 AND", to: "AND id = $1 AND $10::text IS NOT NULL AND",
+		pkg: "./internal/storage/citus/", run: "^TestCitusContract$/^events$", tags: "citus"},
 }
