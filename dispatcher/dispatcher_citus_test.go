@@ -73,7 +73,7 @@ func TestCitusDispatch(t *testing.T) {
 		}
 		return "ref-" + key, nil
 	}}
-	pol := fastPolicy("webhook") // a maybe-sent call's lease is ended at once: the reconciler takes it on its next round
+	pol := fastPolicy("webhook") // a maybe-sent call's lease ends the grace after it (a tenth of the lease): the reconciler takes it then
 	chans := []dispatcher.Channel{{Name: "c", Kind: "webhook", Provider: p, Policy: pol}}
 	cfg := dispatcher.Config{Channels: chans, Buckets: buckets, BucketLease: 2 * time.Second,
 		ReconcileInterval: 50 * time.Millisecond, RefreshInterval: 100 * time.Millisecond}
