@@ -2,9 +2,11 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/providers/sandbox"
 )
@@ -14,16 +16,15 @@ import (
 func TestCheckerComparesCounts(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.New(t)
-	for _, s := range []string{
-		`INSERT INTO effectd.channels (name, provider) VALUES ('hook', 'webhook')`,
-		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status)
-		 SELECT 'e' || n, 'hook', '{}', 'hook:e' || n, CASE WHEN n <= 3 THEN 'SENT' ELSE 'PENDING' END
-		 FROM generate_series(1, 5) n`,
-	} {
-		if _, err := pool.Exec(ctx, s); err != nil {
-			t.Fatal(err)
+	fixture.AddChannel(t, pool, "hook", "webhook")
+	fixture.Intents(t, pool, 5, func(n int) []fixture.IntentOption {
+		status := "PENDING"
+		if n <= 3 {
+			status = "SENT"
 		}
-	}
+		return []fixture.IntentOption{fixture.Event(fmt.Sprintf("e%d", n)), fixture.Channel("hook"), fixture.Status(status),
+			fixture.Attempts(0)}
+	})
 	judge := func() []Violation {
 		c := newChecker(nil, nil, sandbox.Snapshot{}, nil, nil)
 		if err := c.judgeCounts(ctx, pool); err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/providers/sandbox"
@@ -34,17 +35,11 @@ func TestJudgeCancels(t *testing.T) {
 		"evt-7": "CANCELLED", // an effect after a retry that called: excused
 		"evt-8": "CANCELLED", // no cancel in the history: lost
 	}
-	if _, err := pool.Exec(ctx, `INSERT INTO effectd.channels (name, provider) VALUES ('hook', 'webhook')`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.AddChannel(t, pool, "hook", "webhook")
 	ids := map[string]int64{}
 	for _, ev := range slices.Sorted(maps.Keys(intents)) {
-		var id int64
-		if err := pool.QueryRow(ctx, `INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status)
-			VALUES ($1, 'hook', '{}', 'hook:' || $1, $2) RETURNING id`, ev, intents[ev]).Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		ids[ev] = id
+		ids[ev] = fixture.Intent(t, pool, fixture.Event(ev), fixture.Channel("hook"), fixture.Status(intents[ev]),
+			fixture.Attempts(0)).ID
 	}
 	attempts := []struct{ ev, kind, outcome, err string }{
 		{"evt-2", "send", "sent", ""},
@@ -54,10 +49,7 @@ func TestJudgeCancels(t *testing.T) {
 		{"evt-2", "send", "retry", "the lease was nearly over before the call started; not called"},
 	}
 	for _, a := range attempts {
-		if _, err := pool.Exec(ctx, `INSERT INTO effectd.attempts (intent_id, attempt, kind, started_at, finished_at, outcome, error)
-			VALUES ($1, 1, $2, now(), now(), $3, nullif($4, ''))`, ids[a.ev], a.kind, a.outcome, a.err); err != nil {
-			t.Fatal(err)
-		}
+		fixture.AddAttempts(t, pool, fixture.Attempt{IntentID: ids[a.ev], Kind: a.kind, Outcome: a.outcome, Error: a.err})
 	}
 	events := map[string]Outcome{}
 	var ledger sandbox.Snapshot
@@ -99,12 +91,11 @@ func TestJudgeCancels(t *testing.T) {
 func TestJudgeHistoryNamesProducerCancels(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.New(t)
-	if _, err := pool.Exec(ctx, `INSERT INTO effectd.channels (name, provider) VALUES ('hook', 'webhook');
-		INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status)
-		VALUES ('evt-1', 'hook', '{}', 'hook:evt-1', 'CANCELLED'), ('evt-2', 'hook', '{}', 'hook:evt-2', 'CANCELLED');
-		INSERT INTO effectd.audit (actor, action, intent_id, channel, reason)
-		SELECT 'producer', 'intent.cancel', id, 'hook', 'cancelled' FROM effectd.intents`); err != nil {
-		t.Fatal(err)
+	fixture.AddChannel(t, pool, "hook", "webhook")
+	for _, ev := range []string{"evt-1", "evt-2"} {
+		id := fixture.Intent(t, pool, fixture.Event(ev), fixture.Channel("hook"), fixture.Status("CANCELLED"), fixture.Attempts(0)).ID
+		fixture.AddAudit(t, pool, fixture.AuditEntry{Actor: "producer", Action: "intent.cancel", IntentID: id, Channel: "hook",
+			Reason: "cancelled"})
 	}
 	tallies, err := query.TallyIntents(ctx, pool)
 	if err != nil {
