@@ -17,7 +17,7 @@ import (
 func runBench(ctx context.Context, args []string, getenv env, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var o bench.Options
-	scenarios := fs.String("scenarios", "producer,drain,live,slow,memory,startup", "comma-separated: drain, live, slow, producer, memory, startup, soak, scale, citus (a Citus coordinator and two workers on loopback: producer cost against one PostgreSQL, drain with 1 and 3 instances; Citus must be installed, see .ci/citus-install), citus-scale (the reads of scale on the same cluster in the distributed mode, at --citus-scale-rows and a tenth of it, and the day partitions dropped on every shard)")
+	scenarios := fs.String("scenarios", "producer,drain,live,slow,memory,startup", "comma-separated: drain, live, slow, producer, memory, startup, soak, scale, citus (a Citus coordinator and two workers on loopback: producer cost against one PostgreSQL, drain with 1 and 3 instances; Citus must be installed, see .ci/citus-install), citus-scale (the reads of scale on the same cluster in the distributed mode, at --citus-scale-rows and a tenth of it, and the day partitions dropped on every shard), breakdown (where each microsecond goes: a backlog of --breakdown-events enqueued and drained, CPU per effect by process, PostgreSQL's statements from pg_stat_statements, effectd serve's CPU profile by feature; then live at --rate for --duration, latency by stage; see docs/performance.md)")
 	fs.IntVar(&o.Events, "events", 20000, "drain: backlog size")
 	fs.IntVar(&o.Producers, "producers", 32, "concurrent producer connections")
 	fs.IntVar(&o.Rate, "rate", 1000, "live: events offered per second")
@@ -34,6 +34,7 @@ func runBench(ctx context.Context, args []string, getenv env, stdout, stderr io.
 	fs.DurationVar(&o.SoakRetention, "soak-retention", 2*time.Minute, "soak: how long terminal rows are kept before the pruner deletes them")
 	fs.IntVar(&o.ScaleRows, "scale-rows", 10_000_000, "scale: retained intents at the larger size (reads are measured at a tenth of it too)")
 	fs.IntVar(&o.ScaleRuns, "scale-runs", 21, "scale, citus-scale: calls of each read at each size (the median is printed)")
+	fs.IntVar(&o.BreakdownEvents, "breakdown-events", 100_000, "breakdown: backlog enqueued, then drained")
 	fs.IntVar(&o.CitusScaleRows, "citus-scale-rows", 1_000_000, "citus-scale: retained intents at the larger size, loaded through the coordinator (reads are measured at a tenth of it too)")
 	fs.BoolVar(&o.Durable, "durable", false, "fsync and synchronous_commit on (slower on this disk; see docs/performance.md)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the temporary data directory (its pg/server.log is PostgreSQL's log)")

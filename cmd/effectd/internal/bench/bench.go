@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,7 +31,7 @@ import (
 // Options select the scenarios and their sizes.
 type Options struct {
 	Binary      string        // the effectd binary run as `serve`
-	Scenarios   []string      // drain, live, slow, producer, memory, startup, soak, scale, citus, citus-scale
+	Scenarios   []string      // drain, live, slow, producer, memory, startup, soak, scale, citus, citus-scale, breakdown
 	Events      int           // drain: backlog size
 	Producers   int           // concurrent producer connections
 	Rate        int           // live: events offered per second
@@ -57,6 +58,8 @@ type Options struct {
 	ScaleRuns int // scale: calls of each read per size; the median is printed
 
 	CitusScaleRows int // citus-scale: retained intents at the larger size (the smaller is a tenth)
+
+	BreakdownEvents int // breakdown: backlog drained (its live part runs at Rate for Duration)
 }
 
 const secret = "whsec_ZWZmZWN0ZC1iZW5jaC1zZWNyZXQta2V5LTEyMzQ1Ng=="
@@ -74,6 +77,9 @@ type env struct {
 	// onCall, when set, sees every call reaching the sandbox: its webhook-id
 	// and when it arrived, before the receiver handles it.
 	onCall atomic.Pointer[func(key string, at time.Time)]
+	// serveProfile, when set and Options.Profile is not, is where each serve
+	// started writes its CPU profile (breakdown).
+	serveProfile string
 }
 
 // Run runs the chosen scenarios and writes their figures to out.
@@ -86,6 +92,7 @@ func Run(ctx context.Context, opt Options, out io.Writer) error {
 	opt.SoakInterval = cmp.Or(opt.SoakInterval, time.Minute)
 	opt.ScaleRuns = cmp.Or(opt.ScaleRuns, 21)
 	opt.CitusScaleRows = cmp.Or(opt.CitusScaleRows, 1_000_000)
+	opt.BreakdownEvents = cmp.Or(opt.BreakdownEvents, 100_000)
 	dir, err := os.MkdirTemp("", "effectd-bench-")
 	if err != nil {
 		return err
@@ -94,7 +101,12 @@ func Run(ctx context.Context, opt Options, out io.Writer) error {
 		defer os.RemoveAll(dir)
 	}
 	os.Chmod(dir, 0o755) // the postgres user must reach pg/ inside it when running as root
-	settings := append([]string{"max_wal_size=4GB", "checkpoint_timeout=30min"}, opt.PGSettings...)
+	settings := []string{"max_wal_size=4GB", "checkpoint_timeout=30min"}
+	if slices.Contains(opt.Scenarios, "breakdown") {
+		// Only then: the extension costs every statement a little.
+		settings = append(settings, "shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all")
+	}
+	settings = append(settings, opt.PGSettings...)
 	pg, err := localpg.Start(ctx, filepath.Join(dir, "pg"), localpg.Options{Fast: !opt.Durable, Settings: settings})
 	if err != nil {
 		return err
@@ -134,8 +146,10 @@ func Run(ctx context.Context, opt Options, out io.Writer) error {
 			err = e.citus(ctx)
 		case "citus-scale":
 			err = e.citusScale(ctx)
+		case "breakdown":
+			err = e.breakdown(ctx)
 		default:
-			err = fmt.Errorf("unknown scenario %q (want drain, live, slow, producer, memory, startup, soak, scale, citus, citus-scale)", s)
+			err = fmt.Errorf("unknown scenario %q (want drain, live, slow, producer, memory, startup, soak, scale, citus, citus-scale, breakdown)", s)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", s, err)
@@ -253,6 +267,8 @@ func (e *env) serveAt(ctx context.Context, dbURL, cfg, addr string, sampleMemory
 	args := []string{"serve", "--config", cfg, "--addr", addr, "--insecure-no-auth", "--log-level", "error"}
 	if e.opt.Profile != "" {
 		args = append(args, "--cpuprofile", filepath.Join(e.opt.Profile, fmt.Sprintf("serve-%d.pprof", e.seq)))
+	} else if e.serveProfile != "" {
+		args = append(args, "--cpuprofile", e.serveProfile)
 	}
 	cmd := exec.CommandContext(ctx, e.opt.Binary, args...)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "BENCH_WEBHOOK_SECRET="+secret)

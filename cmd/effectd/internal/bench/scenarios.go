@@ -173,6 +173,8 @@ type lived struct {
 	bySecond   []float64       // the p99 in ms of the events committed in each second of the load
 	stages     string          // where the slowest events' time went (liveStages)
 	lost, dups int
+	prefix     string      // the events' ids are prefix<i>, i < n
+	commits    []time.Time // when event i's producer saw its commit
 }
 
 // secondsP99 is the p99 in ms of the latencies of the events committed in
@@ -284,7 +286,7 @@ func (e *env) liveInto(ctx context.Context, url string, pool *pgxpool.Pool, cfg 
 		return r, err
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	r = lived{n: n, start: start, offered: offered, late: late.Load(), lat: lat, bySecond: bySecond, stages: stages}
+	r = lived{n: n, start: start, offered: offered, late: late.Load(), lat: lat, bySecond: bySecond, stages: stages, prefix: prefix, commits: commits}
 	r.lost, r.dups = e.integrity(prefix, committed)
 	return r, nil
 }
