@@ -3,18 +3,24 @@ package query
 import (
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/effectd/effectd/internal/fixture"
 )
 
 // TestApprovalQueueReadsPendingOnly: the queue of pending approval requests
 // reads approval_requests_pending, which holds only pending rows, however
 // many decided requests are kept beside them.
 func TestApprovalQueueReadsPendingOnly(t *testing.T) {
-	plan := explain(t, []string{
-		`INSERT INTO effectd.approval_requests (channel, action, reason, requester, expires_at, state, decider, decided_at, outcome)
-		 SELECT 'refund', 'channel.policy', 'r', 'alice', now() + interval '1 day', 'approved', 'bob', now(), 'done'
-		 FROM generate_series(1, 20000)`,
-		`INSERT INTO effectd.approval_requests (channel, action, reason, requester, expires_at)
-		 SELECT 'refund', 'channel.policy', 'r', 'alice', now() + interval '1 day' FROM generate_series(1, 3)`,
+	plan := explainSeeded(t, func(tx pgx.Tx) {
+		fixture.AddApprovalRequests(t, tx, 20000, func(int) fixture.ApprovalRequest {
+			return fixture.ApprovalRequest{Channel: "refund", Reason: "r", State: "approved", Decider: "bob", Outcome: "done"}
+		})
+		fixture.AddApprovalRequests(t, tx, 3, func(int) fixture.ApprovalRequest {
+			return fixture.ApprovalRequest{Channel: "refund", Reason: "r"}
+		})
+	}, []string{
 		`ANALYZE effectd.approval_requests`,
 	}, approvalPending, []string{"refund"}, 0, 101)
 	if !strings.Contains(plan, "approval_requests_pending") || strings.Contains(plan, "Seq Scan") {

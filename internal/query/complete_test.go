@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
 )
 
@@ -17,16 +18,11 @@ import (
 func TestCompleteFencesOnTheIntent(t *testing.T) {
 	pool := pgtest.New(t)
 	ctx := context.Background()
-	for _, s := range []string{
-		`INSERT INTO effectd.channels (name, provider) VALUES ('pay', 'stripe'), ('sms', 'twilio')`,
-		// id 7 now names a refund; the SMS that had id 7 before the failover is gone.
-		`INSERT INTO effectd.intents (id, event_id, channel, payload, idempotency_key, status, attempts, lease_expires_at)
-		 OVERRIDING SYSTEM VALUE VALUES (7, 'evt-new', 'pay', '{}', 'pay:evt-new', 'SENDING', 1, now() + interval '1 minute')`,
-	} {
-		if _, err := pool.Exec(ctx, s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fixture.AddChannel(t, pool, "pay", "stripe")
+	fixture.AddChannel(t, pool, "sms", "twilio")
+	// id 7 now names a refund; the SMS that had id 7 before the failover is gone.
+	fixture.Intent(t, pool, fixture.ID(7), fixture.Event("evt-new"), fixture.Channel("pay"), fixture.Status("SENDING"),
+		fixture.Lease(time.Now().Add(time.Minute)))
 	now := time.Now()
 	var created time.Time
 	if err := pool.QueryRow(ctx, `SELECT created_at FROM effectd.intents WHERE id = 7`).Scan(&created); err != nil {
@@ -69,15 +65,9 @@ func TestCompleteFencesOnTheIntent(t *testing.T) {
 func TestSettleFencesOnTheIntent(t *testing.T) {
 	pool := pgtest.New(t)
 	ctx := context.Background()
-	for _, s := range []string{
-		`INSERT INTO effectd.channels (name, provider) VALUES ('pay', 'stripe')`,
-		`INSERT INTO effectd.intents (id, event_id, channel, payload, idempotency_key, status, attempts, lease_expires_at)
-		 OVERRIDING SYSTEM VALUE VALUES (9, 'evt-new', 'pay', '{}', 'pay:evt-new', 'SENDING', 1, now() - interval '1 minute')`,
-	} {
-		if _, err := pool.Exec(ctx, s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fixture.AddChannel(t, pool, "pay", "stripe")
+	fixture.Intent(t, pool, fixture.ID(9), fixture.Event("evt-new"), fixture.Channel("pay"), fixture.Status("SENDING"),
+		fixture.Lease(time.Now().Add(-time.Minute)))
 	s := Settlement{IntentID: 9, Attempts: 1, From: "SENDING", To: "SENT", ProviderRef: "re_x", StartedAt: time.Now(), Outcome: "found → SENT"}
 	s.Key = "pay:evt-lost"
 	if applied, err := Settle(ctx, pool, s); err != nil || applied {
@@ -97,19 +87,10 @@ func TestSettleFencesOnTheIntent(t *testing.T) {
 func TestCompleteTwoAttemptsOfOneIntent(t *testing.T) {
 	pool := pgtest.New(t)
 	ctx := context.Background()
-	var id int64
-	var created time.Time
-	for _, s := range []string{
-		`INSERT INTO effectd.channels (name, provider) VALUES ('hook', 'webhook')`,
-	} {
-		if _, err := pool.Exec(ctx, s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := pool.QueryRow(ctx, `INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, attempts, lease_expires_at)
-		VALUES ('evt', 'hook', '{}', 'hook:evt', 'SENDING', 2, now() + interval '1 minute') RETURNING id, created_at`).Scan(&id, &created); err != nil {
-		t.Fatal(err)
-	}
+	fixture.AddChannel(t, pool, "hook", "webhook")
+	made := fixture.Intent(t, pool, fixture.Event("evt"), fixture.Channel("hook"), fixture.Status("SENDING"), fixture.Attempts(2),
+		fixture.Lease(time.Now().Add(time.Minute)))
+	id, created := made.ID, made.CreatedAt
 	now := time.Now()
 	var b CompleteBatch
 	for _, attempt := range []int32{1, 2} {

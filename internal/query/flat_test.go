@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
 )
 
@@ -19,6 +20,10 @@ import (
 // ago, over three channels, each with the attempt that sent it: mostly SENT
 // and delivered, one in 3,000 FAILED, one in 500 undelivered, as an import
 // would write them (already settled, counted by migration 012's insert
+// cancelTen stands, in TestCountsFollowChanges' steps, for ten CANCELLED intents
+// made by the fixture factory.
+const cancelTen = "ten CANCELLED intents of b"
+
 // trigger); then folds the counts, as the dispatcher's folder does.
 func seedHistory(t *testing.T, pool *pgxpool.Pool, from, n int) {
 	t.Helper()
@@ -29,33 +34,47 @@ func seedHistory(t *testing.T, pool *pgxpool.Pool, from, n int) {
 			t.Fatal(err)
 		}
 	}
+	for _, c := range [][2]string{{"hook", "webhook"}, {"pay", "stripe"}, {"sms", "twilio"}} {
+		fixture.AddChannel(t, pool, c[0], c[1], fixture.IfAbsent())
+	}
+	now := time.Now()
+	made := fixture.Intents(t, pool, n, func(k int) []fixture.IntentOption {
+		g := from + k - 1
+		ch := []string{"hook", "pay", "sms"}[g%3]
+		at := now.Add(-time.Hour - time.Duration(from+n-g)*(14*24*time.Hour/time.Duration(from+n)))
+		opts := []fixture.IntentOption{fixture.Event(fmt.Sprintf("h-%d", g)), fixture.Channel(ch),
+			fixture.Payload(`{"to":"+15550000000"}`), fixture.CreatedAt(at), fixture.UpdatedAt(at)}
+		switch {
+		case g%3000 == 0:
+			return append(opts, fixture.Status("FAILED"))
+		case g%500 == 0 && ch != "hook":
+			opts = append(opts, fixture.Delivery("undelivered", ""))
+		default:
+			opts = append(opts, fixture.Delivery("delivered", ""))
+		}
+		return append(opts, fixture.Status("SENT"), fixture.ProviderRef(fmt.Sprintf("ref-%d", g)), fixture.DeliveredAt(at))
+	})
+	var attempts []fixture.Attempt
+	var events []fixture.ProviderEvent
+	for k, m := range made {
+		g := from + k
+		ref := ""
+		if g%3000 != 0 {
+			ref = fmt.Sprintf("ref-%d", g)
+		}
+		attempts = append(attempts, fixture.Attempt{IntentID: m.ID, StartedAt: m.CreatedAt, ProviderRef: ref})
+		if m.Channel == "sms" && ref != "" {
+			events = append(events, fixture.ProviderEvent{Provider: "twilio", EventID: ref + ":delivered", Channel: "sms",
+				IntentID: m.ID, ObjectRef: ref, Type: "delivered", Outcome: "applied", ReceivedAt: m.CreatedAt})
+		}
+	}
+	fixture.AddAttempts(t, pool, attempts...)
+	fixture.MarkIDs(t, pool, now.Add(-50*time.Minute))
+	fixture.AddProviderEvents(t, pool, events...)
+	fixture.AddProviderEvents(t, pool,
+		fixture.ProviderEvent{Provider: "twilio", EventID: fmt.Sprintf("orphan-1-%d", from), Channel: "sms", ObjectRef: "SMx", Outcome: "orphan"},
+		fixture.ProviderEvent{Provider: "twilio", EventID: fmt.Sprintf("orphan-2-%d", from), Channel: "sms", ObjectRef: "SMx", Outcome: "orphan"})
 	for _, s := range []string{
-		`INSERT INTO effectd.channels (name, provider) VALUES ('hook', 'webhook'), ('pay', 'stripe'), ('sms', 'twilio')
-		 ON CONFLICT DO NOTHING`,
-		fmt.Sprintf(`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, attempts,
-		     provider_ref, delivery, created_at, updated_at)
-		 SELECT 'h-' || g, ch, '{"to":"+15550000000"}', ch || ':h-' || g,
-		        CASE WHEN g %% 3000 = 0 THEN 'FAILED' ELSE 'SENT' END, 1,
-		        CASE WHEN g %% 3000 = 0 THEN NULL ELSE 'ref-' || g END,
-		        CASE WHEN g %% 3000 = 0 THEN NULL WHEN g %% 500 = 0 AND ch <> 'hook' THEN 'undelivered' ELSE 'delivered' END,
-		        at, at
-		 FROM generate_series(%d, %d) g,
-		      LATERAL (SELECT (ARRAY['hook', 'pay', 'sms'])[1 + g %% 3] AS ch,
-		                      now() - interval '1 hour' - (%d - g) * (interval '14 days' / %d) AS at) x`,
-			from, from+n-1, from+n, from+n),
-		fmt.Sprintf(`INSERT INTO effectd.attempts (intent_id, attempt, started_at, finished_at, outcome, provider_ref)
-		 SELECT id, 1, created_at, created_at, 'sent', provider_ref FROM effectd.intents
-		 WHERE event_id LIKE 'h-%%' AND id > (SELECT coalesce(max(intent_id), 0) FROM effectd.attempts)`),
-		`INSERT INTO effectd.id_marks (at, max_id) SELECT now() - interval '50 minutes', max(id) FROM effectd.intents
-		 ON CONFLICT DO NOTHING`,
-		`INSERT INTO effectd.provider_events (provider, event_id, channel, intent_id, object_ref, type, outcome, payload, received_at)
-		 SELECT 'twilio', provider_ref || ':delivered', channel, id, provider_ref, 'delivered', 'applied', '{}', created_at
-		 FROM effectd.intents
-		 WHERE channel = 'sms' AND provider_ref IS NOT NULL AND event_id LIKE 'h-%'
-		   AND id > (SELECT coalesce(max(intent_id), 0) FROM effectd.provider_events)`,
-		`INSERT INTO effectd.provider_events (provider, event_id, channel, object_ref, type, outcome, payload)
-		 SELECT 'twilio', 'orphan-' || g || '-' || (SELECT count(*) FROM effectd.provider_events), 'sms', 'SMx', 'delivered', 'orphan', '{}'
-		 FROM generate_series(1, 2) g`,
 		`VACUUM ANALYZE effectd.provider_events`,
 		foldCountsSQL,
 		`VACUUM ANALYZE effectd.intent_count_deltas`,
@@ -189,18 +208,12 @@ func TestReadsFlatInHistory(t *testing.T) {
 		t.Skip("seeds 100,000 intents")
 	}
 	pool := pgtest.New(t)
-	ctx := context.Background()
 	seedHistory(t, pool, 1, 20_000)
-	for _, s := range []string{
-		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, attempts, lease_expires_at)
-		 SELECT 'live-' || g, 'sms', '{"to":"+15550000000"}', 'sms:live-' || g,
-		        (ARRAY['PENDING', 'SENDING', 'IN_DOUBT'])[1 + g % 3], 1, now() + interval '1 minute'
-		 FROM generate_series(1, 9) g`,
-	} {
-		if _, err := pool.Exec(ctx, s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fixture.Intents(t, pool, 9, func(g int) []fixture.IntentOption {
+		return []fixture.IntentOption{fixture.Event(fmt.Sprintf("live-%d", g)), fixture.Channel("sms"),
+			fixture.Payload(`{"to":"+15550000000"}`), fixture.Status([]string{"PENDING", "SENDING", "IN_DOUBT"}[g%3]),
+			fixture.Attempts(1), fixture.Lease(time.Now().Add(time.Minute))}
+	})
 	small := map[string]int64{}
 	for _, r := range flatReads() {
 		small[r.name], _ = buffers(t, pool, r)
@@ -239,7 +252,7 @@ func TestCountsFollowChanges(t *testing.T) {
 	ctx := context.Background()
 	check := func(when string) {
 		t.Helper()
-		counts, err := ChannelCounts(ctx, pool, effectdtype.SingleNode, nil)
+		counts, err := ChannelCounts(ctx, pool, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -261,24 +274,31 @@ func TestCountsFollowChanges(t *testing.T) {
 			t.Fatalf("%s: counts %v, rows %v", when, got, want)
 		}
 	}
+	fixture.AddChannel(t, pool, "a", "webhook")
+	fixture.AddChannel(t, pool, "b", "twilio")
+	fixture.Intents(t, pool, 300, func(g int) []fixture.IntentOption {
+		return []fixture.IntentOption{fixture.Event(fmt.Sprintf("e%d", g)), fixture.Channel([]string{"a", "b"}[g%2])}
+	})
+	check("300 PENDING intents")
 	for _, s := range []string{
-		`INSERT INTO effectd.channels (name, provider) VALUES ('a', 'webhook'), ('b', 'twilio')`,
-		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key)
-		 SELECT 'e' || g, CASE WHEN g % 2 = 0 THEN 'a' ELSE 'b' END, '{}', 'k' || g FROM generate_series(1, 300) g`,
 		`UPDATE effectd.intents SET status = 'SENDING', lease_expires_at = now() WHERE id % 3 = 0`,
 		`UPDATE effectd.intents SET status = 'SENT', lease_expires_at = NULL, delivery = 'accepted' WHERE status = 'SENDING' AND id % 2 = 0`,
 		`UPDATE effectd.intents SET status = 'FAILED', lease_expires_at = NULL WHERE status = 'SENDING'`,
 		`UPDATE effectd.intents SET delivery = 'delivered' WHERE delivery = 'accepted' AND id % 4 = 0`,
 		`UPDATE effectd.intents SET status = 'PENDING' WHERE status = 'FAILED' AND id % 5 = 0`,
 		`UPDATE effectd.intents SET status = 'IN_DOUBT' WHERE status = 'PENDING' AND id % 7 = 0`,
-		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status)
-		 SELECT 'x' || g, 'b', '{}', 'x' || g, 'CANCELLED' FROM generate_series(1, 10) g`,
+		cancelTen,
 		`DELETE FROM effectd.intents WHERE status = 'SENT' AND id % 8 = 0`,
 		foldCountsSQL,
 		`UPDATE effectd.intents SET status = 'SKIPPED' WHERE status = 'PENDING' AND id % 11 = 0`,
 		`DELETE FROM effectd.intents WHERE status = 'CANCELLED' AND event_id = 'x3'`,
 	} {
-		if _, err := pool.Exec(ctx, s); err != nil {
+		if s == cancelTen {
+			fixture.Intents(t, pool, 10, func(g int) []fixture.IntentOption {
+				return []fixture.IntentOption{fixture.Event(fmt.Sprintf("x%d", g)), fixture.Channel("b"), fixture.Status("CANCELLED"),
+					fixture.Attempts(0)}
+			})
+		} else if _, err := pool.Exec(ctx, s); err != nil {
 			t.Fatalf("%.60s: %v", s, err)
 		}
 		check(s[:min(60, len(s))])
@@ -295,14 +315,17 @@ func TestCountsFollowChanges(t *testing.T) {
 func TestListSinceMark(t *testing.T) {
 	pool := pgtest.New(t)
 	ctx := context.Background()
+	fixture.AddChannel(t, pool, "a", "webhook")
+	made := func(prefix string, n int, ago time.Duration) {
+		fixture.Intents(t, pool, n, func(g int) []fixture.IntentOption {
+			return []fixture.IntentOption{fixture.Event(fmt.Sprintf("%s%d", prefix, g)), fixture.Channel("a"),
+				fixture.CreatedAt(time.Now().Add(-ago))}
+		})
+	}
+	made("old", 20, 2*time.Hour)
 	for _, s := range []string{
-		`INSERT INTO effectd.channels (name, provider) VALUES ('a', 'webhook')`,
-		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, created_at)
-		 SELECT 'old' || g, 'a', '{}', 'a:old' || g, now() - interval '2 hours' FROM generate_series(1, 20) g`,
 		markIDsSQL,
 		`UPDATE effectd.id_marks SET at = now() - interval '90 minutes'`,
-		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, created_at)
-		 SELECT 'new' || g, 'a', '{}', 'a:new' || g, now() - interval '1 hour' FROM generate_series(1, 5) g`,
 	} {
 		var args []any
 		if s == markIDsSQL {
@@ -312,9 +335,10 @@ func TestListSinceMark(t *testing.T) {
 			t.Fatalf("%.60s: %v", s, err)
 		}
 	}
+	made("new", 5, time.Hour)
 	since := time.Now().Add(-80 * time.Minute)
 	var n int
-	if err := ListIntents(ctx, pool, effectdtype.SingleNode, IntentFilter{Limit: 100, Since: &since}, func(effectdtype.IntentRow) bool { n++; return true }); err != nil {
+	if err := ListIntents(ctx, pool, IntentFilter{Limit: 100, Since: &since}, func(effectdtype.IntentRow) bool { n++; return true }); err != nil {
 		t.Fatal(err)
 	}
 	if n != 5 {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
 )
 
@@ -22,15 +22,8 @@ import (
 func TestDeliveryWritesFenceOnTheIntent(t *testing.T) {
 	pool := pgtest.New(t)
 	ctx := context.Background()
-	for _, s := range []string{
-		`INSERT INTO effectd.channels (name, provider) VALUES ('sms', 'twilio')`,
-		`INSERT INTO effectd.intents (id, event_id, channel, payload, idempotency_key, status, attempts)
-		 OVERRIDING SYSTEM VALUE VALUES (7, 'new', 'sms', '{}', 'sms:new', 'IN_DOUBT', 1)`,
-	} {
-		if _, err := pool.Exec(ctx, s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fixture.AddChannel(t, pool, "sms", "twilio")
+	fixture.Intent(t, pool, fixture.ID(7), fixture.Event("new"), fixture.Channel("sms"), fixture.Status("IN_DOUBT"))
 	state := func() string {
 		t.Helper()
 		var s string
@@ -76,21 +69,14 @@ func TestDeliveryWritesFenceOnTheIntent(t *testing.T) {
 func TestOperateFencesOnTheIntent(t *testing.T) {
 	pool := pgtest.New(t)
 	ctx := context.Background()
-	for _, s := range []string{
-		`INSERT INTO effectd.channels (name, provider) VALUES ('sms', 'twilio')`,
-		`INSERT INTO effectd.intents (id, event_id, channel, payload, idempotency_key, status, attempts)
-		 OVERRIDING SYSTEM VALUE VALUES (7, 'new', 'sms', '{}', 'sms:new', 'PENDING', 0)`,
-	} {
-		if _, err := pool.Exec(ctx, s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fixture.AddChannel(t, pool, "sms", "twilio")
+	fixture.Intent(t, pool, fixture.ID(7), fixture.Event("new"), fixture.Channel("sms"))
 	tr := Transition{IntentID: 7, Key: "sms:lost", From: "PENDING", Attempts: 0, To: "CANCELLED"}
-	if after, err := Operate(ctx, pool, effectdtype.SingleNode, tr); !errors.Is(err, pgx.ErrNoRows) {
+	if after, err := Operate(ctx, pool, tr); !errors.Is(err, pgx.ErrNoRows) {
 		t.Fatalf("another intent's transition: %s, %v; want no row", after.Status, err)
 	}
 	tr.Key = "sms:new"
-	if after, err := Operate(ctx, pool, effectdtype.SingleNode, tr); err != nil || after.Status != "CANCELLED" {
+	if after, err := Operate(ctx, pool, tr); err != nil || after.Status != "CANCELLED" {
 		t.Fatalf("its own transition: %s, %v", after.Status, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
 )
 
@@ -114,11 +115,10 @@ func TestFinishDetachesAttachesUndecided(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := "intents_p" + time.Now().UTC().AddDate(0, 0, -2).Format("20060102")
+	fixture.AddChannel(t, pool, "c", "webhook")
+	at := fixture.Day(-2).Add(time.Hour)
+	fixture.Intent(t, pool, fixture.Event("pending-2"), fixture.Channel("c"), fixture.CreatedAt(at), fixture.UpdatedAt(at))
 	for _, q := range []string{
-		`INSERT INTO effectd.channels (name, provider) VALUES ('c', 'webhook')`,
-		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, created_at, updated_at)
-		 SELECT 'pending-2', 'c', '{}', 'c:pending-2', 'PENDING', at, at
-		 FROM (SELECT ((now() AT TIME ZONE 'UTC')::date - 2)::timestamp AT TIME ZONE 'UTC' + interval '1 hour' AS at) x`,
 		`ALTER TABLE effectd.intents DETACH PARTITION effectd.` + name + ` CONCURRENTLY`,
 	} {
 		if _, err := pool.Exec(ctx, q); err != nil {

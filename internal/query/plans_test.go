@@ -8,11 +8,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
 )
 
@@ -22,12 +24,20 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // back, and returns the plan.
 func explain(t *testing.T, setup []string, sql string, args ...any) string {
 	t.Helper()
+	return explainSeeded(t, func(pgx.Tx) {}, setup, sql, args...)
+}
+
+// explainSeeded is explain with the rows seed makes (internal/fixture) in the
+// transaction before setup runs.
+func explainSeeded(t *testing.T, seed func(pgx.Tx), setup []string, sql string, args ...any) string {
+	t.Helper()
 	ctx := context.Background()
 	tx, err := pgtest.New(t).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
+	seed(tx)
 	for _, s := range setup {
 		if _, err := tx.Exec(ctx, s); err != nil {
 			t.Fatalf("%.60s: %v", s, err)
@@ -53,10 +63,7 @@ func between(s, from, to string) string {
 // planner read the whole of intents_lease for each batch instead, an entry for
 // every row claimed since the last vacuum: half speed on a 100,000 backlog.
 func TestCompleteLooksUpByID(t *testing.T) {
-	plan := explain(t, []string{
-		`INSERT INTO effectd.channels (name, provider) VALUES ('plan', 'webhook')`,
-		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key)
-		 SELECT 'evt-' || n, 'plan', '{}', 'plan:evt-' || n FROM generate_series(1, 20000) n`,
+	plan := explainSeeded(t, func(tx pgx.Tx) { planBacklog(t, tx, 20000) }, []string{
 		`ANALYZE effectd.intents`,
 		`SET LOCAL plan_cache_mode = force_generic_plan`,
 		`PREPARE complete_plan AS ` + completeSQL,
@@ -103,10 +110,8 @@ func TestClaimKeepsGenericPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
+	planBacklog(t, tx, 20000)
 	for _, s := range []string{
-		`INSERT INTO effectd.channels (name, provider) VALUES ('plan', 'webhook')`,
-		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key)
-		 SELECT 'evt-' || n, 'plan', '{}', 'plan:evt-' || n FROM generate_series(1, 20000) n`,
 		`ANALYZE effectd.intents`,
 		`PREPARE claim_plan AS ` + claimSQL,
 	} {
@@ -154,8 +159,7 @@ func TestClaimKeepsGenericPlan(t *testing.T) {
 // day's primary key was searched for every claimed id, a cost that grew with
 // the number of day partitions retained.
 func TestClaimReadsOnlyClaimedDays(t *testing.T) {
-	h := onHistory(t, `INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key)
-		 SELECT 'evt-' || n, 'plan', '{}', 'plan:evt-' || n FROM generate_series(1, 1000) n`,
+	h := onHistory(t, func(tx pgx.Tx) { planIntents(t, tx, 1000) },
 		claimSQL, `('plan', '30 seconds', 10, 0, 0)`)
 	if n := h.todaysKeysRead(t, between(h.plan, "CTE claimed", "CTE spent"), "the claim's update"); n != 1 {
 		t.Fatalf("the claim's update did not find its rows through %s_pkey:\n%s", h.today, h.plan)
@@ -167,9 +171,9 @@ func TestClaimReadsOnlyClaimedDays(t *testing.T) {
 // milliseconds a second on an idle deployment with fifteen days of history)
 // and looks the rows it takes up in their own day's partition only.
 func TestTakeExpiredReadsOnlyItsDays(t *testing.T) {
-	h := onHistory(t, `INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, attempts, lease_expires_at)
-		 SELECT 'evt-' || n, 'plan', '{}', 'plan:evt-' || n, 'SENDING', 1, now() - interval '1 minute' FROM generate_series(1, 1000) n`,
-		takeExpiredSQL, `(10, '{plan}', '1 hour')`)
+	h := onHistory(t, func(tx pgx.Tx) {
+		planIntents(t, tx, 1000, fixture.Status("SENDING"), fixture.Lease(time.Now().Add(-time.Minute)))
+	}, takeExpiredSQL, `(10, '{plan}', '1 hour')`)
 	if h.generic == 0 {
 		t.Fatal("every poll was planned for its values: no generic plan after 7")
 	}
@@ -186,9 +190,9 @@ func TestTakeExpiredReadsOnlyItsDays(t *testing.T) {
 // plans for 1,369 batches in a live run, each slower than the batch itself
 // with seventeen partitions.
 func TestCompleteKeepsGenericPlan(t *testing.T) {
-	h := onHistory(t, `INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, attempts, lease_expires_at)
-		 SELECT 'evt-' || n, 'plan', '{}', 'plan:evt-' || n, 'SENDING', 1, now() + interval '1 minute' FROM generate_series(1, 5000) n`,
-		completeSQL, `('{1,2,3}', '{1,1,1}', '{SENT,SENT,SENT}', '{r,r,r}', '{"","",""}', '{now,now,now}', '{now,now,now}',
+	h := onHistory(t, func(tx pgx.Tx) {
+		planIntents(t, tx, 5000, fixture.Status("SENDING"), fixture.Lease(time.Now().Add(time.Minute)))
+	}, completeSQL, `('{1,2,3}', '{1,1,1}', '{SENT,SENT,SENT}', '{r,r,r}', '{"","",""}', '{now,now,now}', '{now,now,now}',
 		 '{now,now,now}', '{sent,sent,sent}', '{t,t,t}', '{"","",""}', true, '{plan:evt-1,plan:evt-2,plan:evt-3}',
 		 now() - interval '1 minute', now(), '{0,0,0}')`)
 	if h.generic == 0 {
@@ -212,7 +216,7 @@ type historyPlan struct {
 // channel plan, inserts today's rows with todays (event ids evt-1 …), prepares
 // sql and runs it seven times with args (a parenthesised list), and returns
 // the plan of an eighth run, in a transaction it rolls back.
-func onHistory(t *testing.T, todays, sql, args string) historyPlan {
+func onHistory(t *testing.T, todays func(pgx.Tx), sql, args string) historyPlan {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := pgtest.New(t).Begin(ctx)
@@ -223,12 +227,14 @@ func onHistory(t *testing.T, todays, sql, args string) historyPlan {
 	if err := DayPartitions(ctx, tx, 15); err != nil {
 		t.Fatal(err)
 	}
+	fixture.AddChannel(t, tx, "plan", "webhook")
+	now := time.Now()
+	fixture.Intents(t, tx, 14000, func(n int) []fixture.IntentOption {
+		return []fixture.IntentOption{fixture.Channel("plan"), fixture.Event(fmt.Sprintf("old-%d", n)), fixture.Status("SENT"),
+			fixture.Attempts(0), fixture.CreatedAt(now.Add(-time.Duration(n%14+1) * 24 * time.Hour))}
+	})
+	todays(tx)
 	for _, s := range []string{
-		`INSERT INTO effectd.channels (name, provider) VALUES ('plan', 'webhook')`,
-		`INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, created_at)
-		 SELECT 'old-' || n, 'plan', '{}', 'plan:old-' || n, 'SENT', now() - (n % 14 + 1) * interval '1 day'
-		 FROM generate_series(1, 14000) n`,
-		todays,
 		`ANALYZE effectd.intents`,
 		`PREPARE on_history AS ` + sql,
 	} {
@@ -332,7 +338,7 @@ func TestSearchKeepsItsPlan(t *testing.T) {
 		c.f.Limit = 51
 		for range 10 {
 			var got []string
-			if err := ListIntents(ctx, conn, effectdtype.SingleNode, c.f, func(it effectdtype.IntentRow) bool { got = append(got, it.EventID); return true }); err != nil {
+			if err := ListIntents(ctx, conn, c.f, func(it effectdtype.IntentRow) bool { got = append(got, it.EventID); return true }); err != nil {
 				t.Fatalf("%s: %v", c.what, err)
 			}
 			if len(got) != 1 || got[0] != c.want {
@@ -368,7 +374,7 @@ func TestSearchKeepsItsPlan(t *testing.T) {
 	for scope, want := range map[string]int{"hook,pay": 1, "pay,sms": 0} {
 		f := IntentFilter{Limit: 51, Search: str("h-3000"), Status: str("FAILED"), Channels: strings.Split(scope, ",")}
 		var got []string
-		if err := ListIntents(ctx, conn, effectdtype.SingleNode, f, func(it effectdtype.IntentRow) bool { got = append(got, it.EventID); return true }); err != nil {
+		if err := ListIntents(ctx, conn, f, func(it effectdtype.IntentRow) bool { got = append(got, it.EventID); return true }); err != nil {
 			t.Fatal(err)
 		}
 		if len(got) != want {
@@ -394,4 +400,20 @@ func explainExecute(t *testing.T, conn *pgx.Conn, name string, args []any) strin
 	}
 	return pgtest.Plan(t, conn, fmt.Sprintf(`EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) EXECUTE %s(%s)`,
 		pgx.Identifier{name}.Sanitize(), strings.Join(lits, ", ")))
+}
+
+// planBacklog makes channel "plan" (a webhook) and n PENDING intents of it,
+// evt-1 to evt-n.
+func planBacklog(t *testing.T, tx pgx.Tx, n int) {
+	t.Helper()
+	fixture.AddChannel(t, tx, "plan", "webhook")
+	planIntents(t, tx, n)
+}
+
+// planIntents makes n intents of channel "plan", evt-1 to evt-n, with opts.
+func planIntents(t *testing.T, tx pgx.Tx, n int, opts ...fixture.IntentOption) {
+	t.Helper()
+	fixture.Intents(t, tx, n, func(k int) []fixture.IntentOption {
+		return append([]fixture.IntentOption{fixture.Channel("plan"), fixture.Event(fmt.Sprintf("evt-%d", k))}, opts...)
+	})
 }
