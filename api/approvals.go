@@ -118,7 +118,7 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request, approve bool) (
 	if err != nil {
 		return a, err
 	}
-	out, err := dispatcher.Decide(r.Context(), h.pool, h.mode, dispatcher.Decision{Request: a.ID, Decider: p.Name, Approve: approve,
+	out, err := dispatcher.Decide(r.Context(), h.pool, h.store, dispatcher.Decision{Request: a.ID, Decider: p.Name, Approve: approve,
 		Reason: reason, Sees: p.sees()})
 	var moved *dispatcher.MovedOnError
 	switch {

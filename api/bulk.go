@@ -72,7 +72,7 @@ func (h *handler) applyBulk(w http.ResponseWriter, r *http.Request) (effectdtype
 		}
 		return none, h.requested(r, a)
 	}
-	res, err := dispatcher.ApplyBulk(ctx, h.pool, h.mode, dispatcher.BulkApply{Snapshot: id, Actor: p.Name, Sees: p.sees(), Logger: h.log})
+	res, err := dispatcher.ApplyBulk(ctx, h.pool, h.store, dispatcher.BulkApply{Snapshot: id, Actor: p.Name, Sees: p.sees(), Logger: h.log})
 	if res.Event != "" {
 		h.bulkRows.WithLabelValues(string(res.Event), "applied").Add(float64(res.Applied))
 		h.bulkRows.WithLabelValues(string(res.Event), "skipped").Add(float64(res.Skipped))

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/storage"
 )
 
 // Reconciler settles one in-doubt intent now, or reports what it would do.
@@ -26,7 +27,7 @@ type Reconciler interface {
 // Config is what NewHandler needs.
 type Config struct {
 	Pool           *pgxpool.Pool
-	Storage        effectdtype.Storage             // the storage mode decided at start-up (dispatcher.Dispatcher.Storage)
+	Store          storage.Operator                // the storage of the mode decided at start-up (dispatcher.Dispatcher.Store); nil: one PostgreSQL's
 	Tokens         []Token                         // bearer tokens; see TokensFromEnv
 	InsecureNoAuth bool                            // no tokens: every caller is "anonymous" and may do anything (loopback only; see CheckBind)
 	Reconciler     Reconciler                      // nil: the reconcile route answers 503
@@ -39,7 +40,7 @@ type Config struct {
 // handler holds what the route handlers share.
 type handler struct {
 	pool       *pgxpool.Pool
-	mode       effectdtype.Storage
+	store      storage.Operator
 	tokens     Tokens
 	noAuth     bool
 	reconciler Reconciler
@@ -67,9 +68,12 @@ func NewHandler(cfg Config) (http.Handler, error) {
 			return nil, fmt.Errorf("api.NewHandler: token %q has an empty name or an unknown role %q", t.Name, t.Role)
 		}
 	}
+	if cfg.Store == nil {
+		cfg.Store = storage.New(effectdtype.SingleNode, cfg.Pool, storage.Leases{})
+	}
 	h := &handler{
 		pool:       cfg.Pool,
-		mode:       cfg.Storage,
+		store:      cfg.Store,
 		tokens:     cfg.Tokens,
 		noAuth:     cfg.InsecureNoAuth,
 		reconciler: cfg.Reconciler,

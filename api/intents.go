@@ -51,7 +51,7 @@ func (h *handler) listIntents(_ http.ResponseWriter, r *http.Request) (effectdty
 		return page, err
 	}
 	f.Channels = sc.visible
-	if page, err = dispatcher.ListIntents(r.Context(), h.pool, h.mode, f); err != nil {
+	if page, err = dispatcher.ListIntents(r.Context(), h.pool, h.store, f); err != nil {
 		return page, fmt.Errorf("list intents: %w", err)
 	}
 	for i, it := range page.Intents {
@@ -173,7 +173,7 @@ func (h *handler) operate(w http.ResponseWriter, r *http.Request, parse func(bod
 	if op.EventID, err = shownEvent(r); err != nil {
 		return none, err
 	}
-	before, after, err := dispatcher.Operate(r.Context(), h.pool, h.mode, op)
+	before, after, err := dispatcher.Operate(r.Context(), h.pool, h.store, op)
 	if errors.Is(err, dispatcher.ErrApprovalRequired) { // a two-person channel: a request instead
 		a, err := dispatcher.RequestOperation(r.Context(), h.pool, op)
 		if err != nil {

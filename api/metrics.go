@@ -43,7 +43,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
-	gauges, err := dispatcher.Gauges(ctx, c.h.pool, c.h.mode)
+	gauges, err := dispatcher.Gauges(ctx, c.h.pool, c.h.store)
 	if err != nil {
 		c.h.log.Warn("metrics: reading channel gauges", "err", err)
 		ch <- prometheus.NewInvalidMetric(oldestPendingDesc, err)

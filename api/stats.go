@@ -11,5 +11,5 @@ import (
 // oldest due PENDING intent, SENDING past lease and IN_DOUBT counts, of the
 // channels the caller sees.
 func (h *handler) stats(_ http.ResponseWriter, r *http.Request) (effectdtype.Stats, error) {
-	return dispatcher.Stats(r.Context(), h.pool, h.mode, principalOf(r).CanSee)
+	return dispatcher.Stats(r.Context(), h.pool, h.store, principalOf(r).CanSee)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/storage"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -215,7 +216,7 @@ type Decision struct {
 // shown; if the intent or channel moved on, the request is marked failed
 // with the reason and Decide returns a *MovedOnError, nothing else changed.
 // A bulk action is applied after its approval commits (RequestBulk).
-func Decide(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, d Decision) (a effectdtype.ApprovalRequest, err error) {
+func Decide(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, d Decision) (a effectdtype.ApprovalRequest, err error) {
 	defer func() {
 		if err != nil {
 			err = opError(err, "Decide(%d)", d.Request)
@@ -236,9 +237,9 @@ func Decide(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, d
 		return record(ctx, tx, query.Decision{ID: a.ID, State: effectdtype.ApprovalRejected, Decider: &d.Decider, Reason: d.Reason, Outcome: "rejected"})
 	}
 	if a.Action == actionBulk {
-		return approveBulk(ctx, pool, mode, tx, a, d)
+		return approveBulk(ctx, pool, store, tx, a, d)
 	}
-	outcome, runErr := runApproved(ctx, tx, mode, a, d)
+	outcome, runErr := runApproved(ctx, tx, store, a, d)
 	if runErr != nil {
 		tx.Rollback(context.WithoutCancel(ctx))
 		return failApproval(ctx, pool, a, d, runErr)
@@ -355,10 +356,10 @@ const (
 
 // runApproved runs approved request a's action in tx, by d's decider, and
 // says what it did.
-func runApproved(ctx context.Context, tx pgx.Tx, mode effectdtype.Storage, a effectdtype.ApprovalRequest, d Decision) (string, error) {
+func runApproved(ctx context.Context, tx pgx.Tx, store storage.Operator, a effectdtype.ApprovalRequest, d Decision) (string, error) {
 	approval := &query.AuditApproval{Request: a.ID, RequestedBy: a.Requester, ApprovedBy: d.Decider}
 	if a.Action == actionPolicy {
-		return approvePolicy(ctx, tx, mode, a, approval)
+		return approvePolicy(ctx, tx, store, a, approval)
 	}
 	t := a.Intent
 	if t == nil || !strings.HasPrefix(a.Action, "intent.") {
@@ -371,7 +372,7 @@ func runApproved(ctx context.Context, tx pgx.Tx, mode effectdtype.Storage, a eff
 	op := Operation{IntentID: t.ID, EventID: t.EventID, Event: statemachine.Event(strings.TrimPrefix(a.Action, "intent.")),
 		Actor: d.Decider, ProviderRef: params.ProviderRef, Reason: a.Reason, Force: params.Force, approval: approval,
 		Expect: &Expected{Status: statemachine.State(t.Status), Attempts: t.Attempts, Key: t.IdempotencyKey}}
-	before, after, err := operateIn(ctx, tx, mode, op)
+	before, after, err := operateIn(ctx, tx, store, op)
 	if err != nil {
 		return "", err
 	}

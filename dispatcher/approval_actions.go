@@ -14,6 +14,7 @@ import (
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/storage"
 	"github.com/effectd/effectd/policy"
 )
 
@@ -74,13 +75,13 @@ func RequestPolicyChange(ctx context.Context, pool *pgxpool.Pool, c PolicyChange
 
 // approvePolicy applies approved policy change a in tx through
 // ChangePolicy's path (changeChannelIn), audited with both people.
-func approvePolicy(ctx context.Context, tx pgx.Tx, mode effectdtype.Storage, a effectdtype.ApprovalRequest, approval *query.AuditApproval) (string, error) {
+func approvePolicy(ctx context.Context, tx pgx.Tx, store storage.Operator, a effectdtype.ApprovalRequest, approval *query.AuditApproval) (string, error) {
 	var params policyParams
 	if err := json.Unmarshal(a.Parameters, &params); err != nil {
 		return "", fmt.Errorf("approval request %d: parameters: %w", a.ID, err)
 	}
 	change := PolicyChange{Channel: a.Channel, Actor: approval.ApprovedBy, Patch: params.Patch}
-	_, err := changeChannelIn(ctx, tx, mode, query.Audit{Actor: approval.ApprovedBy, Action: actionPolicy, Channel: a.Channel,
+	_, err := changeChannelIn(ctx, tx, store, query.Audit{Actor: approval.ApprovedBy, Action: actionPolicy, Channel: a.Channel,
 		Reason: a.Reason, Approval: approval}, func(row query.ChannelRow) (channelUpdate, error) {
 		if !sameJSON(row.Override, params.OverrideBefore) {
 			return nil, fmt.Errorf("%w: its override was %s, now %s", errPolicyMoved, jsonOrNull(params.OverrideBefore), jsonOrNull(row.Override))
@@ -210,7 +211,7 @@ func RequestBulk(ctx context.Context, pool *pgxpool.Pool, need BulkApprovalNeed,
 // tx and commits, then applies its snapshot as d's decider (ApplyBulk: each
 // row in its own fenced transaction) and records what it did as the
 // request's outcome: failed when the snapshot could not be applied.
-func approveBulk(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, tx pgx.Tx, a effectdtype.ApprovalRequest, d Decision) (effectdtype.ApprovalRequest, error) {
+func approveBulk(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, tx pgx.Tx, a effectdtype.ApprovalRequest, d Decision) (effectdtype.ApprovalRequest, error) {
 	var params bulkParams
 	if err := json.Unmarshal(a.Parameters, &params); err != nil {
 		return a, fmt.Errorf("approval request %d: parameters: %w", a.ID, err)
@@ -223,7 +224,7 @@ func approveBulk(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Stora
 		Reason: d.Reason, Outcome: "applying snapshot " + params.Snapshot}); err != nil {
 		return a, err
 	}
-	res, applyErr := ApplyBulk(ctx, pool, mode, BulkApply{Snapshot: params.Snapshot, Actor: d.Decider, Sees: d.Sees})
+	res, applyErr := ApplyBulk(ctx, pool, store, BulkApply{Snapshot: params.Snapshot, Actor: d.Decider, Sees: d.Sees})
 	state, outcome := effectdtype.ApprovalApproved, fmt.Sprintf("snapshot %s: %d applied, %d skipped (moved on since it was frozen)", params.Snapshot, res.Applied, res.Skipped)
 	if applyErr != nil && res.Event == "" {
 		state, outcome = effectdtype.ApprovalFailed, message(applyErr)

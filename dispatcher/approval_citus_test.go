@@ -33,7 +33,7 @@ func TestCitusApproval(t *testing.T) {
 		}
 		ids[ev] = id
 	}
-	mode := effectdtype.Citus
+	mode := storeOf(pool, effectdtype.Citus)
 	request := func(ev string) effectdtype.ApprovalRequest {
 		op := dispatcher.Operation{IntentID: ids[ev], EventID: ev, Event: statemachine.ResolveSkip, Actor: "alice", Reason: "refunded by hand"}
 		if _, _, err := dispatcher.Operate(ctx, pool, mode, op); !errors.Is(err, dispatcher.ErrApprovalRequired) {

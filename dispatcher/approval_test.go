@@ -42,7 +42,7 @@ func requestSkip(t *testing.T, pool *pgxpool.Pool, id int64, eventID string) eff
 	t.Helper()
 	ctx := context.Background()
 	op := dispatcher.Operation{IntentID: id, EventID: eventID, Event: statemachine.ResolveSkip, Actor: "alice", Reason: "refunded by hand"}
-	if _, _, err := dispatcher.Operate(ctx, pool, effectdtype.SingleNode, op); !errors.Is(err, dispatcher.ErrApprovalRequired) {
+	if _, _, err := dispatcher.Operate(ctx, pool, storeOf(pool, effectdtype.SingleNode), op); !errors.Is(err, dispatcher.ErrApprovalRequired) {
 		t.Fatalf("Operate on a two-person channel: %v, want ErrApprovalRequired", err)
 	}
 	a, err := dispatcher.RequestOperation(ctx, pool, op)
@@ -67,7 +67,7 @@ func TestApprovalTwoPerson(t *testing.T) {
 	id := seedTwoPerson(t, pool, "rf-1")
 	a := requestSkip(t, pool, id, "rf-1")
 
-	_, err := dispatcher.Decide(ctx, pool, effectdtype.SingleNode, dispatcher.Decision{Request: a.ID, Decider: "alice", Approve: true, Reason: "mine"})
+	_, err := dispatcher.Decide(ctx, pool, storeOf(pool, effectdtype.SingleNode), dispatcher.Decision{Request: a.ID, Decider: "alice", Approve: true, Reason: "mine"})
 	if !errors.Is(err, dispatcher.ErrSelfApproval) {
 		t.Fatalf("self-approval: %v, want ErrSelfApproval", err)
 	}
@@ -78,7 +78,7 @@ func TestApprovalTwoPerson(t *testing.T) {
 		t.Fatalf("after a refused self-approval the request is %s", got.State)
 	}
 
-	got, err := dispatcher.Decide(ctx, pool, effectdtype.SingleNode, dispatcher.Decision{Request: a.ID, Decider: "bob", Approve: true, Reason: "checked the dashboard"})
+	got, err := dispatcher.Decide(ctx, pool, storeOf(pool, effectdtype.SingleNode), dispatcher.Decision{Request: a.ID, Decider: "bob", Approve: true, Reason: "checked the dashboard"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,13 +106,13 @@ func TestApprovalTwoPerson(t *testing.T) {
 		entry.Approval.RequestedBy != "alice" || entry.Approval.ApprovedBy != "bob" {
 		t.Errorf("audit: actor %q, after %s; want bob, SKIPPED, requested by alice, approved by bob", actor, after)
 	}
-	if _, err := dispatcher.Decide(ctx, pool, effectdtype.SingleNode, dispatcher.Decision{Request: a.ID, Decider: "carol", Approve: true, Reason: "again"}); !errors.Is(err, statemachine.ErrTransition) {
+	if _, err := dispatcher.Decide(ctx, pool, storeOf(pool, effectdtype.SingleNode), dispatcher.Decision{Request: a.ID, Decider: "carol", Approve: true, Reason: "again"}); !errors.Is(err, statemachine.ErrTransition) {
 		t.Errorf("approving a decided request: %v, want ErrTransition", err)
 	}
 
 	id2 := seedTwoPerson(t, pool, "rf-2")
 	b := requestSkip(t, pool, id2, "rf-2")
-	if got, err := dispatcher.Decide(ctx, pool, effectdtype.SingleNode, dispatcher.Decision{Request: b.ID, Decider: "bob", Reason: "not without the ledger"}); err != nil || got.State != effectdtype.ApprovalRejected {
+	if got, err := dispatcher.Decide(ctx, pool, storeOf(pool, effectdtype.SingleNode), dispatcher.Decision{Request: b.ID, Decider: "bob", Reason: "not without the ledger"}); err != nil || got.State != effectdtype.ApprovalRejected {
 		t.Fatalf("reject: %+v, %v", got, err)
 	}
 	if st, _, audits := twoPersonIntent(t, pool, id2); st != "IN_DOUBT" || audits != 0 {
@@ -129,10 +129,10 @@ func TestApprovalMovedOn(t *testing.T) {
 	ctx := context.Background()
 	id := seedTwoPerson(t, pool, "rf-1")
 	a := requestSkip(t, pool, id, "rf-1")
-	if _, _, err := dispatcher.Operate(ctx, pool, effectdtype.SingleNode, dispatcher.Operation{IntentID: id, Event: statemachine.Requeue, Actor: "carol"}); err != nil {
+	if _, _, err := dispatcher.Operate(ctx, pool, storeOf(pool, effectdtype.SingleNode), dispatcher.Operation{IntentID: id, Event: statemachine.Requeue, Actor: "carol"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := dispatcher.Decide(ctx, pool, effectdtype.SingleNode, dispatcher.Decision{Request: a.ID, Decider: "bob", Approve: true, Reason: "ok"})
+	_, err := dispatcher.Decide(ctx, pool, storeOf(pool, effectdtype.SingleNode), dispatcher.Decision{Request: a.ID, Decider: "bob", Approve: true, Reason: "ok"})
 	var moved *dispatcher.MovedOnError
 	if !errors.As(err, &moved) || !errors.Is(err, statemachine.ErrTransition) {
 		t.Fatalf("approval of a moved-on intent: %v, want a *MovedOnError", err)
@@ -160,7 +160,7 @@ func TestApprovalExpired(t *testing.T) {
 	if page, err := dispatcher.PendingApprovals(ctx, pool, nil, 0, 10); err != nil || len(page.Requests) != 0 {
 		t.Errorf("pending after expiry: %+v, %v; want none", page, err)
 	}
-	_, err := dispatcher.Decide(ctx, pool, effectdtype.SingleNode, dispatcher.Decision{Request: a.ID, Decider: "bob", Approve: true, Reason: "late"})
+	_, err := dispatcher.Decide(ctx, pool, storeOf(pool, effectdtype.SingleNode), dispatcher.Decision{Request: a.ID, Decider: "bob", Approve: true, Reason: "late"})
 	if !errors.Is(err, dispatcher.ErrExpired) {
 		t.Fatalf("approving an expired request: %v, want ErrExpired", err)
 	}
@@ -180,7 +180,7 @@ func TestApprovalPolicyChange(t *testing.T) {
 	pool := pgtest.New(t)
 	ctx := context.Background()
 	seedTwoPerson(t, pool, "rf-1")
-	mode := effectdtype.SingleNode
+	mode := storeOf(pool, effectdtype.SingleNode)
 	change := dispatcher.PolicyChange{Channel: "refund", Actor: "alice", Patch: []byte(`{"approval": "none"}`)}
 	if _, err := dispatcher.ChangePolicy(ctx, pool, mode, change); !errors.Is(err, dispatcher.ErrApprovalRequired) {
 		t.Fatalf("ChangePolicy on a two-person channel: %v, want ErrApprovalRequired", err)
@@ -225,7 +225,7 @@ func TestApprovalBulk(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.New(t)
 	ctx := context.Background()
-	mode := effectdtype.SingleNode
+	mode := storeOf(pool, effectdtype.SingleNode)
 	a, b := seedTwoPerson(t, pool, "rf-1"), seedTwoPerson(t, pool, "rf-2")
 	if _, err := pool.Exec(ctx, `UPDATE effectd.channels SET policy = '{"approval": "two-person", "approval_bulk_threshold": 1}' WHERE name = 'refund'`); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/storage"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -237,7 +238,7 @@ type AppliedBulk struct {
 // sight is a ScopeError, as a missing one is ErrNotFound, and stays
 // applicable by its owner; one applied or expired is ErrTransition. Once
 // every row was tried, the result carries the counts even with an error.
-func ApplyBulk(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, a BulkApply) (AppliedBulk, error) {
+func ApplyBulk(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, a BulkApply) (AppliedBulk, error) {
 	id := a.Snapshot
 	if err := CheckSnapshotID(id); err != nil {
 		return AppliedBulk{}, err
@@ -265,7 +266,7 @@ func ApplyBulk(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage
 	if err != nil {
 		return AppliedBulk{}, err
 	}
-	if out.BulkResult, err = applyRows(ctx, pool, mode, a, ev, claim.Reason); err != nil {
+	if out.BulkResult, err = applyRows(ctx, pool, store, a, ev, claim.Reason); err != nil {
 		return AppliedBulk{}, fmt.Errorf("bulk apply %s: %w", id, err)
 	}
 	out.Event = ev
@@ -275,33 +276,38 @@ func ApplyBulk(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage
 	return out, nil
 }
 
-// applyRows applies ev to every row of the snapshot; a row that changed (or
-// that fails on its own) is skipped and never stops the others. In the
-// distributed mode the rows go a bucket at a time (applyBuckets).
-func applyRows(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, a BulkApply, ev statemachine.Event, reason string) (res effectdtype.BulkResult, err error) {
-	if _, checkErr := (Operation{Event: ev, Actor: a.Actor, Reason: reason}).check(); mode == effectdtype.Citus && checkErr == nil {
-		return applyBuckets(ctx, pool, a, ev, reason)
-	}
-	list, err := query.BulkRows(ctx, pool, a.Snapshot)
-	if err != nil {
-		return res, err
-	}
-	for _, f := range list {
-		if err := applyOne(ctx, pool, mode, a, ev, reason, f, &res); err != nil {
-			return res, err
+// applyRows applies ev to every row of the snapshot, as the store groups
+// them (storage.Operator.ApplyBulk): a row at a time (applyOne), or a
+// bucket's rows a batch at a time (applyBatch) in the distributed mode. A row
+// that changed (or that fails on its own) is skipped and never stops the
+// others.
+func applyRows(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, a BulkApply, ev statemachine.Event, reason string) (res effectdtype.BulkResult, err error) {
+	_, checkErr := (Operation{Event: ev, Actor: a.Actor, Reason: reason}).check()
+	one := func(f query.FrozenRow) error { return applyOne(ctx, pool, store, a, ev, reason, f, &res) }
+	batch := func(bucket int64, rows []query.FrozenRow) error {
+		if checkErr != nil {
+			return checkErr // each row is refused on its own
 		}
+		applied, err := applyBatch(ctx, pool, a, ev, reason, bucket, rows)
+		if err != nil {
+			cmp.Or(a.Logger, slog.Default()).WarnContext(ctx, "bulk apply: a bucket's batch failed, applied row by row", "snapshot", a.Snapshot, "bucket", bucket, "err", err)
+			return err
+		}
+		res.Applied += applied
+		res.Skipped += len(rows) - applied
+		return nil
 	}
-	return res, nil
+	return res, store.ApplyBulk(ctx, pool, a.Snapshot, one, batch)
 }
 
 // applyOne applies ev to frozen row f in its own transaction (Operate) and
 // counts it in res, applied or skipped; it fails only when ctx is done.
-func applyOne(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, a BulkApply, ev statemachine.Event, reason string, f query.FrozenRow, res *effectdtype.BulkResult) error {
+func applyOne(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, a BulkApply, ev statemachine.Event, reason string, f query.FrozenRow, res *effectdtype.BulkResult) error {
 	if !seen(a.Sees, f.Channel) { // gone (channel ""): nothing left to act on
 		res.Skipped++
 		return nil
 	}
-	_, _, err := Operate(ctx, pool, mode, Operation{IntentID: f.ID, Event: ev, Actor: a.Actor,
+	_, _, err := Operate(ctx, pool, store, Operation{IntentID: f.ID, Event: ev, Actor: a.Actor,
 		Reason: reason, Snapshot: a.Snapshot, Expect: &Expected{Status: f.Status, Attempts: f.Attempts, Key: f.Key}})
 	switch {
 	case err == nil:

@@ -1,10 +1,8 @@
 package dispatcher
 
 import (
-	"cmp"
 	"context"
 	"errors"
-	"log/slog"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -13,70 +11,25 @@ import (
 	"github.com/effectd/effectd/statemachine"
 )
 
-// bulkBatch is how many intents of one bucket a bulk action changes in one
-// statement in the distributed mode.
-const bulkBatch = 500
-
-// applyBuckets is applyRows in the distributed mode: the frozen rows go a
-// bucket at a time, at most bulkBatch per transaction (applyBatch), each
-// batch's reads and writes on its bucket's shard. A batch that fails as a
-// whole is applied again row by row (applyOne), so one row's failure never
-// stops the others.
-func applyBuckets(ctx context.Context, pool *pgxpool.Pool, a BulkApply, ev statemachine.Event, reason string) (res effectdtype.BulkResult, err error) {
-	list, err := query.BulkRowsBucket(ctx, pool, a.Snapshot)
-	if err != nil {
-		return res, err
-	}
-	byBucket := map[int64][]query.FrozenRow{}
-	var order []int64
-	for _, f := range list {
-		if !seen(a.Sees, f.Channel) || f.Bucket < 0 { // gone: nothing left to act on
-			res.Skipped++
-			continue
-		}
-		if _, ok := byBucket[f.Bucket]; !ok {
-			order = append(order, f.Bucket)
-		}
-		byBucket[f.Bucket] = append(byBucket[f.Bucket], f.FrozenRow)
-	}
-	for _, b := range order {
-		for rows := byBucket[b]; len(rows) > 0; rows = rows[min(len(rows), bulkBatch):] {
-			batch := rows[:min(len(rows), bulkBatch)]
-			applied, err := applyBatch(ctx, pool, a, ev, reason, b, batch)
-			if err == nil {
-				res.Applied += applied
-				res.Skipped += len(batch) - applied
-				continue
-			}
-			if ctx.Err() != nil {
-				return res, ctx.Err()
-			}
-			cmp.Or(a.Logger, slog.Default()).WarnContext(ctx, "bulk apply: a bucket's batch failed, applied row by row", "snapshot", a.Snapshot, "bucket", b, "err", err)
-			for _, f := range batch {
-				if err := applyOne(ctx, pool, effectdtype.Citus, a, ev, reason, f, &res); err != nil {
-					return res, err
-				}
-			}
-		}
-	}
-	return res, nil
-}
-
-// applyBatch applies ev to rows, intents of bucket, in one transaction: it
-// locks them, checks each as Operate does (still the intent frozen, by its
-// idempotency key, in the state and attempt frozen, ev allowed from it, the
-// provider's key window before a send again), changes the rows that pass in
-// one statement with their count deltas and operator attempts, and writes an
-// audit entry for each row changed. It returns how many it changed.
+// applyBatch applies ev to rows, intents of bucket, in one transaction (the
+// distributed mode's bulk batches, storage.Operator.ApplyBulk): it skips a
+// row out of the actor's sight, locks the others, checks each as Operate
+// does (still the intent frozen, by its idempotency key, in the state and
+// attempt frozen, ev allowed from it, the provider's key window before a
+// send again), changes the rows that pass in one statement with their count
+// deltas and operator attempts, and writes an audit entry for each row
+// changed. It returns how many it changed.
 func applyBatch(ctx context.Context, pool *pgxpool.Pool, a BulkApply, ev statemachine.Event, reason string, bucket int64, rows []query.FrozenRow) (int, error) {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	ids := make([]int64, len(rows))
-	for i, f := range rows {
-		ids[i] = f.ID
+	var ids []int64
+	for _, f := range rows {
+		if seen(a.Sees, f.Channel) {
+			ids = append(ids, f.ID)
+		}
 	}
 	locked, err := query.LockIntentsBucket(ctx, tx, bucket, ids)
 	if err != nil {

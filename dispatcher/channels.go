@@ -11,6 +11,7 @@ import (
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/storage"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -40,12 +41,12 @@ func zeroCounts() map[statemachine.State]int64 {
 // channelCounts returns intent counts by channel and status (exact, read
 // without reading history in both modes: effectdtype.CountsExact); name ""
 // means all channels.
-func channelCounts(ctx context.Context, db query.DB, mode effectdtype.Storage, name string) (map[string]map[statemachine.State]int64, error) {
+func channelCounts(ctx context.Context, db query.DB, store storage.Operator, name string) (map[string]map[statemachine.State]int64, error) {
 	var filter *string
 	if name != "" {
 		filter = &name
 	}
-	counts, err := query.ChannelCounts(ctx, db, mode, filter)
+	counts, err := store.ChannelCounts(ctx, db, filter)
 	if err != nil {
 		return nil, err
 	}
@@ -67,12 +68,12 @@ func countsByChannel(counts []query.StatusCount) map[string]map[statemachine.Sta
 
 // ListChannels returns, by name, every channel that sees admits (nil: every
 // channel), with its counts.
-func ListChannels(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, sees func(name string) bool) ([]effectdtype.Channel, error) {
+func ListChannels(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, sees func(name string) bool) ([]effectdtype.Channel, error) {
 	chans, err := query.ListChannels(ctx, pool)
 	if err != nil {
 		return nil, fmt.Errorf("list channels: %w", err)
 	}
-	counts, err := channelCounts(ctx, pool, mode, "")
+	counts, err := channelCounts(ctx, pool, store, "")
 	if err != nil {
 		return nil, fmt.Errorf("list channels: counts: %w", err)
 	}
@@ -91,7 +92,7 @@ func ListChannels(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Stor
 }
 
 // GetChannel returns channel name with its counts; ErrNotFound when there is none.
-func GetChannel(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, name string) (effectdtype.Channel, error) {
+func GetChannel(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, name string) (effectdtype.Channel, error) {
 	c, err := query.SelectChannel(ctx, pool, name)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return effectdtype.Channel{}, fmt.Errorf("channel %q: %w", truncate(name, 64), ErrNotFound)
@@ -99,7 +100,7 @@ func GetChannel(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storag
 	if err != nil {
 		return effectdtype.Channel{}, fmt.Errorf("get channel: %w", err)
 	}
-	counts, err := channelCounts(ctx, pool, mode, name)
+	counts, err := channelCounts(ctx, pool, store, name)
 	if err != nil {
 		return effectdtype.Channel{}, fmt.Errorf("get channel: counts: %w", err)
 	}
@@ -138,15 +139,15 @@ func Redactions(ctx context.Context, pool *pgxpool.Pool) ([]Redaction, error) {
 // PauseChannel stops every instance from claiming channel name's intents
 // (within the refresher's period), audited as actor's; it returns the channel
 // as it is afterwards.
-func PauseChannel(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, name, actor string) (effectdtype.Channel, error) {
-	return changeChannel(ctx, pool, mode, name, actor, "channel.pause", func(query.ChannelRow) (channelUpdate, error) {
+func PauseChannel(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, name, actor string) (effectdtype.Channel, error) {
+	return changeChannel(ctx, pool, store, name, actor, "channel.pause", func(query.ChannelRow) (channelUpdate, error) {
 		return setPaused(name, true), nil
 	})
 }
 
 // ResumeChannel restarts claiming channel name's intents, audited as actor's.
-func ResumeChannel(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, name, actor string) (effectdtype.Channel, error) {
-	return changeChannel(ctx, pool, mode, name, actor, "channel.resume", func(query.ChannelRow) (channelUpdate, error) {
+func ResumeChannel(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, name, actor string) (effectdtype.Channel, error) {
+	return changeChannel(ctx, pool, store, name, actor, "channel.resume", func(query.ChannelRow) (channelUpdate, error) {
 		return setPaused(name, false), nil
 	})
 }
@@ -170,8 +171,8 @@ type PolicyChange struct {
 // ChangePolicy merges c.Patch into the channel's run-time override
 // (MergePolicy) and stores it, audited; it returns the channel as it is
 // afterwards. Every instance applies it within the refresher's period.
-func ChangePolicy(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, c PolicyChange) (effectdtype.Channel, error) {
-	return changeChannel(ctx, pool, mode, c.Channel, c.Actor, "channel.policy", func(row query.ChannelRow) (channelUpdate, error) {
+func ChangePolicy(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, c PolicyChange) (effectdtype.Channel, error) {
+	return changeChannel(ctx, pool, store, c.Channel, c.Actor, "channel.policy", func(row query.ChannelRow) (channelUpdate, error) {
 		if err := refuseTwoPerson(row); err != nil {
 			return nil, err
 		}
@@ -211,7 +212,7 @@ type channelUpdate func(ctx context.Context, tx query.DB) error
 // changeChannel locks channel name, runs the update change decides on, and
 // writes an audit entry of action with the channel before and after, in one
 // transaction (changeChannelIn). Its errors name action.
-func changeChannel(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, name, actor, action string,
+func changeChannel(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, name, actor, action string,
 	change func(query.ChannelRow) (channelUpdate, error)) (effectdtype.Channel, error) {
 	v, err := func() (v effectdtype.Channel, err error) {
 		tx, err := pool.Begin(ctx)
@@ -219,7 +220,7 @@ func changeChannel(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Sto
 			return v, err
 		}
 		defer tx.Rollback(context.WithoutCancel(ctx))
-		if v, err = changeChannelIn(ctx, tx, mode, query.Audit{Actor: actor, Action: action, Channel: name}, change); err != nil {
+		if v, err = changeChannelIn(ctx, tx, store, query.Audit{Actor: actor, Action: action, Channel: name}, change); err != nil {
 			return v, err
 		}
 		return v, tx.Commit(ctx)
@@ -233,7 +234,7 @@ func changeChannel(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Sto
 // changeChannelIn is changeChannel's work in the transaction tx, on channel
 // e.Channel, audited as e with the channel before and after; it returns the
 // channel as it is afterwards, uncommitted.
-func changeChannelIn(ctx context.Context, tx pgx.Tx, mode effectdtype.Storage, e query.Audit, change func(query.ChannelRow) (channelUpdate, error)) (v effectdtype.Channel, err error) {
+func changeChannelIn(ctx context.Context, tx pgx.Tx, store storage.Operator, e query.Audit, change func(query.ChannelRow) (channelUpdate, error)) (v effectdtype.Channel, err error) {
 	name := e.Channel
 	before, err := query.LockChannel(ctx, tx, name)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -256,7 +257,7 @@ func changeChannelIn(ctx context.Context, tx pgx.Tx, mode effectdtype.Storage, e
 	if err := auditChannel(ctx, tx, e, before, after); err != nil {
 		return v, err
 	}
-	counts, err := channelCounts(ctx, tx, mode, name)
+	counts, err := channelCounts(ctx, tx, store, name)
 	if err != nil {
 		return v, err
 	}

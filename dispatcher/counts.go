@@ -48,7 +48,7 @@ func (f *folder) run(ctx context.Context) {
 // a list from a time on starts at, forgetting marks older than any channel
 // keeps its rows.
 func (f *folder) fold(ctx context.Context) error {
-	if err := query.FoldSettledCounts(ctx, f.d.pool, f.d.Storage()); err != nil {
+	if err := f.d.store.FoldSettledCounts(ctx, f.d.pool); err != nil {
 		return err
 	}
 	var keep time.Duration
@@ -72,7 +72,7 @@ func (f *folder) roll(ctx context.Context) error {
 		return nil
 	}
 	f.sampledMin = minute
-	statusCounts, gauges, err := query.Figures(ctx, f.d.pool, f.d.Storage())
+	statusCounts, gauges, err := f.d.store.Figures(ctx, f.d.pool)
 	if err != nil {
 		return err
 	}

@@ -180,7 +180,7 @@ func TestCitusCountsFollowChanges(t *testing.T) {
 	operate("later-42", statemachine.Requeue, "")     // SKIPPED → PENDING, then SENT
 	settled("the operator's intents settled", 1)
 	checkCitusCounts(t, pool, "after operator actions")
-	if err := query.FoldSettledCounts(ctx, pool, effectdtype.Citus); err != nil {
+	if err := query.FoldSettledCountsBucket(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
 	var deltas int

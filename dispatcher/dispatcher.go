@@ -156,19 +156,19 @@ type Dispatcher struct {
 	slot   chan struct{} // a call finished: a channel may have room
 	settle chan struct{} // a maybe-sent call wants settling now
 
-	workers    *workers       // claim.go
-	completers *completers    // complete.go
-	claimer    *claimer       // claim.go
-	listener   *listener      // listen.go
-	reconciler *reconciler    // reconcile.go
-	refresher  *refresher     // refresh.go
-	pruner     *pruner        // prune.go
-	poller     *poller        // poll.go
-	folder     *folder        // counts.go
-	sweeper    *sweeper       // sweep_schedule.go
-	buckets    *bucketLeases  // buckets.go; nil in single-node mode
-	leaseLoops []service      // the bucket leases' service in the distributed mode, last to stop
-	store      storage.Engine // every statement that differs by storage mode
+	workers    *workers      // claim.go
+	completers *completers   // complete.go
+	claimer    *claimer      // claim.go
+	listener   *listener     // listen.go
+	reconciler *reconciler   // reconcile.go
+	refresher  *refresher    // refresh.go
+	pruner     *pruner       // prune.go
+	poller     *poller       // poll.go
+	folder     *folder       // counts.go
+	sweeper    *sweeper      // sweep_schedule.go
+	buckets    *bucketLeases // buckets.go; nil in single-node mode
+	leaseLoops []service     // the bucket leases' service in the distributed mode, last to stop
+	store      storage.Store // every statement that differs by storage mode
 
 	started  bool
 	stopOnce sync.Once

@@ -123,7 +123,7 @@ func TestCitusBulkAfterIDReuse(t *testing.T) {
 		citusReuseID(t, r.pool, sameBucket, 3, "sms", "new-"+prefix+"3", tc.status, "")
 		citusReuseID(t, r.pool, otherBucket, 5, "sms", "new-"+prefix+"5", tc.status, "")
 		before := []string{untouched(t, r.pool, sameBucket), untouched(t, r.pool, otherBucket)}
-		res, err := dispatcher.ApplyBulk(ctx, r.pool, effectdtype.Citus, dispatcher.BulkApply{Snapshot: snap.Snapshot, Actor: "alice"})
+		res, err := dispatcher.ApplyBulk(ctx, r.pool, storeOf(r.pool, effectdtype.Citus), dispatcher.BulkApply{Snapshot: snap.Snapshot, Actor: "alice"})
 		if err != nil || res.Applied != 1 || res.Skipped != 2 {
 			t.Fatalf("%s: apply: %+v, %v; want 1 applied (kept), 2 skipped (their ids handed to other intents)", tc.action, res, err)
 		}

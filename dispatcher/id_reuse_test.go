@@ -203,14 +203,14 @@ func TestOperateAfterIDReuse(t *testing.T) {
 	before := untouched(t, r.pool, id)
 	ctx := context.Background()
 	op := dispatcher.Operation{IntentID: id, EventID: "lost", Event: statemachine.ResolveSkip, Actor: "alice", Reason: "checked at the provider"}
-	if _, _, err := dispatcher.Operate(ctx, r.pool, effectdtype.SingleNode, op); !errors.Is(err, dispatcher.ErrNotFound) {
+	if _, _, err := dispatcher.Operate(ctx, r.pool, storeOf(r.pool, effectdtype.SingleNode), op); !errors.Is(err, dispatcher.ErrNotFound) {
 		t.Fatalf("the lost intent's operation: %v; want ErrNotFound", err)
 	}
 	if after := untouched(t, r.pool, id); after != before {
 		t.Fatalf("the intent that has the id now: %q → %q; want it untouched", before, after)
 	}
 	op.EventID = "new"
-	if _, after, err := dispatcher.Operate(ctx, r.pool, effectdtype.SingleNode, op); err != nil || after.Status != statemachine.Skipped {
+	if _, after, err := dispatcher.Operate(ctx, r.pool, storeOf(r.pool, effectdtype.SingleNode), op); err != nil || after.Status != statemachine.Skipped {
 		t.Fatalf("its own operation: %s, %v", after.Status, err)
 	}
 }
@@ -242,7 +242,7 @@ func TestBulkAfterIDReuse(t *testing.T) {
 			}
 			reuseID(t, r.pool, id, "sms", "new", tc.status, "", "")
 			before := untouched(t, r.pool, id)
-			res, err := dispatcher.ApplyBulk(ctx, r.pool, effectdtype.SingleNode, dispatcher.BulkApply{Snapshot: snap.Snapshot, Actor: "alice"})
+			res, err := dispatcher.ApplyBulk(ctx, r.pool, storeOf(r.pool, effectdtype.SingleNode), dispatcher.BulkApply{Snapshot: snap.Snapshot, Actor: "alice"})
 			if err != nil || res.Applied != 1 || res.Skipped != 1 {
 				t.Fatalf("apply: %+v, %v; want 1 applied (kept), 1 skipped (the id handed to another intent)", res, err)
 			}

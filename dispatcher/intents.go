@@ -11,6 +11,7 @@ import (
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/storage"
 )
 
 // Bounds of the operator's reads: a page of intents ends early, with Next
@@ -39,12 +40,12 @@ type IntentFilter struct {
 
 // ListIntents reads up to f.Limit intents by id, fewer when they reach
 // MaxPageBytes; it stops reading at the first row it will not answer.
-func ListIntents(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, f IntentFilter) (effectdtype.IntentPage, error) {
+func ListIntents(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, f IntentFilter) (effectdtype.IntentPage, error) {
 	page := effectdtype.IntentPage{Intents: []effectdtype.IntentRow{}}
 	size := 0
 	q := query.IntentFilter{After: f.After, Limit: f.Limit + 1, Status: f.Status, Channel: f.Channel, EventID: f.EventID,
 		Delivery: f.Delivery, Search: f.Search, Since: f.Since, Until: f.Until, Channels: f.Channels}
-	err := query.ListIntents(ctx, pool, mode, q, func(it effectdtype.IntentRow) bool {
+	err := store.ListIntents(ctx, pool, q, func(it effectdtype.IntentRow) bool {
 		n := rowBytes(it)
 		if int64(len(page.Intents)) == f.Limit || (len(page.Intents) > 0 && size+n > MaxPageBytes) {
 			next := page.Intents[len(page.Intents)-1].ID

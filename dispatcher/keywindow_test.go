@@ -135,7 +135,7 @@ func TestKeyWindowOperator(t *testing.T) {
 		id := seedAged(t, pool, c.channel, c.kind, fmt.Sprintf("e%d", i), c.from, c.age, c.called)
 		op := c.op
 		op.IntentID, op.Actor = id, "oncall"
-		_, after, err := dispatcher.Operate(ctx, pool, effectdtype.SingleNode, op)
+		_, after, err := dispatcher.Operate(ctx, pool, storeOf(pool, effectdtype.SingleNode), op)
 		var kw *dispatcher.KeyWindowError
 		if c.want == "" {
 			if !errors.Is(err, c.refusal) || errors.As(err, &kw) != c.windowed {

@@ -150,9 +150,9 @@ func notifyScenario(t *testing.T, pool *pgxpool.Pool, buckets int) []string {
 		created.Add(24*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	mode := effectdtype.SingleNode
+	mode := storeOf(pool, effectdtype.SingleNode)
 	if buckets > 0 {
-		mode = effectdtype.Citus
+		mode = storeOf(pool, effectdtype.Citus)
 	}
 	operate := func(id int64, ev statemachine.Event) {
 		t.Helper()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/storage"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -113,7 +114,7 @@ var operatorEvents = map[statemachine.Event]bool{
 // and an operator attempt and an audit entry record it. A refused or lost race
 // returns an error wrapping ErrTransition with the current state; a missing
 // intent returns ErrNotFound.
-func Operate(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, op Operation) (before, after effectdtype.IntentRow, err error) {
+func Operate(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, op Operation) (before, after effectdtype.IntentRow, err error) {
 	defer func() {
 		if err != nil {
 			err = opError(err, "Operate(%d, %s)", op.IntentID, op.Event)
@@ -129,7 +130,7 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, 
 		return before, after, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if before, after, err = operateIn(ctx, tx, mode, op); err != nil {
+	if before, after, err = operateIn(ctx, tx, store, op); err != nil {
 		return before, after, err
 	}
 	return before, after, tx.Commit(ctx)
@@ -140,7 +141,7 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, 
 // key window, the compare-and-set, the operator attempt and the audit entry.
 // A two-person approval (Decide) runs it in the transaction that records the
 // approval.
-func operateIn(ctx context.Context, tx pgx.Tx, mode effectdtype.Storage, op Operation) (before, after effectdtype.IntentRow, err error) {
+func operateIn(ctx context.Context, tx pgx.Tx, store storage.Operator, op Operation) (before, after effectdtype.IntentRow, err error) {
 	ref, err := op.check()
 	if err != nil {
 		return before, after, err
@@ -171,7 +172,7 @@ func operateIn(ctx context.Context, tx pgx.Tx, mode effectdtype.Storage, op Oper
 			return before, after, err
 		}
 	}
-	after, err = query.Operate(ctx, tx, mode, query.Transition{IntentID: op.IntentID, Key: before.IdempotencyKey, From: before.Status, Attempts: before.Attempts,
+	after, err = store.Operate(ctx, tx, query.Transition{IntentID: op.IntentID, Key: before.IdempotencyKey, From: before.Status, Attempts: before.Attempts,
 		To: to, ProviderRef: ref})
 	if errors.Is(err, pgx.ErrNoRows) {
 		now, err := refused(ctx, tx, op, before)
@@ -181,7 +182,7 @@ func operateIn(ctx context.Context, tx pgx.Tx, mode effectdtype.Storage, op Oper
 		return before, after, err
 	}
 
-	if err := query.RecordOperatorAttempt(ctx, tx, mode, query.OperatorAttempt{IntentID: op.IntentID, Attempt: before.Attempts,
+	if err := store.RecordOperatorAttempt(ctx, tx, query.OperatorAttempt{IntentID: op.IntentID, Attempt: before.Attempts,
 		Event: string(op.Event), ProviderRef: ref}); err != nil {
 		return before, after, err
 	}
@@ -251,7 +252,7 @@ func intentAudit(r effectdtype.IntentRow) query.AuditState {
 
 // settleAudited applies an operator's reconcile decision and writes its audit
 // entry in one transaction; it reports whether the decision was applied.
-func settleAudited(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, s query.Settlement, actor string) (applied bool, err error) {
+func settleAudited(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, s query.Settlement, actor string) (applied bool, err error) {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return false, err
@@ -264,7 +265,7 @@ func settleAudited(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Sto
 	if err != nil {
 		return false, err
 	}
-	if applied, err = query.SettleByID(ctx, tx, mode, s); err != nil || !applied {
+	if applied, err = store.SettleByID(ctx, tx, s); err != nil || !applied {
 		return false, err
 	}
 	after, err := readIntent(ctx, tx, s.IntentID)

@@ -56,7 +56,7 @@ func TestOperateTransitions(t *testing.T) {
 	for i, tt := range tests {
 		id := seedIntent(t, pool, "ev-"+string(rune('a'+i)), tt.from, false)
 		tt.op.IntentID, tt.op.Actor = id, "alice"
-		before, after, err := dispatcher.Operate(ctx, pool, effectdtype.SingleNode, tt.op)
+		before, after, err := dispatcher.Operate(ctx, pool, storeOf(pool, effectdtype.SingleNode), tt.op)
 		if tt.error != nil {
 			if !errors.Is(err, tt.error) {
 				t.Errorf("%s: err = %v, want %v", tt.name, err, tt.error)
@@ -88,7 +88,7 @@ func TestOperateTransitions(t *testing.T) {
 func TestOperateNotFound(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.New(t)
-	_, _, err := dispatcher.Operate(context.Background(), pool, effectdtype.SingleNode, dispatcher.Operation{IntentID: 42, Event: statemachine.Cancel, Actor: "a"})
+	_, _, err := dispatcher.Operate(context.Background(), pool, storeOf(pool, effectdtype.SingleNode), dispatcher.Operation{IntentID: 42, Event: statemachine.Cancel, Actor: "a"})
 	if !errors.Is(err, dispatcher.ErrNotFound) {
 		t.Fatalf("err = %v, want ErrNotFound", err)
 	}
@@ -105,7 +105,7 @@ func TestOperateRefusesUnstorableText(t *testing.T) {
 		{IntentID: id, Event: statemachine.ResolveSkip, Actor: "a", Reason: "why\x00"},
 		{IntentID: id, Event: statemachine.ResolveSkip, Actor: "a\xff", Reason: "why"},
 	} {
-		_, _, err := dispatcher.Operate(context.Background(), pool, effectdtype.SingleNode, op)
+		_, _, err := dispatcher.Operate(context.Background(), pool, storeOf(pool, effectdtype.SingleNode), op)
 		if !errors.Is(err, dispatcher.ErrInvalid) || !strings.Contains(err.Error(), "without NUL") {
 			t.Errorf("%+v: err = %v, want ErrInvalid", op, err)
 		}
@@ -121,7 +121,7 @@ func TestOperateLiveLeaseRefused(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.New(t)
 	id := seedIntent(t, pool, "live", statemachine.Sending, true)
-	_, _, err := dispatcher.Operate(context.Background(), pool, effectdtype.SingleNode, dispatcher.Operation{IntentID: id, Event: statemachine.ResolveSend, Actor: "a"})
+	_, _, err := dispatcher.Operate(context.Background(), pool, storeOf(pool, effectdtype.SingleNode), dispatcher.Operation{IntentID: id, Event: statemachine.ResolveSend, Actor: "a"})
 	var le *dispatcher.LeaseError
 	if !errors.As(err, &le) || !errors.Is(err, statemachine.ErrTransition) {
 		t.Fatalf("err = %v, want a LeaseError wrapping ErrTransition", err)
@@ -147,7 +147,7 @@ func TestOperateRace(t *testing.T) {
 		for i, op := range ops {
 			wg.Go(func() {
 				<-start
-				_, afters[i], errs[i] = dispatcher.Operate(ctx, pool, effectdtype.SingleNode, op)
+				_, afters[i], errs[i] = dispatcher.Operate(ctx, pool, storeOf(pool, effectdtype.SingleNode), op)
 			})
 		}
 		close(start)

@@ -152,11 +152,11 @@ func TestCitusBulk(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT id FROM effectd.intents WHERE event_id = 'b7'`).Scan(&moved); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := dispatcher.Operate(ctx, pool, effectdtype.Citus, dispatcher.Operation{IntentID: moved, Event: statemachine.Requeue, Actor: "tester",
+	if _, _, err := dispatcher.Operate(ctx, pool, storeOf(pool, effectdtype.Citus), dispatcher.Operation{IntentID: moved, Event: statemachine.Requeue, Actor: "tester",
 		Reason: "ahead of the bulk", Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := dispatcher.ApplyBulk(ctx, pool, effectdtype.Citus, dispatcher.BulkApply{Snapshot: snap.Snapshot, Actor: "tester"})
+	res, err := dispatcher.ApplyBulk(ctx, pool, storeOf(pool, effectdtype.Citus), dispatcher.BulkApply{Snapshot: snap.Snapshot, Actor: "tester"})
 	if err != nil || res.Applied != n-1 || res.Skipped != 1 {
 		t.Fatalf("apply: %+v, %v; want %d applied, 1 skipped", res, err, n-1)
 	}
@@ -176,7 +176,7 @@ SELECT count(DISTINCT (bucket, started_at)), count(DISTINCT bucket) FROM effectd
 WHERE kind = 'operator' AND intent_id <> $1`, moved).Scan(&batches, &bucketsApplied); err != nil || batches != bucketsApplied || batches != buckets {
 		t.Fatalf("the bulk's operator attempts: %d transactions over %d buckets, %v; want one per bucket, %d", batches, bucketsApplied, err, buckets)
 	}
-	if _, err := dispatcher.ApplyBulk(ctx, pool, effectdtype.Citus, dispatcher.BulkApply{Snapshot: snap.Snapshot, Actor: "tester"}); !errors.Is(err, statemachine.ErrTransition) {
+	if _, err := dispatcher.ApplyBulk(ctx, pool, storeOf(pool, effectdtype.Citus), dispatcher.BulkApply{Snapshot: snap.Snapshot, Actor: "tester"}); !errors.Is(err, statemachine.ErrTransition) {
 		t.Fatalf("second apply: %v", err)
 	}
 	checkCitusCounts(t, pool, "after the bulk retry")
@@ -194,7 +194,7 @@ SELECT g % 8, 'd' || g, 'c', '{}', 'c:d' || g, 'IN_DOUBT', 1 FROM generate_serie
 	if err != nil || snap.Matched != 16 {
 		t.Fatalf("freeze: %+v, %v", snap, err)
 	}
-	if res, err = dispatcher.ApplyBulk(ctx, pool, effectdtype.Citus, dispatcher.BulkApply{Snapshot: snap.Snapshot, Actor: "tester"}); err != nil || res.Applied != 16 {
+	if res, err = dispatcher.ApplyBulk(ctx, pool, storeOf(pool, effectdtype.Citus), dispatcher.BulkApply{Snapshot: snap.Snapshot, Actor: "tester"}); err != nil || res.Applied != 16 {
 		t.Fatalf("apply: %+v, %v; want 16 applied", res, err)
 	}
 	citusStatus(t, pool, "d", "SENT", 16)

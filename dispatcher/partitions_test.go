@@ -50,7 +50,7 @@ func TestDropsExpiredPartitions(t *testing.T) {
 		fixture.AddProviderEvents(t, r.pool, fixture.ProviderEvent{Provider: "twilio", EventID: "ev-" + m.EventID, Channel: "c",
 			IntentID: m.ID, Type: "delivered", Outcome: "applied", ReceivedAt: m.CreatedAt.Add(time.Minute)})
 	}
-	if err := query.FoldSettledCounts(ctx, r.pool, effectdtype.SingleNode); err != nil { // the counts of the days to drop are folded, not only deltas
+	if err := query.FoldSettledCounts(ctx, r.pool); err != nil { // the counts of the days to drop are folded, not only deltas
 		t.Fatal(err)
 	}
 	day := func(d int) string { return time.Now().UTC().AddDate(0, 0, -d).Format("20060102") }

@@ -209,7 +209,7 @@ RETURNING id`, oldest.Lower.Time, oldest.Upper.Time).Scan(&id); err != nil {
 			return
 		}
 		requeued = true
-		if _, _, err := dispatcher.Operate(ctx, pool, effectdtype.Citus, dispatcher.Operation{IntentID: id, Event: statemachine.Requeue,
+		if _, _, err := dispatcher.Operate(ctx, pool, storeOf(pool, effectdtype.Citus), dispatcher.Operation{IntentID: id, Event: statemachine.Requeue,
 			Actor: "oncall", Reason: "provider fixed", Force: true}); err != nil {
 			t.Errorf("requeue of intent %d: %v", id, err)
 		}

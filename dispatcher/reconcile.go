@@ -206,7 +206,7 @@ func (d *Dispatcher) apply(ctx context.Context, r query.Unsettled, s *effectdtyp
 	case actor == "":
 		s.Applied, err = d.store.Settle(wctx, d.pool, q, r.Bucket)
 	default:
-		s.Applied, err = settleAudited(wctx, d.pool, d.Storage(), q, actor)
+		s.Applied, err = settleAudited(wctx, d.pool, d.store, q, actor)
 	}
 	if err != nil {
 		return err

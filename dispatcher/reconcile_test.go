@@ -262,7 +262,7 @@ func TestReconcileRacingResolve(t *testing.T) {
 		done <- st
 	}()
 	<-entered
-	if _, _, err := dispatcher.Operate(ctx, r.pool, effectdtype.SingleNode, dispatcher.Operation{IntentID: id, Event: statemachine.ResolveSent,
+	if _, _, err := dispatcher.Operate(ctx, r.pool, storeOf(r.pool, effectdtype.SingleNode), dispatcher.Operation{IntentID: id, Event: statemachine.ResolveSent,
 		Actor: "second-operator", ProviderRef: "SM-by-hand"}); err != nil {
 		t.Fatal(err)
 	}

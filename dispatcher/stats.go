@@ -8,21 +8,22 @@ import (
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/storage"
 )
 
 // ChannelGauges are one channel's gauges.
 type ChannelGauges = query.ChannelGauges
 
 // Gauges reads every channel's gauges, by channel name, without reading history.
-func Gauges(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage) ([]ChannelGauges, error) {
-	return query.Gauges(ctx, pool, mode)
+func Gauges(ctx context.Context, pool *pgxpool.Pool, store storage.Operator) ([]ChannelGauges, error) {
+	return store.Gauges(ctx, pool)
 }
 
 // Stats returns the counts by status and the gauges of every channel that
 // sees admits (nil: every channel), and their totals, read together
 // (query.Figures: in the distributed mode one round of tasks over the shards).
-func Stats(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, sees func(channel string) bool) (effectdtype.Stats, error) {
-	statusCounts, gauges, err := query.Figures(ctx, pool, mode)
+func Stats(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, sees func(channel string) bool) (effectdtype.Stats, error) {
+	statusCounts, gauges, err := store.Figures(ctx, pool)
 	if err != nil {
 		return effectdtype.Stats{}, fmt.Errorf("stats: %w", err)
 	}

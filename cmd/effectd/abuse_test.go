@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
 )
 
@@ -112,9 +113,8 @@ func TestAbuseSQLFunction(t *testing.T) {
 		{"sms from not a sender", `'e1', 'text', '{"to":"+15005550006","body":"hi","from":"+1"}'`, "22023", "payload.from"},
 	}
 	// A Stripe and a Twilio channel, for the payload shapes.
-	if _, err := s.pool.Exec(ctx, `INSERT INTO effectd.channels (name, provider) VALUES ('pay', 'stripe'), ('text', 'twilio')`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.AddChannel(t, s.pool, "pay", "stripe")
+	fixture.AddChannel(t, s.pool, "text", "twilio")
 	before := s.snapshot(t)
 	for _, c := range cases {
 		_, err := s.pool.Exec(ctx, `SELECT effectd.enqueue(`+c.args+`)`)
@@ -388,11 +388,8 @@ func TestAbuseAdminAPI(t *testing.T) {
 	// A payload nested thousands deep (stored before enqueue bounded nesting)
 	// is answered compact: not amplified to many MB by indentation.
 	deep := `{"a":` + strings.Repeat("[", 3000) + strings.Repeat("]", 3000) + `}`
-	var deepID int64
-	if err := s.pool.QueryRow(ctx, `INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status)
-VALUES ('deep', 'hook', $1::jsonb, 'hook:deep', 'CANCELLED') RETURNING id`, deep).Scan(&deepID); err != nil {
-		t.Fatal(err)
-	}
+	deepID := fixture.Intent(t, s.pool, fixture.Event("deep"), fixture.Channel("hook"), fixture.Payload(deep),
+		fixture.Status("CANCELLED"), fixture.Attempts(0)).ID
 	for _, path := range []string{fmt.Sprintf("/v1/intents/%d", deepID), "/v1/intents?limit=1000"} {
 		if b := mustDo(t, "GET", base+path, adminToken, nil, 200); len(b) > 4*len(deep)+64<<10 {
 			t.Errorf("GET %s: %d bytes for a %d-byte payload", path, len(b), len(deep))

@@ -29,6 +29,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/providers/sandbox"
 )
@@ -197,20 +198,11 @@ func TestTeamsThroughBinary(t *testing.T) {
 	ctx := context.Background()
 	// Rows as the dispatcher would leave them: an in-doubt refund, an SMS whose
 	// provider error quotes the number.
-	var refundID, smsID int64
-	if err := s.pool.QueryRow(ctx, `
-INSERT INTO effectd.intents (event_id, channel, payload, status, attempts, idempotency_key)
-VALUES ('refund-9', 'refund', '{"type":"refund","payment_intent":"pi_9","amount":900}', 'IN_DOUBT', 1, 'refund:refund-9')
-RETURNING id`).Scan(&refundID); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.pool.QueryRow(ctx, `
-INSERT INTO effectd.intents (event_id, channel, payload, status, attempts, idempotency_key, last_error)
-VALUES ('otp-1', 'sms', '{"to":"+15558675309","body":"Your code is 424242"}', 'FAILED', 1, 'sms:otp-1',
-        'twilio 400: The ''To'' number +15558675309 is not reachable')
-RETURNING id`).Scan(&smsID); err != nil {
-		t.Fatal(err)
-	}
+	refundID := fixture.Intent(t, s.pool, fixture.Event("refund-9"), fixture.Channel("refund"), fixture.Status("IN_DOUBT"),
+		fixture.Payload(`{"type":"refund","payment_intent":"pi_9","amount":900}`)).ID
+	smsID := fixture.Intent(t, s.pool, fixture.Event("otp-1"), fixture.Channel("sms"), fixture.Status("FAILED"),
+		fixture.Payload(`{"to":"+15558675309","body":"Your code is 424242"}`),
+		fixture.LastError("twilio 400: The 'To' number +15558675309 is not reachable")).ID
 	p, url := startProc(t, s.env, "serve", "--addr", "127.0.0.1:0"), ""
 	url = p.waitAdmin(t)
 	refund, sms := fmt.Sprintf("/v1/intents/%d", refundID), fmt.Sprintf("/v1/intents/%d", smsID)

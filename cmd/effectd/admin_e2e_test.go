@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/localpg"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/providers/sandbox"
@@ -251,12 +252,10 @@ func TestMetricsSeries(t *testing.T) {
 	poll(t, 5*time.Second, "the dispatcher sees hook paused", func() bool { return p.logged("channel pause changed", "hook") })
 	s.enqueue(t, "waiting", "hook", 0)
 	// A SENDING row whose lease expired (a crashed worker) and an IN_DOUBT row.
-	if _, err := s.pool.Exec(ctx, `
-INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, attempts, claimed_at, lease_expires_at)
-VALUES ('crashed', 'other', '{}', 'other:crashed', 'SENDING', 1, now() - interval '3s', now() - interval '1s'),
-       ('unsure', 'hook', '{}', 'hook:unsure', 'IN_DOUBT', 1, now() - interval '3s', NULL)`); err != nil {
-		t.Fatal(err)
-	}
+	claimed := time.Now().Add(-3 * time.Second)
+	fixture.Intent(t, s.pool, fixture.Event("crashed"), fixture.Channel("other"), fixture.Status("SENDING"),
+		fixture.ClaimedAt(claimed), fixture.Lease(time.Now().Add(-time.Second)))
+	fixture.Intent(t, s.pool, fixture.Event("unsure"), fixture.Channel("hook"), fixture.Status("IN_DOUBT"), fixture.ClaimedAt(claimed))
 	for i := range 20 {
 		s.enqueue(t, fmt.Sprintf("evt-%d", i), "other", 0)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/effectd/effectd/api"
 	"github.com/effectd/effectd/api/client"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
 )
 
@@ -26,13 +27,8 @@ func TestCLIApprovals(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.New(t)
 	ctx := context.Background()
-	var id int64
-	if err := pool.QueryRow(ctx, `
-WITH c AS (INSERT INTO effectd.channels (name, provider, policy) VALUES ('refund', 'stripe', '{"approval": "two-person"}'))
-INSERT INTO effectd.intents (event_id, channel, payload, status, attempts, idempotency_key)
-VALUES ('rf-1', 'refund', '{}', 'IN_DOUBT', 1, 'refund:rf-1') RETURNING id`).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
+	fixture.AddChannel(t, pool, "refund", "stripe", fixture.Policy(`{"approval": "two-person"}`))
+	id := fixture.Intent(t, pool, fixture.Event("rf-1"), fixture.Channel("refund"), fixture.Status("IN_DOUBT")).ID
 	refund := []string{"refund"}
 	h, err := api.NewHandler(api.Config{Pool: pool, Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler),
 		Tokens: []api.Token{

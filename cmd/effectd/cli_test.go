@@ -11,8 +11,10 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/effectd/effectd/api/client"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
 )
 
@@ -36,22 +38,15 @@ func cliRun(t *testing.T, env []string, args ...string) (int, string, string) {
 // the send attempt and the lookup that could not tell.
 func (s *stack) insertInDoubt(t *testing.T, channel, event string) int64 {
 	t.Helper()
-	var id int64
-	err := s.pool.QueryRow(context.Background(), `
-WITH i AS (
-    INSERT INTO effectd.intents (event_id, channel, payload, status, attempts, idempotency_key, last_error)
-    VALUES ($1, $2, '{"to":"+15005550006","body":"Your code is 123456"}', 'IN_DOUBT', 1, effectd.idempotency_key($2, $1),
-            'lease expired mid-call; lookup ambiguous')
-    RETURNING id),
-a AS (
-    INSERT INTO effectd.attempts (intent_id, attempt, kind, started_at, finished_at, outcome, error)
-    SELECT id, 1, 'send', now() - interval '2 minutes', NULL, 'maybe_sent', 'worker lost its lease mid-call' FROM i
-    UNION ALL
-    SELECT id, 1, 'lookup', now() - interval '1 minute', now() - interval '1 minute', 'ambiguous', 'two messages match the body' FROM i)
-SELECT id FROM i`, event, channel).Scan(&id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	now := time.Now()
+	id := fixture.Intent(t, s.pool, fixture.Event(event), fixture.Channel(channel), fixture.Status("IN_DOUBT"),
+		fixture.Payload(`{"to":"+15005550006","body":"Your code is 123456"}`),
+		fixture.LastError("lease expired mid-call; lookup ambiguous")).ID
+	fixture.AddAttempts(t, s.pool,
+		fixture.Attempt{IntentID: id, Kind: "send", StartedAt: now.Add(-2 * time.Minute), Unfinished: true, Outcome: "maybe_sent",
+			Error: "worker lost its lease mid-call"},
+		fixture.Attempt{IntentID: id, Kind: "lookup", StartedAt: now.Add(-time.Minute), Outcome: "ambiguous",
+			Error: "two messages match the body"})
 	return id
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/effectd/effectd/api"
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/providers/effect"
@@ -54,11 +55,8 @@ func TestSweepCommand(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	// An IN_DOUBT intent whose refund the provider holds.
-	var id int64
-	if err := pool.QueryRow(ctx, `INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, attempts)
-		VALUES ('r-1', 'pay', '{"type":"refund","charge":"ch_1"}', 'pay:r-1', 'IN_DOUBT', 1) RETURNING id`).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
+	id := fixture.Intent(t, pool, fixture.Event("r-1"), fixture.Channel("pay"), fixture.Status("IN_DOUBT"),
+		fixture.Payload(`{"type":"refund","charge":"ch_1"}`)).ID
 	ref, err := st.Send(ctx, "pay:r-1", json.RawMessage(`{"type":"refund","charge":"ch_1"}`),
 		map[string]string{effect.MetaEventID: "r-1", effect.MetaIntentID: fmt.Sprint(id)})
 	if err != nil {

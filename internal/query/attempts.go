@@ -38,16 +38,19 @@ type OperatorAttempt struct {
 }
 
 // RecordOperatorAttempt records a as an attempt of kind operator.
-func RecordOperatorAttempt(ctx context.Context, db DB, mode effectdtype.Storage, a OperatorAttempt) error {
-	bucket, distributed, err := bucketOf(ctx, db, mode, a.IntentID)
+func RecordOperatorAttempt(ctx context.Context, db DB, a OperatorAttempt) error {
+	_, err := db.Exec(ctx, operatorAttemptSQL, a.IntentID, a.Attempt, a.Event, a.ProviderRef)
+	return err
+}
+
+// RecordOperatorAttemptBucket is RecordOperatorAttempt in the distributed
+// mode, on the intent's bucket's shard (IntentBucket).
+func RecordOperatorAttemptBucket(ctx context.Context, db DB, a OperatorAttempt) error {
+	bucket, err := IntentBucket(ctx, db, a.IntentID)
 	if err != nil {
 		return err
 	}
-	if distributed {
-		_, err = db.Exec(ctx, operatorAttemptBucketSQL, a.IntentID, a.Attempt, a.Event, a.ProviderRef, bucket)
-		return err
-	}
-	_, err = db.Exec(ctx, operatorAttemptSQL, a.IntentID, a.Attempt, a.Event, a.ProviderRef)
+	_, err = db.Exec(ctx, operatorAttemptBucketSQL, a.IntentID, a.Attempt, a.Event, a.ProviderRef, bucket)
 	return err
 }
 

@@ -46,13 +46,16 @@ const foldLockKey = 0x65666672 // "effr"
 
 // FoldSettledCounts folds the deltas of the settled counts into the counts,
 // so readers add only the few appended since. Instances folding at once each
-// take distinct delta rows; in the distributed mode, where a fold locks rows
-// on every shard, an instance folds only while no other one does.
-func FoldSettledCounts(ctx context.Context, db TxDB, mode effectdtype.Storage) error {
-	if mode != effectdtype.Citus {
-		_, err := db.Exec(ctx, foldCountsSQL)
-		return err
-	}
+// take distinct delta rows.
+func FoldSettledCounts(ctx context.Context, db TxDB) error {
+	_, err := db.Exec(ctx, foldCountsSQL)
+	return err
+}
+
+// FoldSettledCountsBucket is FoldSettledCounts in the distributed mode, where
+// a fold locks rows on every shard: an instance folds only while no other one
+// does.
+func FoldSettledCountsBucket(ctx context.Context, db TxDB) error {
 	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		var got bool
 		if err := tx.QueryRow(ctx, tryXactLockSQL, foldLockKey).Scan(&got); err != nil || !got {
@@ -74,12 +77,13 @@ type StatusCount struct {
 // channel) by status: the live states exactly from their partial indexes, the
 // settled states from the counts kept as changes happen. A status with no
 // intent is left out.
-func ChannelCounts(ctx context.Context, db DB, mode effectdtype.Storage, channel *string) ([]StatusCount, error) {
-	sql := channelCountsSQL
-	if mode == effectdtype.Citus {
-		sql = channelCountsBucketSQL
-	}
-	return readCounts(ctx, db, sql, channel)
+func ChannelCounts(ctx context.Context, db DB, channel *string) ([]StatusCount, error) {
+	return readCounts(ctx, db, channelCountsSQL, channel)
+}
+
+// ChannelCountsBucket is ChannelCounts in the distributed mode.
+func ChannelCountsBucket(ctx context.Context, db DB, channel *string) ([]StatusCount, error) {
+	return readCounts(ctx, db, channelCountsBucketSQL, channel)
 }
 
 // readCounts runs sql, channel_counts.sql or its bucket variant.
@@ -100,12 +104,13 @@ type ChannelGauges struct {
 // Gauges reads every registered channel's gauges, by channel name: the wait
 // of its oldest due PENDING intent, its SENDING intents past their lease, its
 // IN_DOUBT intents and its settled intents by delivery.
-func Gauges(ctx context.Context, db DB, mode effectdtype.Storage) ([]ChannelGauges, error) {
-	sql := channelGaugesSQL
-	if mode == effectdtype.Citus {
-		sql = channelGaugesBucketSQL
-	}
-	return readGauges(ctx, db, sql)
+func Gauges(ctx context.Context, db DB) ([]ChannelGauges, error) {
+	return readGauges(ctx, db, channelGaugesSQL)
+}
+
+// GaugesBucket is Gauges in the distributed mode.
+func GaugesBucket(ctx context.Context, db DB) ([]ChannelGauges, error) {
+	return readGauges(ctx, db, channelGaugesBucketSQL)
 }
 
 // readGauges runs sql, channel_gauges.sql or its bucket variant.
@@ -126,18 +131,20 @@ func readGauges(ctx context.Context, db DB, sql string) ([]ChannelGauges, error)
 var channelFiguresBucketSQL string
 
 // Figures reads what ChannelCounts (of every registered channel) and Gauges
-// read, together: in the distributed mode one round of tasks over the shards
-// (channel_figures_bucket.sql), where the two reads were a round each; on one
-// PostgreSQL the two reads, one after the other.
-func Figures(ctx context.Context, db DB, mode effectdtype.Storage) ([]StatusCount, []ChannelGauges, error) {
-	if mode != effectdtype.Citus {
-		counts, err := readCounts(ctx, db, channelCountsSQL, nil)
-		if err != nil {
-			return nil, nil, err
-		}
-		gauges, err := readGauges(ctx, db, channelGaugesSQL)
-		return counts, gauges, err
+// read, together: on one PostgreSQL the two reads, one after the other.
+func Figures(ctx context.Context, db DB) ([]StatusCount, []ChannelGauges, error) {
+	counts, err := readCounts(ctx, db, channelCountsSQL, nil)
+	if err != nil {
+		return nil, nil, err
 	}
+	gauges, err := readGauges(ctx, db, channelGaugesSQL)
+	return counts, gauges, err
+}
+
+// FiguresBucket is Figures in the distributed mode: one round of tasks over
+// the shards (channel_figures_bucket.sql), where the two reads were a round
+// each.
+func FiguresBucket(ctx context.Context, db DB) ([]StatusCount, []ChannelGauges, error) {
 	rows, err := db.Query(ctx, channelFiguresBucketSQL)
 	if err != nil {
 		return nil, nil, err

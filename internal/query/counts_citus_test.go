@@ -13,7 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/effectd/effectd/effectdtype"
 )
 
 // shardRounds counts the jobs of a Citus EXPLAIN (FORMAT JSON) that send a

@@ -98,15 +98,18 @@ type Transition struct {
 // SENDING under a live lease. SENT makes an unknown delivery accepted in the
 // same statement. It returns the intent after, whole, or pgx.ErrNoRows when
 // the fence held it back.
-func Operate(ctx context.Context, db DB, mode effectdtype.Storage, t Transition) (effectdtype.IntentRow, error) {
-	bucket, distributed, err := bucketOf(ctx, db, mode, t.IntentID)
+func Operate(ctx context.Context, db DB, t Transition) (effectdtype.IntentRow, error) {
+	return scanIntent(db.QueryRow(ctx, operateSQL, t.IntentID, t.From, t.Attempts, t.To, t.ProviderRef, t.Key))
+}
+
+// OperateBucket is Operate in the distributed mode: it reads the intent's
+// bucket first (IntentBucket), then applies t on its bucket's shard.
+func OperateBucket(ctx context.Context, db DB, t Transition) (effectdtype.IntentRow, error) {
+	bucket, err := IntentBucket(ctx, db, t.IntentID)
 	if err != nil {
 		return effectdtype.IntentRow{}, err
 	}
-	if distributed {
-		return scanIntent(db.QueryRow(ctx, operateBucketSQL, t.IntentID, t.From, t.Attempts, t.To, t.ProviderRef, bucket, t.Key))
-	}
-	return scanIntent(db.QueryRow(ctx, operateSQL, t.IntentID, t.From, t.Attempts, t.To, t.ProviderRef, t.Key))
+	return scanIntent(db.QueryRow(ctx, operateBucketSQL, t.IntentID, t.From, t.Attempts, t.To, t.ProviderRef, bucket, t.Key))
 }
 
 // CallHistory is what the provider's key window rule needs of an intent.
@@ -190,10 +193,10 @@ func (f IntentFilter) perChannel() bool {
 	return rare && f.Channels != nil && f.Channel == nil && !f.flat && !f.keyed()
 }
 
-// inMode returns f as ListIntents runs it in mode: flat in the distributed
-// mode.
-func (f IntentFilter) inMode(mode effectdtype.Storage) IntentFilter {
-	f.flat = mode == effectdtype.Citus
+// Distributed returns f as ListIntents runs it in the distributed mode:
+// flat, the scope one condition read once on each shard.
+func (f IntentFilter) Distributed() IntentFilter {
+	f.flat = true
 	return f
 }
 
@@ -208,7 +211,7 @@ func (f IntentFilter) inMode(mode effectdtype.Storage) IntentFilter {
 //
 // A list from a time on (Since) starts at the last id marked before that
 // time (id_marks), so it reads the rows added since, not the history before.
-func ListIntents(ctx context.Context, db DB, mode effectdtype.Storage, f IntentFilter, yield func(effectdtype.IntentRow) bool) error {
+func ListIntents(ctx context.Context, db DB, f IntentFilter, yield func(effectdtype.IntentRow) bool) error {
 	if f.Since != nil {
 		from, err := idBefore(ctx, db, *f.Since)
 		if err != nil {
@@ -216,7 +219,7 @@ func ListIntents(ctx context.Context, db DB, mode effectdtype.Storage, f IntentF
 		}
 		f.After = max(f.After, from)
 	}
-	sql, args := f.inMode(mode).statement()
+	sql, args := f.statement()
 	if !f.keyed() {
 		args = append([]any{pgx.QueryExecModeExec}, args...)
 	}

@@ -142,34 +142,28 @@ var operatorAttemptBucketSQL string
 //go:embed intent_bucket.sql
 var intentBucketSQL string
 
-// bucketOf reports whether mode is the distributed mode and, if so, intent
-// id's bucket (-1 when there is no such intent: a statement of that bucket
-// finds nothing). Operator actions name an intent by id; in the distributed
-// mode they read its bucket first and write on its shard.
-func bucketOf(ctx context.Context, db DB, mode effectdtype.Storage, id int64) (bucket int64, distributed bool, err error) {
-	if mode != effectdtype.Citus {
-		return 0, false, nil
-	}
+// IntentBucket returns intent id's bucket in the distributed mode (-1 when
+// there is no such intent: a statement of that bucket finds nothing).
+// Operator actions name an intent by id; in the distributed mode they read
+// its bucket first and write on its shard.
+func IntentBucket(ctx context.Context, db DB, id int64) (bucket int64, err error) {
 	err = db.QueryRow(ctx, intentBucketSQL, id).Scan(&bucket)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return -1, true, nil
+		return -1, nil
 	}
-	return bucket, true, err
+	return bucket, err
 }
 
-// SettleByID is Settle for an intent named by id alone, in either mode: in
-// the distributed mode it reads the intent's bucket first, then settles it on
-// its bucket's shard (SettleBucket), as Operate does. An operator's reconcile
-// runs it.
-func SettleByID(ctx context.Context, db DB, mode effectdtype.Storage, s Settlement) (applied bool, err error) {
-	bucket, distributed, err := bucketOf(ctx, db, mode, s.IntentID)
+// SettleByIDBucket is Settle for an intent named by id alone in the
+// distributed mode: it reads the intent's bucket first, then settles it on
+// its bucket's shard (SettleBucket), as OperateBucket does. An operator's
+// reconcile runs it.
+func SettleByIDBucket(ctx context.Context, db DB, s Settlement) (applied bool, err error) {
+	bucket, err := IntentBucket(ctx, db, s.IntentID)
 	if err != nil {
 		return false, err
 	}
-	if distributed {
-		return SettleBucket(ctx, db, s, bucket)
-	}
-	return Settle(ctx, db, s)
+	return SettleBucket(ctx, db, s, bucket)
 }
 
 //go:embed intents_lock_bucket.sql

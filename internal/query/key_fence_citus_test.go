@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/effectd/effectd/effectdtype"
 )
 
 // TestCitusOperateFencesOnTheIntent is TestOperateFencesOnTheIntent in the

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/citustest"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/migrations"

@@ -64,6 +64,44 @@ type Engine interface {
 	DropExpiredPartitions(ctx context.Context, horizon time.Duration) (dropped []query.Partition, held int, err error)
 }
 
+// Operator is what the operator service (the admin API, the console, the
+// CLI) and the dispatcher's figures ask of storage: operators' transitions
+// of an intent named by id, lists of intents, and counts and gauges.
+type Operator interface {
+	// Operate applies an operator's transition as a fenced compare-and-set
+	// (query.Operate); pgx.ErrNoRows when the fence held it back.
+	Operate(ctx context.Context, db query.DB, t query.Transition) (effectdtype.IntentRow, error)
+	// RecordOperatorAttempt records an operator's transition as an attempt.
+	RecordOperatorAttempt(ctx context.Context, db query.DB, a query.OperatorAttempt) error
+	// SettleByID applies a settlement to an intent named by id alone, fenced
+	// as Engine.Settle is.
+	SettleByID(ctx context.Context, db query.DB, s query.Settlement) (applied bool, err error)
+	// ListIntents reads up to f.Limit intents by id and hands each to yield
+	// until it returns false (query.ListIntents).
+	ListIntents(ctx context.Context, db query.DB, f query.IntentFilter, yield func(effectdtype.IntentRow) bool) error
+	// ChannelCounts counts the intents of channel (nil: every registered
+	// channel) by status.
+	ChannelCounts(ctx context.Context, db query.DB, channel *string) ([]query.StatusCount, error)
+	// Gauges reads every registered channel's gauges.
+	Gauges(ctx context.Context, db query.DB) ([]query.ChannelGauges, error)
+	// Figures reads what ChannelCounts (of every channel) and Gauges read.
+	Figures(ctx context.Context, db query.DB) ([]query.StatusCount, []query.ChannelGauges, error)
+	// FoldSettledCounts folds the deltas of the settled counts into the counts.
+	FoldSettledCounts(ctx context.Context, db query.TxDB) error
+	// ApplyBulk hands the frozen rows of a bulk snapshot to the caller's
+	// appliers as the store groups them: each row to one, or (the distributed
+	// mode) a bucket's rows a batch at a time to batch, the rows of a batch
+	// that fails as a whole then to one, row by row. It stops at the first
+	// error one returns, and when ctx ends.
+	ApplyBulk(ctx context.Context, db query.DB, snapshot string, one func(query.FrozenRow) error, batch func(bucket int64, rows []query.FrozenRow) error) error
+}
+
+// Store is everything effectd asks of storage.
+type Store interface {
+	Engine
+	Operator
+}
+
 // Leases are the distributed mode's buckets: how many there are, and the
 // ones this instance serves now (nil when it serves none, as an operator's
 // process).
@@ -74,7 +112,7 @@ type Leases struct {
 
 // New returns the store of mode on pool: the one place a mode picks an
 // implementation.
-func New(mode effectdtype.Storage, pool *pgxpool.Pool, l Leases) Engine {
+func New(mode effectdtype.Storage, pool *pgxpool.Pool, l Leases) Store {
 	if mode == effectdtype.Citus {
 		return citus.New(pool, l.Buckets, l.Owned)
 	}

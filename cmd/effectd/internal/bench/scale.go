@@ -563,7 +563,7 @@ func loadHistory(ctx context.Context, pool *pgxpool.Pool, from, n, final int) er
 	if err := query.LoadHistory(ctx, pool, query.History{From: from, N: n, Final: final}); err != nil {
 		return err
 	}
-	if err := query.FoldSettledCounts(ctx, pool, effectdtype.SingleNode); err != nil {
+	if err := query.FoldSettledCounts(ctx, pool); err != nil {
 		return err
 	}
 	if err := query.VacuumHistory(ctx, pool); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/storage"
 	"github.com/effectd/effectd/migrations"
 	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/providers/sandbox"
@@ -531,7 +532,7 @@ func callsAcross(ledger sandbox.Snapshot, killed, promoted time.Time) (before, a
 }
 
 // judgeCounts compares the counts by status that operators read (GET
-// /v1/stats: query.ChannelCounts, kept as changes happen, never a scan) with
+// /v1/stats: storage.Operator.ChannelCounts, kept as changes happen, never a scan) with
 // a count of the rows, per channel and status: a crash between a change and
 // its count, or a change that forgot to count, shows here.
 func (c *checker) judgeCounts(ctx context.Context, pool *pgxpool.Pool) error {
@@ -541,7 +542,7 @@ func (c *checker) judgeCounts(ctx context.Context, pool *pgxpool.Pool) error {
 	} else if c != nil {
 		mode = effectdtype.Citus
 	}
-	kept, err := query.ChannelCounts(ctx, pool, mode, nil)
+	kept, err := storage.New(mode, pool, storage.Leases{}).ChannelCounts(ctx, pool, nil)
 	if err != nil {
 		return fmt.Errorf("chaos: reading the counts: %w", err)
 	}
