@@ -82,12 +82,16 @@ type chartsView struct {
 	Base    string // the page's path, for the range links
 	Figures []figure
 	Marks   []chartMark
-	Ticks   []tick
-	W, H    int
-	Left    int
-	Right   int // x of the plot's right edge
-	Top     int
-	Bottom  int // y of the plot's bottom edge
+	// MarkLines are the marks' SVG lines, drawn once by the template
+	// chart-marks and written into each chart: a week's 200 marks escaped
+	// once a page, not once a chart.
+	MarkLines template.HTML
+	Ticks     []tick
+	W, H      int
+	Left      int
+	Right     int // x of the plot's right edge
+	Top       int
+	Bottom    int // y of the plot's bottom edge
 }
 
 // tick is a label on the x axis.
@@ -113,7 +117,11 @@ func (c *console) charts(r *http.Request, channel, base string) (template.HTML, 
 		of = "channel " + channel
 	}
 	v := drawCharts(chart, of, base)
-	var buf bytes.Buffer
+	var marks, buf bytes.Buffer
+	if err := chartsTemplate.ExecuteTemplate(&marks, "chart-marks", v); err != nil {
+		return "", fmt.Errorf("console: charts: marks: %w", err)
+	}
+	v.MarkLines = template.HTML(marks.String()) // html/template escaped every value, once for all the charts
 	if err := chartsTemplate.Execute(&buf, v); err != nil {
 		return "", fmt.Errorf("console: charts: %w", err)
 	}
