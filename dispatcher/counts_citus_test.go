@@ -27,7 +27,7 @@ import (
 func checkCitusCounts(t *testing.T, pool *pgxpool.Pool, when string) {
 	t.Helper()
 	ctx := context.Background()
-	stats, err := dispatcher.Stats(ctx, pool, effectdtype.Citus, nil)
+	stats, err := dispatcher.Stats(ctx, pool, storeOf(pool, effectdtype.Citus), nil)
 	if err != nil {
 		t.Fatalf("%s: %v", when, err)
 	}
@@ -149,7 +149,7 @@ func TestCitusCountsFollowChanges(t *testing.T) {
 	}
 	operate := func(event string, ev statemachine.Event, ref string) {
 		t.Helper()
-		if _, _, err := dispatcher.Operate(ctx, pool, effectdtype.Citus, dispatcher.Operation{IntentID: id(event), Event: ev, Actor: "test",
+		if _, _, err := dispatcher.Operate(ctx, pool, storeOf(pool, effectdtype.Citus), dispatcher.Operation{IntentID: id(event), Event: ev, Actor: "test",
 			ProviderRef: ref, Reason: "test", Force: true}); err != nil {
 			t.Fatalf("%s %s: %v", ev, event, err)
 		}

@@ -231,7 +231,7 @@ func TestPruneKeepsRowRequeuedBeforeDetach(t *testing.T) {
 			return
 		}
 		requeued = true
-		if _, _, err := dispatcher.Operate(ctx, pool, effectdtype.SingleNode, dispatcher.Operation{IntentID: id, Event: statemachine.Requeue,
+		if _, _, err := dispatcher.Operate(ctx, pool, storeOf(pool, effectdtype.SingleNode), dispatcher.Operation{IntentID: id, Event: statemachine.Requeue,
 			Actor: "oncall", Reason: "provider fixed", Force: true}); err != nil {
 			t.Errorf("requeue of intent %d: %v", id, err)
 		}

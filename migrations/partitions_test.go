@@ -61,7 +61,7 @@ func TestUpgradeToPartitions(t *testing.T) {
 		t.Fatalf("intents has %d partitions, want the table it was and the days ahead", parts)
 	}
 	// the kept counts still equal the rows
-	if err := query.FoldSettledCounts(ctx, pool, effectdtype.SingleNode); err != nil {
+	if err := query.FoldSettledCounts(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
 	var kept int64

@@ -43,8 +43,6 @@ var notYetMoved = map[string]bool{
 	"dispatcher/id_reuse_citus_test.go":       true,
 	"dispatcher/operator_citus_test.go":       true,
 	"internal/query/charts_plan_test.go":      true,
-	"internal/query/delivery_citus_test.go":   true,
-	"internal/query/key_fence_citus_test.go":  true,
 	"internal/query/rollups_test.go":          true,
 }
 

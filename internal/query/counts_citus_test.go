@@ -94,7 +94,7 @@ func TestCitusCountsOneRound(t *testing.T) {
 	for range 8 {
 		start := time.Now()
 		var err error
-		if gauges, err = Gauges(ctx, pool, effectdtype.Citus); err != nil {
+		if gauges, err = GaugesBucket(ctx, pool); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("gauges in %v", time.Since(start))
@@ -170,12 +170,12 @@ func TestCitusCountsOneRound(t *testing.T) {
 
 	// Figures (stats) reads in one round what ChannelCounts and Gauges read
 	// in two: the same counts, the same gauges.
-	counts, err := ChannelCounts(ctx, pool, effectdtype.Citus, nil)
+	counts, err := ChannelCountsBucket(ctx, pool, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 8 {
-		figCounts, figGauges, err := Figures(ctx, pool, effectdtype.Citus)
+		figCounts, figGauges, err := FiguresBucket(ctx, pool)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ package query
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/internal/citustest"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/localpg"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/migrations"
@@ -70,16 +72,13 @@ func TestCitusEventLookupProbesIndexes(t *testing.T) {
 		WHERE i.inhparent = 'effectd.intents'::regclass`).Scan(&shards); err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{
-		`INSERT INTO effectd.channels (name, provider) VALUES ('sms', 'twilio')`,
-		`INSERT INTO effectd.intents (bucket, event_id, channel, payload, idempotency_key, status, provider_ref, created_at)
-		 SELECT g % 8, 'e' || g, 'sms', '{}', 'sms:e' || g, 'SENT', 'SM' || g, now() - (g % 2) * interval '1 day'
-		 FROM generate_series(1, 64) g`,
-	} {
-		if _, err := pool.Exec(ctx, q); err != nil {
-			t.Fatalf("%.60s: %v", q, err)
-		}
-	}
+	fixture.AddChannel(t, pool, "sms", "twilio")
+	now := time.Now()
+	fixture.Intents(t, pool, 64, func(g int) []fixture.IntentOption {
+		return []fixture.IntentOption{fixture.Bucket(int64(g % 8)), fixture.Event(fmt.Sprintf("e%d", g)), fixture.Channel("sms"),
+			fixture.Status("SENT"), fixture.Attempts(0), fixture.ProviderRef(fmt.Sprintf("SM%d", g)),
+			fixture.CreatedAt(now.Add(-time.Duration(g%2) * 24 * time.Hour))}
+	})
 	var id int64
 	if err := pool.QueryRow(ctx, `SELECT id FROM effectd.intents WHERE event_id = 'e5'`).Scan(&id); err != nil {
 		t.Fatal(err)
@@ -135,16 +134,9 @@ func TestCitusEventLookupProbesIndexes(t *testing.T) {
 func TestCitusDeliveryStatementsReturnWhatMoved(t *testing.T) {
 	pool := citusDB(t)
 	ctx := context.Background()
-	if _, err := pool.Exec(ctx, `INSERT INTO effectd.channels (name, provider) VALUES ('sms', 'twilio')`); err != nil {
-		t.Fatal(err)
-	}
-	var id int64
-	var created time.Time
-	if err := pool.QueryRow(ctx, `
-		INSERT INTO effectd.intents (bucket, event_id, channel, payload, idempotency_key, status, attempts)
-		VALUES (5, 'e1', 'sms', '{}', 'sms:e1', 'IN_DOUBT', 1) RETURNING id, created_at`).Scan(&id, &created); err != nil {
-		t.Fatal(err)
-	}
+	fixture.AddChannel(t, pool, "sms", "twilio")
+	made := fixture.Intent(t, pool, fixture.Bucket(5), fixture.Event("e1"), fixture.Channel("sms"), fixture.Status("IN_DOUBT"))
+	id, created := made.ID, made.CreatedAt
 	moved := func(what string, want *DeliveryMoved) func(*DeliveryMoved, error) {
 		return func(got *DeliveryMoved, err error) {
 			t.Helper()

@@ -61,7 +61,7 @@ func taskPages(t *testing.T, pool *pgxpool.Pool, r flatRead) (int64, string) {
 				t.Fatal(err)
 			}
 		}
-		r.sql, r.args = f.inMode(effectdtype.Citus).statement()
+		r.sql, r.args = f.Distributed().statement()
 	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
