@@ -1,6 +1,8 @@
 // Package layout holds the checks of the code's own shape that its tests
 // enforce: no function over 80 lines outside tests, and no package under api/
-// reaching past the dispatcher into the data layer (internal/query); and of
+// reaching past the dispatcher into the data layer (internal/query), and no
+// hand-written INSERT into effectd's tables outside internal/fixture and
+// migrations/ (TestRowsThroughTheFixtureFactory); and of
 // the documentation's: README.md at most 300 lines and linking every docs/
 // page, every relative link resolving, and every command and test the pages
 // name existing.
