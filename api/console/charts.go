@@ -116,7 +116,12 @@ func (c *console) charts(r *http.Request, channel, base string) (template.HTML, 
 	if channel != "" {
 		of = "channel " + channel
 	}
-	v := drawCharts(chart, of, base)
+	return renderCharts(drawCharts(chart, of, base))
+}
+
+// renderCharts writes v through charts.tmpl: the marks' lines once
+// (chart-marks), then the charts, each holding those lines.
+func renderCharts(v chartsView) (template.HTML, error) {
 	var marks, buf bytes.Buffer
 	if err := chartsTemplate.ExecuteTemplate(&marks, "chart-marks", v); err != nil {
 		return "", fmt.Errorf("console: charts: marks: %w", err)
