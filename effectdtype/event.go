@@ -16,7 +16,7 @@ type ProviderEvent struct {
 	ObjectRef  *string         `json:"object_ref"`
 	Type       string          `json:"type"`
 	Status     *string         `json:"status"`
-	Delivery   *string         `json:"delivery"` // a statemachine.Delivery
+	Delivery   *string         `json:"delivery"` // a Delivery
 	Detail     *string         `json:"detail"`
 	Outcome    string          `json:"outcome"`
 	Payload    json.RawMessage `json:"payload"`

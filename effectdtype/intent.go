@@ -3,31 +3,29 @@ package effectdtype
 import (
 	"encoding/json"
 	"time"
-
-	"github.com/effectd/effectd/statemachine"
 )
 
 // IntentRow is one row of effectd.intents, as the admin API shows it.
 type IntentRow struct {
-	ID             int64              `json:"id"`
-	EventID        string             `json:"event_id"`
-	Channel        string             `json:"channel"`
-	Payload        json.RawMessage    `json:"payload"`
-	Status         statemachine.State `json:"status"`
-	Attempts       int                `json:"attempts"`
-	NextAttemptAt  time.Time          `json:"next_attempt_at"`
-	LeaseExpiresAt *time.Time         `json:"lease_expires_at"`
-	ClaimedAt      *time.Time         `json:"claimed_at"`
-	IdempotencyKey string             `json:"idempotency_key"`
-	ProviderRef    *string            `json:"provider_ref"`
-	LastError      *string            `json:"last_error"`
-	OrderingKey    *string            `json:"ordering_key"`
-	OccurredAt     *time.Time         `json:"occurred_at"`
-	CreatedAt      time.Time          `json:"created_at"`
-	UpdatedAt      time.Time          `json:"updated_at"`
-	Delivery       *string            `json:"delivery"`        // a statemachine.Delivery; null until known
-	DeliveryDetail *string            `json:"delivery_detail"` // the provider's own status and error code
-	DeliveryAt     *time.Time         `json:"delivery_at"`
+	ID             int64           `json:"id"`
+	EventID        string          `json:"event_id"`
+	Channel        string          `json:"channel"`
+	Payload        json.RawMessage `json:"payload"`
+	Status         State           `json:"status"`
+	Attempts       int             `json:"attempts"`
+	NextAttemptAt  time.Time       `json:"next_attempt_at"`
+	LeaseExpiresAt *time.Time      `json:"lease_expires_at"`
+	ClaimedAt      *time.Time      `json:"claimed_at"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	ProviderRef    *string         `json:"provider_ref"`
+	LastError      *string         `json:"last_error"`
+	OrderingKey    *string         `json:"ordering_key"`
+	OccurredAt     *time.Time      `json:"occurred_at"`
+	CreatedAt      time.Time       `json:"created_at"`
+	UpdatedAt      time.Time       `json:"updated_at"`
+	Delivery       *string         `json:"delivery"`        // a Delivery; null until known
+	DeliveryDetail *string         `json:"delivery_detail"` // the provider's own status and error code
+	DeliveryAt     *time.Time      `json:"delivery_at"`
 	// Problems names each time in the row that Go and JSON cannot carry
 	// (infinity, a year past 9999), shown clamped into range instead.
 	Problems []string `json:"problems,omitempty"`

@@ -1,7 +1,5 @@
 package effectdtype
 
-import "github.com/effectd/effectd/statemachine"
-
 // Gauges are what operators watch of a channel besides its counts.
 type Gauges struct {
 	OldestPendingAge float64        `json:"oldest_pending_age_seconds"` // the wait of the oldest due PENDING intent
@@ -11,7 +9,7 @@ type Gauges struct {
 }
 
 // DeliveryCounts counts SENT intents by their known delivery
-// (statemachine.Accepted, Delivered, Undelivered).
+// (Accepted, Delivered, Undelivered).
 type DeliveryCounts struct {
 	Accepted    int64 `json:"accepted"`
 	Delivered   int64 `json:"delivered"`
@@ -20,8 +18,8 @@ type DeliveryCounts struct {
 
 // ChannelStats is one channel's counts and gauges, or their totals.
 type ChannelStats struct {
-	Counts     map[statemachine.State]int64 `json:"counts"`
-	CountsKind string                       `json:"counts_kind"` // CountsExact
+	Counts     map[State]int64 `json:"counts"`
+	CountsKind string          `json:"counts_kind"` // CountsExact
 	Gauges
 }
 

@@ -3,30 +3,24 @@ package statemachine
 import (
 	"fmt"
 
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/looplab/fsm"
 )
 
-// Delivery is what became of a SENT intent, as stored in effectd.intents.delivery.
-// Unknown (NULL in the database) until the provider says something.
-type Delivery string
+// Delivery is what became of a SENT intent, declared in effectdtype with its
+// deliveries.
+type Delivery = effectdtype.Delivery
 
-// The deliveries.
+// The deliveries (effectdtype's).
 const (
-	Unknown     Delivery = ""            // nothing known yet (NULL)
-	Accepted    Delivery = "accepted"    // the provider has it; the outcome is not final
-	Delivered   Delivery = "delivered"   // it reached its destination (final unless the provider reverses it)
-	Undelivered Delivery = "undelivered" // it did not, or the provider reversed it (final)
+	Unknown     = effectdtype.Unknown
+	Accepted    = effectdtype.Accepted
+	Delivered   = effectdtype.Delivered
+	Undelivered = effectdtype.Undelivered
 )
 
 // Deliveries lists every delivery, in order of progress.
-var Deliveries = []Delivery{Unknown, Accepted, Delivered, Undelivered}
-
-// Final reports whether a delivery waits for nothing more: delivered may still
-// be reversed, but nothing is polled for it.
-func (d Delivery) Final() bool { return d == Delivered || d == Undelivered }
-
-// Valid reports whether d is a known delivery other than Unknown.
-func (d Delivery) Valid() bool { return d == Accepted || d == Delivered || d == Undelivered }
+var Deliveries = effectdtype.Deliveries
 
 // DeliveryEvent moves an intent's delivery forward.
 type DeliveryEvent string

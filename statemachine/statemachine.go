@@ -4,35 +4,26 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/looplab/fsm"
 )
 
-// State is the status of an intent as stored in effectd.intents.status.
-type State string
+// State is the status of an intent, declared in effectdtype with its states.
+type State = effectdtype.State
 
-// The states of an intent.
+// The states of an intent (effectdtype's).
 const (
-	Pending   State = "PENDING"   // waiting to be claimed, now or at next_attempt_at
-	Sending   State = "SENDING"   // claimed by a worker under a lease; a call may be in flight
-	Sent      State = "SENT"      // the provider applied the effect
-	Failed    State = "FAILED"    // permanent error or attempts exhausted
-	InDoubt   State = "IN_DOUBT"  // a lease expired and nothing could settle it: waits for an operator
-	Skipped   State = "SKIPPED"   // deliberately not sent
-	Cancelled State = "CANCELLED" // cancelled by an operator before sending
+	Pending   = effectdtype.Pending
+	Sending   = effectdtype.Sending
+	Sent      = effectdtype.Sent
+	Failed    = effectdtype.Failed
+	InDoubt   = effectdtype.InDoubt
+	Skipped   = effectdtype.Skipped
+	Cancelled = effectdtype.Cancelled
 )
 
 // States lists every state, in lifecycle order.
-var States = []State{Pending, Sending, Sent, Failed, InDoubt, Skipped, Cancelled}
-
-// Valid reports whether s is one of the known states.
-func (s State) Valid() bool {
-	for _, x := range States {
-		if s == x {
-			return true
-		}
-	}
-	return false
-}
+var States = effectdtype.States
 
 // Event moves an intent from one state to another.
 type Event string
