@@ -77,8 +77,8 @@ type env struct {
 	// onCall, when set, sees every call reaching the sandbox: its webhook-id
 	// and when it arrived, before the receiver handles it.
 	onCall atomic.Pointer[func(key string, at time.Time)]
-	// serveProfile, when set and Options.Profile is not, is where each serve
-	// started writes its CPU profile (breakdown).
+	// serveProfile, when set, is where each serve started writes its CPU
+	// profile, whatever Options.Profile says (breakdown's drain).
 	serveProfile string
 }
 
@@ -265,10 +265,10 @@ func (e *env) serve(ctx context.Context, dbURL, cfg string, sampleMemory bool) (
 // serveAt is serve with the admin API on addr.
 func (e *env) serveAt(ctx context.Context, dbURL, cfg, addr string, sampleMemory bool) (*instance, error) {
 	args := []string{"serve", "--config", cfg, "--addr", addr, "--insecure-no-auth", "--log-level", "error"}
-	if e.opt.Profile != "" {
-		args = append(args, "--cpuprofile", filepath.Join(e.opt.Profile, fmt.Sprintf("serve-%d.pprof", e.seq)))
-	} else if e.serveProfile != "" {
+	if e.serveProfile != "" {
 		args = append(args, "--cpuprofile", e.serveProfile)
+	} else if e.opt.Profile != "" {
+		args = append(args, "--cpuprofile", filepath.Join(e.opt.Profile, fmt.Sprintf("serve-%d.pprof", e.seq)))
 	}
 	cmd := exec.CommandContext(ctx, e.opt.Binary, args...)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "BENCH_WEBHOOK_SECRET="+secret)

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -137,10 +138,7 @@ func (e *env) breakdownDrain(ctx context.Context, m *meter, url string, pool *pg
 		return
 	}
 	drain = phase{name: "drain", per: "effect", count: len(committed)}
-	profile := filepath.Join(e.dir, fmt.Sprintf("breakdown-%d.pprof", e.seq))
-	if e.opt.Profile != "" {
-		profile = filepath.Join(e.opt.Profile, fmt.Sprintf("serve-%d.pprof", e.seq))
-	}
+	profile := filepath.Join(cmp.Or(e.opt.Profile, e.dir), fmt.Sprintf("breakdown-drain-%d.pprof", e.seq))
 	e.serveProfile = profile
 	defer func() { e.serveProfile = "" }()
 	before, _ := e.sandbox.Ledger.Count("webhook")
