@@ -1,10 +1,6 @@
 package effectdtype
 
-import (
-	"time"
-
-	"github.com/effectd/effectd/providers/effect"
-)
+import "time"
 
 // The kinds of finding a sweep reports.
 const (
@@ -21,13 +17,13 @@ var FindingKinds = []string{FindingOrphan, FindingDuplicate, FindingUnsettled, F
 // Finding is one disagreement between the provider and the table. The sweep
 // changes nothing: Operation says what an operator would do about it.
 type Finding struct {
-	Kind        string          `json:"kind"`
-	IntentID    int64           `json:"intent_id,omitempty"`
-	EventID     string          `json:"event_id,omitempty"`
-	Status      State           `json:"status,omitempty"`
-	ProviderRef string          `json:"provider_ref,omitempty"` // the table's reference
-	Objects     []effect.Object `json:"objects"`                // what the provider holds for it
-	Operation   string          `json:"operation"`
+	Kind        string           `json:"kind"`
+	IntentID    int64            `json:"intent_id,omitempty"`
+	EventID     string           `json:"event_id,omitempty"`
+	Status      State            `json:"status,omitempty"`
+	ProviderRef string           `json:"provider_ref,omitempty"` // the table's reference
+	Objects     []ProviderObject `json:"objects"`                // what the provider holds for it
+	Operation   string           `json:"operation"`
 }
 
 // SweepReport is what a sweep found for a channel and a window.

@@ -6,6 +6,8 @@
 // A provider's error states its class through the optional methods
 // Retryable() bool, MaybeSent() bool and RetryAfter() time.Duration; Classify
 // reads them with errors.As, as the dispatcher and the contract suite
-// (providers/providertest) both do. It imports no effectd package, so every
-// provider may use it without importing the dispatcher.
+// (providers/providertest) both do. Object, what a provider's listing holds,
+// is effectdtype's ProviderObject. It imports no effectd package but
+// effectdtype, the leaf of shared types, so every provider may use it without
+// importing the dispatcher.
 package effect
