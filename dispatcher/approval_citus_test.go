@@ -9,6 +9,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -21,9 +22,7 @@ func TestCitusApproval(t *testing.T) {
 	const buckets = 4
 	pool := citusPool(t, buckets)
 	ctx := context.Background()
-	if _, err := pool.Exec(ctx, `INSERT INTO effectd.channels (name, provider, policy) VALUES ('c', 'twilio', '{"approval": "two-person"}')`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.AddChannel(t, pool, "c", "twilio", fixture.Policy(`{"approval": "two-person"}`))
 	ids := map[string]int64{}
 	for i, ev := range []string{"approved", "moved"} {
 		citusProduce(t, pool, buckets, i+1, ev)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -200,11 +201,8 @@ func TestCitusCountsFollowChanges(t *testing.T) {
 		Scan(&today.Name, &today.Parent, &today.Lower, &today.Upper); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `
-INSERT INTO effectd.intents (bucket, event_id, channel, payload, idempotency_key, created_at, next_attempt_at)
-VALUES (3, 'next-day', 'c', '{}', 'c:next-day', $1::timestamptz + interval '1 hour', 'infinity')`, today.Upper.Time); err != nil {
-		t.Fatal(err)
-	}
+	fixture.Intent(t, pool, fixture.Bucket(3), fixture.Event("next-day"), fixture.Channel("c"),
+		fixture.CreatedAt(today.Upper.Time.Add(time.Hour)), fixture.NeverDue())
 	operate("next-day", statemachine.Cancel, "")
 	if err := query.DropPartition(ctx, pool, today, 0); err != nil {
 		t.Fatal(err)
@@ -224,15 +222,21 @@ VALUES (3, 'next-day', 'c', '{}', 'c:next-day', $1::timestamptz + interval '1 ho
 func TestCitusCountsReadNoHistory(t *testing.T) {
 	pool := citusPool(t, 8)
 	ctx := context.Background()
+	fixture.AddChannel(t, pool, "c", "webhook")
+	fixture.AddChannel(t, pool, "d", "twilio")
+	fixture.Intents(t, pool, 30000, func(g int) []fixture.IntentOption {
+		return []fixture.IntentOption{fixture.Bucket(int64(g % 8)), fixture.Event(fmt.Sprintf("h%d", g)),
+			fixture.Channel([]string{"c", "d"}[g%2]), fixture.Status("SENT"), fixture.Attempts(0), fixture.Delivery("delivered", "")}
+	})
+	fixture.Intents(t, pool, 6, func(g int) []fixture.IntentOption {
+		opts := []fixture.IntentOption{fixture.Bucket(int64(g % 8)), fixture.Event(fmt.Sprintf("l%d", g)), fixture.Channel("c"),
+			fixture.Status([]string{"PENDING", "SENDING", "IN_DOUBT"}[g%3]), fixture.Attempts(0)}
+		if g%3 == 1 {
+			opts = append(opts, fixture.Lease(time.Now().Add(-time.Minute)))
+		}
+		return opts
+	})
 	for _, q := range []string{
-		`INSERT INTO effectd.channels (name, provider) VALUES ('c', 'webhook'), ('d', 'twilio')`,
-		`INSERT INTO effectd.intents (bucket, event_id, channel, payload, idempotency_key, status, delivery)
-		 SELECT g % 8, 'h' || g, CASE WHEN g % 2 = 0 THEN 'c' ELSE 'd' END, '{}', 'h' || g, 'SENT', 'delivered'
-		 FROM generate_series(1, 30000) g`,
-		`INSERT INTO effectd.intents (bucket, event_id, channel, payload, idempotency_key, status, lease_expires_at)
-		 SELECT g % 8, 'l' || g, 'c', '{}', 'l' || g, CASE g % 3 WHEN 0 THEN 'PENDING' WHEN 1 THEN 'SENDING' ELSE 'IN_DOUBT' END,
-		        CASE WHEN g % 3 = 1 THEN now() - interval '1 minute' END
-		 FROM generate_series(1, 6) g`,
 		`ANALYZE effectd.intents`,
 	} {
 		if _, err := pool.Exec(ctx, q); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
@@ -56,32 +57,11 @@ func newDeliveryRig(t *testing.T, buckets int) deliveryRig {
 // NULL), on bucket in the distributed mode.
 func (r deliveryRig) insert(t *testing.T, bucket int, channel, event, status, ref, delivery string) int64 {
 	t.Helper()
-	cols, vals := "", ""
-	args := []any{event, channel, status, ref, delivery}
-	if r.buckets > 0 {
-		cols, vals, args = "bucket, ", "$6, ", append(args, bucket)
-	}
-	var id int64
-	err := r.pool.QueryRow(context.Background(), `
-		INSERT INTO effectd.intents (`+cols+`event_id, channel, payload, idempotency_key, status, attempts, provider_ref, delivery, delivery_at, lease_expires_at)
-		VALUES (`+vals+`$1, $2, '{"to":"+15005550006","body":"hi"}', $2 || ':' || $1, $3, 1, nullif($4, ''), nullif($5, ''),
-		        CASE WHEN $5 <> '' THEN now() END, CASE WHEN $3 = 'SENDING' THEN now() + interval '1 minute' END)
-		RETURNING id`, args...).Scan(&id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.buckets > 0 {
-		// counted as the statement that settled it would have (no trigger counts
-		// an insert in the distributed mode)
-		if _, err := r.pool.Exec(context.Background(), `
-			INSERT INTO effectd.intent_count_deltas (bucket, day, channel, status, delivery, n)
-			SELECT bucket, (created_at AT TIME ZONE 'UTC')::date, channel, status, coalesce(delivery, ''), 1
-			FROM effectd.intents WHERE bucket = $1 AND id = $2 AND status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED')`,
-			bucket, id); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return id
+	// (the factory counts a settled intent in the distributed mode as the
+	// statement that settled it would have)
+	return fixture.Intent(t, r.pool, fixture.Bucket(int64(bucket)), fixture.Event(event), fixture.Channel(channel),
+		fixture.Status(status), fixture.Attempts(1), fixture.Payload(`{"to":"+15005550006","body":"hi"}`),
+		fixture.ProviderRef(ref), fixture.Delivery(delivery, "")).ID
 }
 
 // deliveryScenario records provider events about intents of several buckets
@@ -285,12 +265,12 @@ func TestCitusDeliveryPollOwnedBuckets(t *testing.T) {
 	eventually(t, 20*time.Second, "each instance serves half the buckets", func() bool {
 		return len(dispatcher.OwnedBuckets(a)) == buckets/2 && len(dispatcher.OwnedBuckets(b)) == buckets/2
 	})
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO effectd.intents (bucket, event_id, channel, payload, idempotency_key, status, attempts, provider_ref, delivery, delivery_at)
-		SELECT g, 'e' || g, 'c', '{}', 'c:e' || g, 'SENT', 1, 'SM-' || g, 'accepted', now() - interval '1 minute'
-		FROM generate_series(0, $1 - 1) g`, buckets); err != nil {
-		t.Fatal(err)
-	}
+	fixture.Intents(t, pool, buckets, func(n int) []fixture.IntentOption {
+		g := n - 1
+		return []fixture.IntentOption{fixture.Bucket(int64(g)), fixture.Event(fmt.Sprintf("e%d", g)), fixture.Channel("c"),
+			fixture.Status("SENT"), fixture.ProviderRef(fmt.Sprintf("SM-%d", g)), fixture.Delivery("accepted", ""),
+			fixture.DeliveredAt(time.Now().Add(-time.Minute))}
+	})
 	for _, x := range []struct {
 		name string
 		d    *dispatcher.Dispatcher

@@ -12,6 +12,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -66,32 +67,10 @@ func TestCitusRecordEventAfterIDReuse(t *testing.T) {
 // trigger counts in the distributed mode).
 func citusReuseID(t *testing.T, pool *pgxpool.Pool, id int64, bucket int, channel, event, status, delivery string) {
 	t.Helper()
-	ctx := context.Background()
-	for _, s := range []string{
-		`INSERT INTO effectd.intent_count_deltas (bucket, day, channel, status, delivery, n)
-		 SELECT bucket, (created_at AT TIME ZONE 'UTC')::date, channel, status, coalesce(delivery, ''), -1
-		 FROM effectd.intents WHERE id = $1 AND status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED')`,
-		`DELETE FROM effectd.attempts WHERE intent_id = $1`,
-		`DELETE FROM effectd.intents WHERE id = $1`,
-	} {
-		if _, err := pool.Exec(ctx, s, id); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO effectd.intents (bucket, id, event_id, channel, payload, idempotency_key, status, attempts, delivery, delivery_at, lease_expires_at)
-		OVERRIDING SYSTEM VALUE
-		VALUES ($6, $1, $5, $2, '{"to":"+15005550006","body":"hi"}', $2 || ':' || $5, $3, 1,
-		        nullif($4, ''), CASE WHEN $4 <> '' THEN now() END, CASE WHEN $3 = 'SENDING' THEN now() + interval '1 minute' END)`,
-		id, channel, status, delivery, event, bucket); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO effectd.intent_count_deltas (bucket, day, channel, status, delivery, n)
-		SELECT bucket, (created_at AT TIME ZONE 'UTC')::date, channel, status, coalesce(delivery, ''), 1
-		FROM effectd.intents WHERE bucket = $1 AND id = $2 AND status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED')`, bucket, id); err != nil {
-		t.Fatal(err)
-	}
+	fixture.DeleteIntent(t, pool, id)
+	fixture.Intent(t, pool, fixture.Bucket(int64(bucket)), fixture.ID(id), fixture.Event(event), fixture.Channel(channel),
+		fixture.Status(status), fixture.Attempts(1), fixture.Payload(`{"to":"+15005550006","body":"hi"}`),
+		fixture.Delivery(delivery, ""))
 }
 
 // TestCitusBulkAfterIDReuse is TestBulkAfterIDReuse in the distributed mode:

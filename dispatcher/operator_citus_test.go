@@ -14,6 +14,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -184,11 +185,10 @@ WHERE kind = 'operator' AND intent_id <> $1`, moved).Scan(&batches, &bucketsAppl
 	// IN_DOUBT intents resolved as resend in bulk: each is checked against
 	// its provider's key window (a read of its attempts) in its bucket's
 	// transaction, then sent again
-	if _, err := pool.Exec(ctx, `
-INSERT INTO effectd.intents (bucket, event_id, channel, payload, idempotency_key, status, attempts)
-SELECT g % 8, 'd' || g, 'c', '{}', 'c:d' || g, 'IN_DOUBT', 1 FROM generate_series(1, 16) g`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.Intents(t, pool, 16, func(g int) []fixture.IntentOption {
+		return []fixture.IntentOption{fixture.Bucket(int64(g % 8)), fixture.Event(fmt.Sprintf("d%d", g)), fixture.Channel("c"),
+			fixture.Status("IN_DOUBT")}
+	})
 	snap, err = dispatcher.FreezeBulk(ctx, pool, dispatcher.BulkFreeze{Actor: "tester",
 		Request: effectdtype.BulkRequest{Action: "resolve", As: "resend", Filter: effectdtype.BulkFilter{Status: "IN_DOUBT"}, Reason: "lost calls"}})
 	if err != nil || snap.Matched != 16 {

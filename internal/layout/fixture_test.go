@@ -37,11 +37,6 @@ var insertsAllowed = map[string]string{
 var notYetMoved = map[string]bool{
 	"cmd/effectd/internal/bench/charts.go":    true,
 	"cmd/effectd/internal/chaos/retention.go": true,
-	"dispatcher/approval_citus_test.go":       true,
-	"dispatcher/counts_citus_test.go":         true,
-	"dispatcher/delivery_citus_test.go":       true,
-	"dispatcher/id_reuse_citus_test.go":       true,
-	"dispatcher/operator_citus_test.go":       true,
 	"internal/query/charts_plan_test.go":      true,
 	"internal/query/rollups_test.go":          true,
 }
