@@ -3,8 +3,6 @@ package effectdtype
 import (
 	"encoding/json"
 	"time"
-
-	"github.com/effectd/effectd/policy"
 )
 
 // Channel is a channel as operators see it: its effective policy, the layers
@@ -13,7 +11,7 @@ type Channel struct {
 	Name           string          `json:"name"`
 	Provider       string          `json:"provider"`
 	Paused         bool            `json:"paused"`
-	Policy         policy.Policy   `json:"policy"`          // effective: defaults ← YAML ← override
+	Policy         Policy          `json:"policy"`          // effective: defaults ← YAML ← override
 	PolicyYAML     json.RawMessage `json:"policy_yaml"`     // what the YAML set
 	PolicyOverride json.RawMessage `json:"policy_override"` // what an operator changed
 	Counts         map[State]int64 `json:"counts"`          // intents by status

@@ -1,13 +1,16 @@
-// Package policy holds a channel's Policy: how it sends, retries and settles
-// its intents. It owns the defaults (the Default… constants and Default), the
-// checks (Validate, whose *Error names the field), the layering of the YAML
-// and the admin API's overrides over the defaults (Merge, Effective, and
-// Patch for a JSON merge patch of the override; Explain for where each
-// effective value comes from), and the retry delay (Backoff.Delay,
-// exponential with equal jitter).
+// Package policy holds the layering of a channel's Policy: Effective (the
+// defaults, then the YAML, then the admin API's override), Patch for a JSON
+// merge patch of the override (with github.com/evanphx/json-patch), and
+// Explain for where each effective value comes from.
+//
+// The Policy itself, with its defaults (the Default… constants and Default),
+// its checks (Validate, whose *Error names the field), Merge and the retry
+// delay (Backoff.Delay, exponential with equal jitter), is declared in
+// effectdtype, the leaf of shared types that imports only the standard
+// library, and named here too by aliases, so that policy.Policy and
+// effectdtype.Policy are one type.
 //
 // The configuration, the dispatcher and the admin API read these from here;
 // SQL reads the retention default from effectd.policy_defaults, which
-// migrations.Up copies from DefaultRetention. Like statemachine, it imports
-// no effectd package.
+// migrations.Up copies from DefaultRetention.
 package policy

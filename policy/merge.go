@@ -12,25 +12,6 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 )
 
-// Merge returns p with the fields present in layer (a JSON object) replaced;
-// an object such as backoff replaces only the keys it names. Unknown fields
-// and wrong types are refused, and the result is validated.
-func (p Policy) Merge(layer []byte) (Policy, error) {
-	dec := json.NewDecoder(bytes.NewReader(layer))
-	dec.DisallowUnknownFields()
-	out := p
-	if err := dec.Decode(&out); err != nil {
-		return p, fmt.Errorf("policy: %s", strings.TrimPrefix(err.Error(), "json: "))
-	}
-	if dec.More() {
-		return p, fmt.Errorf("policy: trailing data after the JSON object")
-	}
-	if err := out.Validate(); err != nil {
-		return p, err
-	}
-	return out, nil
-}
-
 // Effective is the policy a channel of provider kind runs with: Default(kind),
 // then the registered (YAML) policy, then the admin API's override, each a
 // JSON object merged by Merge. An empty layer or {} changes nothing. The

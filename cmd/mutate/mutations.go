@@ -219,19 +219,19 @@ var mutations = []mutation{
 		pkg: "./providers/stripe/", run: "^TestLookupPastWindow$"},
 
 	// Backoff.
-	{name: "backoff: none", file: "policy/backoff.go",
+	{name: "backoff: none", file: "effectdtype/backoff.go",
 		from: "return max(d, retryAfter)", to: "return 0",
 		pkg: "./policy/", run: "^TestBackoffDelay$"},
-	{name: "backoff: Retry-After ignored", file: "policy/backoff.go",
+	{name: "backoff: Retry-After ignored", file: "effectdtype/backoff.go",
 		from: "return max(d, retryAfter)", to: "return d",
 		pkg: "./policy/", run: "^TestBackoffDelay$"},
-	{name: "backoff: full jitter instead of equal", file: "policy/backoff.go",
+	{name: "backoff: full jitter instead of equal", file: "effectdtype/backoff.go",
 		from: "d = d/2 + rand.N(d/2+1)", to: "d = rand.N(d + 1)",
 		pkg: "./policy/", run: "^TestBackoffDelay$"},
-	{name: "backoff: no jitter", file: "policy/backoff.go",
+	{name: "backoff: no jitter", file: "effectdtype/backoff.go",
 		from: "d = d/2 + rand.N(d/2+1)", to: "d = d/2 + 0*rand.N(d/2+1)",
 		pkg: "./policy/", run: "^TestBackoffDelay$"},
-	{name: "backoff: no cap", file: "policy/backoff.go",
+	{name: "backoff: no cap", file: "effectdtype/backoff.go",
 		from: "d = min(d, b.Max.D())", to: "",
 		pkg: "./policy/", run: "^TestBackoffDelay$"},
 	{name: "backoff: not applied to the retry", file: "dispatcher/claim.go",
@@ -239,7 +239,7 @@ var mutations = []mutation{
 		pkg: "./dispatcher/", run: "^TestBackoffSetsNextAttempt$"},
 
 	// Policy: checks and layering.
-	{name: "policy: a backoff max below its base accepted", file: "policy/policy.go",
+	{name: "policy: a backoff max below its base accepted", file: "effectdtype/policy.go",
 		from: "case p.Backoff.Max < p.Backoff.Base:", to: "case false:",
 		pkg: "./policy/", run: "^TestValidateNamesField$"},
 	{name: "policy: the admin API's override ignored", file: "policy/merge.go",
@@ -408,7 +408,7 @@ var mutations = []mutation{
 	{name: "sweep schedule: a channel swept while another instance holds its sweep lock", file: "dispatcher/sweep_schedule.go",
 		from: "err != nil || !got {", to: "err != nil || (!got && false) {",
 		pkg: "./dispatcher/", run: "^TestScheduledSweep$"},
-	{name: "sweep schedule: accepted on a webhook channel", file: "policy/policy.go",
+	{name: "sweep schedule: accepted on a webhook channel", file: "effectdtype/policy.go",
 		from: `kind == "webhook" && p.Sweep.Every != 0`, to: "false",
 		pkg: "./policy/", run: "^TestSweepSchedule$"},
 

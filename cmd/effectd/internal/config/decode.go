@@ -94,7 +94,10 @@ func decodeDocument(b []byte, f *File) (*yaml.Node, error) {
 
 var (
 	unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
-	nodeType        = reflect.TypeFor[yaml.Node]()
+	// unmarshalFuncType is the other form yaml.v3 calls, which takes a
+	// decoding function: effectdtype's Duration and PollDelays have it.
+	unmarshalFuncType = reflect.TypeFor[interface{ UnmarshalYAML(func(any) error) error }]()
+	nodeType          = reflect.TypeFor[yaml.Node]()
 	// linePrefix is how yaml.v3 and our own unmarshalers start a message.
 	linePrefix = regexp.MustCompile(`^(yaml: )?(unmarshal errors:\n\s*)?line \d+: `)
 )
@@ -114,7 +117,7 @@ func decode(path []string, n *yaml.Node, v reflect.Value) error {
 		return nil
 	case n.Tag == "!!null" && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Struct || t.Kind() == reflect.Map):
 		return nil // absent, as with yaml.v3
-	case reflect.PointerTo(t).Implements(unmarshalerType):
+	case reflect.PointerTo(t).Implements(unmarshalerType), reflect.PointerTo(t).Implements(unmarshalFuncType):
 	case t.Kind() == reflect.Pointer:
 		if v.IsNil() {
 			v.Set(reflect.New(t.Elem()))
