@@ -2,7 +2,9 @@
 // enforce: no function over 80 lines outside tests, and no package under api/
 // reaching past the dispatcher into the data layer (internal/query), and no
 // hand-written INSERT into effectd's tables outside internal/fixture and
-// migrations/ (TestRowsThroughTheFixtureFactory); and of
+// migrations/ (TestRowsThroughTheFixtureFactory), and effectdtype, the shared
+// types, importing only the standard library
+// (TestSharedTypesImportOnlyTheStandardLibrary); and of
 // the documentation's: README.md at most 300 lines and linking every docs/
 // page, every relative link resolving, and every command and test the pages
 // name existing.
