@@ -752,4 +752,13 @@ var mutations = []mutation{
 	{name: "storage seam: the Citus settlement by a provider event not fenced on the key", file: "internal/query/settle_by_event_bucket.sql",
 		from: "AND id = $1 AND idempotency_key = $10 AND", to: "AND id = $1 AND $10::text IS NOT NULL AND",
 		pkg: "./internal/storage/citus/", run: "^TestCitusContract$/^events$", tags: "citus"},
+
+	// The bench's breakdown (where each microsecond goes): the figures the
+	// next change to the hot path is judged by.
+	{name: "breakdown: an exited backend's CPU before the phase counted in it", file: "cmd/effectd/internal/bench/breakdown_proc.go",
+		from: "exited -= p.cpu", to: "exited -= p.cpu * 0",
+		pkg: "./cmd/effectd/internal/bench/", run: "^TestPGDelta$"},
+	{name: "breakdown: a feature's allocations and system calls left to the runtime's buckets", file: "cmd/effectd/internal/bench/breakdown_pprof.go",
+		from: "return ft.name", to: "return runtimeBucket(funcs)",
+		pkg: "./cmd/effectd/internal/bench/", run: "^TestBucketOf$"},
 }
