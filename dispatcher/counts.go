@@ -63,7 +63,7 @@ func (f *folder) fold(ctx context.Context) error {
 // read and, once a minute, samples every channel's backlog and oldest due
 // age into them and forgets the rollups older than rollupKeep.
 func (f *folder) roll(ctx context.Context) error {
-	if err := query.FoldRollups(ctx, f.d.pool, f.d.Storage()); err != nil {
+	if err := f.d.store.FoldRollups(ctx, f.d.pool); err != nil {
 		return err
 	}
 	now := time.Now()

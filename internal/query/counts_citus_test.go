@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
 )
 
 // shardRounds counts the jobs of a Citus EXPLAIN (FORMAT JSON) that send a

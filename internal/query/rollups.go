@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/effectd/effectd/effectdtype"
 )
 
 // The per-minute rollups the console's charts read (migration 024), and their
@@ -82,25 +80,35 @@ type RollupDelta struct {
 
 // FoldRollups takes every delta of the rollups and adds them, and their sum
 // over channels (AllChannels), to the rollups in one transaction. In the
-// distributed mode an instance folds only while no other one does.
-func FoldRollups(ctx context.Context, db TxDB, mode effectdtype.Storage) error {
+// distributed mode FoldRollupsBucket folds.
+func FoldRollups(ctx context.Context, db TxDB) error {
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error { return foldRollupsIn(ctx, tx) })
+}
+
+// FoldRollupsBucket is FoldRollups in the distributed mode: an instance folds
+// only while no other one does.
+func FoldRollupsBucket(ctx context.Context, db TxDB) error {
 	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		if mode == effectdtype.Citus {
-			var got bool
-			if err := tx.QueryRow(ctx, tryXactLockSQL, rollupLockKey).Scan(&got); err != nil || !got {
-				return err
-			}
-		}
-		rows, err := tx.Query(ctx, foldRollupsTakeSQL)
-		if err != nil {
+		var got bool
+		if err := tx.QueryRow(ctx, tryXactLockSQL, rollupLockKey).Scan(&got); err != nil || !got {
 			return err
 		}
-		deltas, err := pgx.CollectRows(rows, pgx.RowToStructByPos[RollupDelta])
-		if err != nil {
-			return err
-		}
-		return AddRollups(ctx, tx, deltas)
+		return foldRollupsIn(ctx, tx)
 	})
+}
+
+// foldRollupsIn takes every delta of the rollups in tx and adds them
+// (AddRollups).
+func foldRollupsIn(ctx context.Context, tx pgx.Tx) error {
+	rows, err := tx.Query(ctx, foldRollupsTakeSQL)
+	if err != nil {
+		return err
+	}
+	deltas, err := pgx.CollectRows(rows, pgx.RowToStructByPos[RollupDelta])
+	if err != nil {
+		return err
+	}
+	return AddRollups(ctx, tx, deltas)
 }
 
 // AddRollups adds deltas, and their sum over channels (AllChannels), to the

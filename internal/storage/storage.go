@@ -62,6 +62,9 @@ type Engine interface {
 	// horizon ago and hold no live or recent intent, and returns those it
 	// dropped and how many intents partitions it held.
 	DropExpiredPartitions(ctx context.Context, horizon time.Duration) (dropped []query.Partition, held int, err error)
+	// FoldRollups adds the deltas of the minute rollups to the rollups the
+	// console's charts read.
+	FoldRollups(ctx context.Context, db query.TxDB) error
 }
 
 // Operator is what the operator service (the admin API, the console, the

@@ -51,3 +51,9 @@ func (s *Store) Figures(ctx context.Context, db query.DB) ([]query.StatusCount, 
 func (s *Store) FoldSettledCounts(ctx context.Context, db query.TxDB) error {
 	return query.FoldSettledCountsBucket(ctx, db)
 }
+
+// FoldRollups folds the rollups' deltas while no other instance does
+// (query.FoldRollupsBucket).
+func (s *Store) FoldRollups(ctx context.Context, db query.TxDB) error {
+	return query.FoldRollupsBucket(ctx, db)
+}

@@ -60,3 +60,8 @@ func (s *Store) ApplyBulk(ctx context.Context, db query.DB, snapshot string, one
 	}
 	return nil
 }
+
+// FoldRollups folds the rollups' deltas (query.FoldRollups).
+func (s *Store) FoldRollups(ctx context.Context, db query.TxDB) error {
+	return query.FoldRollups(ctx, db)
+}
