@@ -35,10 +35,14 @@ var insertsAllowed = map[string]string{
 // notYetMoved are the files whose rows are still to be moved to
 // internal/fixture; the list only shrinks.
 var notYetMoved = map[string]bool{
+	// the chart bench's and the chaos harness's history (not tests: the
+	// factory's makers fail a testing.TB and would need an error-returning form)
 	"cmd/effectd/internal/bench/charts.go":    true,
 	"cmd/effectd/internal/chaos/retention.go": true,
-	"internal/query/charts_plan_test.go":      true,
-	"internal/query/rollups_test.go":          true,
+	// minute and hour rollups, whose tables migration 027 is reshaping: the
+	// factory learns them once they settle
+	"internal/query/charts_plan_test.go": true,
+	"internal/query/rollups_test.go":     true,
 }
 
 // goFiles calls f with every Go file of the module (tests included), its
