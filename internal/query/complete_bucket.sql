@@ -7,9 +7,10 @@
 -- notifications of their outcomes written (notified), in the same statement:
 -- in this mode no trigger does either.
 WITH input AS (
-    -- now() as a column: Citus refuses a function that is not IMMUTABLE in
-    -- a CASE of an UPDATE of a distributed table
-    SELECT *, now() AS now
+    -- now() and the lease's end as columns: Citus refuses a function that is
+    -- not IMMUTABLE (now(), timestamptz + interval) in a CASE of an UPDATE of
+    -- a distributed table
+    SELECT *, now() AS now, now() + look_after AS look_at
     FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[],
                 $6::timestamptz[], $7::timestamptz[], $8::timestamptz[], $9::text[], $10::boolean[], $11::text[],
                 $13::text[], $17::interval[])
@@ -24,7 +25,7 @@ updated AS (
         next_attempt_at  = coalesce(input.next_attempt_at, i.next_attempt_at),
         -- a maybe-sent call to a provider without keys stays SENDING, its
         -- lease ending the channel's grace after the call (complete.sql)
-        lease_expires_at = CASE WHEN input.status = 'SENDING' THEN input.now + input.look_after END,
+        lease_expires_at = CASE WHEN input.status = 'SENDING' THEN input.look_at END,
         -- what SENT says about delivery (a webhook answered 2xx: delivered),
         -- unless an earlier provider event said more
         delivery         = coalesce(i.delivery, nullif(input.delivery, '')),
