@@ -1,6 +1,7 @@
 package storagetest
 
 import (
+	"maps"
 	"testing"
 	"time"
 
@@ -102,5 +103,44 @@ func dedupeKeysKeptWithinHorizon(t *testing.T, h Harness) {
 	}
 	if after := count(); after != before {
 		t.Errorf("dedupe keys: %d after the prune, %d before", after, before)
+	}
+}
+
+// countsAgree: the counts by status operators read (ChannelCounts, and the
+// same through Figures) equal a count of the rows, after every behaviour
+// before this one changed them.
+func countsAgree(t *testing.T, h Harness) {
+	rows, err := h.Pool.Query(testCtx(t), `SELECT channel, status, count(*) FROM effectd.intents GROUP BY 1, 2`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{}
+	for rows.Next() {
+		var channel, status string
+		var n int64
+		if err := rows.Scan(&channel, &status, &n); err != nil {
+			t.Fatal(err)
+		}
+		want[channel+" "+status] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	counts, err := h.Store.ChannelCounts(testCtx(t), h.Pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	figures, _, err := h.Store.Figures(testCtx(t), h.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, got := range map[string][]query.StatusCount{"ChannelCounts": counts, "Figures": figures} {
+		read := map[string]int64{}
+		for _, c := range got {
+			read[c.Channel+" "+string(c.Status)] = c.N
+		}
+		if !maps.Equal(read, want) {
+			t.Errorf("%s = %v; the rows say %v", name, read, want)
+		}
 	}
 }

@@ -17,7 +17,7 @@ import (
 
 // Harness is one implementation's store on a fresh, migrated database.
 type Harness struct {
-	Store storage.Engine
+	Store storage.Store
 	Pool  *pgxpool.Pool
 	// Enqueue enqueues, in a transaction of its own, a PENDING intent of
 	// channel for event; i picks its bucket where the mode has buckets.
@@ -37,6 +37,7 @@ var behaviours = []struct {
 	{"polls", pollsDueAndRecordFenced},
 	{"prune", pruneRemovesOnlySettledPastRetention},
 	{"dedupe", dedupeKeysKeptWithinHorizon},
+	{"counts", countsAgree}, // last: it reads what the others left
 }
 
 // Run registers the suite's channels on the harness's database and runs
