@@ -35,6 +35,7 @@ func runBench(ctx context.Context, args []string, getenv env, stdout, stderr io.
 	fs.IntVar(&o.ScaleRows, "scale-rows", 10_000_000, "scale: retained intents at the larger size (reads are measured at a tenth of it too)")
 	fs.IntVar(&o.ScaleRuns, "scale-runs", 21, "scale, citus-scale: calls of each read at each size (the median is printed)")
 	fs.IntVar(&o.BreakdownEvents, "breakdown-events", 100_000, "breakdown: backlog enqueued, then drained")
+	fs.DurationVar(&o.BreakdownScrape, "breakdown-scrape", 0, "breakdown: scrape serve's /metrics at this interval during the drain, as a Prometheus would (a toggle: compare a run with it to one without)")
 	fs.IntVar(&o.CitusScaleRows, "citus-scale-rows", 1_000_000, "citus-scale: retained intents at the larger size, loaded through the coordinator (reads are measured at a tenth of it too)")
 	fs.BoolVar(&o.Durable, "durable", false, "fsync and synchronous_commit on (slower on this disk; see docs/performance.md)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the temporary data directory (its pg/server.log is PostgreSQL's log)")

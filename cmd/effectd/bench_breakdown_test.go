@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,21 +15,25 @@ import (
 )
 
 // TestBenchBreakdown runs the breakdown scenario on 500 intents and a live
-// part of 2 s: every section is printed, and every figure in it is a finite,
-// non-negative number, with the rows each section must have.
+// part of 2 s, serve's /metrics scraped during the drain: every section is
+// printed, and every figure in it is a finite, non-negative number, with the
+// rows each section must have.
 func TestBenchBreakdown(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
 	err := bench.Run(ctx, bench.Options{Binary: binary, Scenarios: []string{"breakdown"}, BreakdownEvents: 500,
-		Producers: 4, Concurrency: 16, Rate: 100, Duration: 2 * time.Second}, &out)
+		Producers: 4, Concurrency: 16, Rate: 100, Duration: 2 * time.Second, BreakdownScrape: 50 * time.Millisecond}, &out)
 	t.Logf("effectd bench:\n%s", out.String())
 	if err != nil {
 		t.Fatalf("breakdown: %v", err)
 	}
 	for _, problem := range checkBreakdown(out.String(), 200) {
 		t.Error(problem)
+	}
+	if m := regexp.MustCompile(`serve's /metrics scraped every 50ms during the drain, (\d+) times`).FindStringSubmatch(out.String()); m == nil || m[1] == "0" {
+		t.Errorf("no scrape of /metrics during the drain reported: %v", m)
 	}
 }
 

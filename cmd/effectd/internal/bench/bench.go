@@ -59,7 +59,8 @@ type Options struct {
 
 	CitusScaleRows int // citus-scale: retained intents at the larger size (the smaller is a tenth)
 
-	BreakdownEvents int // breakdown: backlog drained (its live part runs at Rate for Duration)
+	BreakdownEvents int           // breakdown: backlog drained (its live part runs at Rate for Duration)
+	BreakdownScrape time.Duration // breakdown: when set, serve's /metrics is scraped at this interval during the drain
 }
 
 const secret = "whsec_ZWZmZWN0ZC1iZW5jaC1zZWNyZXQta2V5LTEyMzQ1Ng=="

@@ -30,6 +30,7 @@ type phase struct {
 	self    time.Duration            // this process: producers, the sandbox receiver
 	stmts   []stmtStat
 	elapsed time.Duration
+	scrapes int // /metrics scraped during the phase (Options.BreakdownScrape)
 }
 
 // meter measures a phase: the CPU of PostgreSQL's processes and of this
@@ -149,9 +150,15 @@ func (e *env) breakdownDrain(ctx context.Context, m *meter, url string, pool *pg
 	if err != nil {
 		return
 	}
+	scrapes := scrapeMetrics(ctx, in.addr, e.opt.BreakdownScrape)
 	_, err = e.waitApplied(before+len(committed), 10*time.Minute)
 	if err == nil {
 		err = m.end(ctx, &drain, in.cmd.Process.Pid)
+	}
+	if n, serr := scrapes.end(); serr != nil && err == nil {
+		err = fmt.Errorf("scraping /metrics: %w", serr)
+	} else {
+		drain.scrapes = n
 	}
 	if serr := in.stop(); serr != nil && err == nil {
 		err = fmt.Errorf("effectd serve: %w", serr)
@@ -177,6 +184,9 @@ func (e *env) printBreakdown(enq, drain phase, prof profileSummary, lv lived, st
 	w := e.out
 	fmt.Fprintf(w, "breakdown: %d events (+5%% redelivered) enqueued by %d producers in %.2fs, drained by 1 effectd serve (concurrency %d, claim batch 256) in %.2fs = %.0f effects/s; lost 0, duplicates 0\n",
 		e.opt.BreakdownEvents, e.opt.Producers, enq.elapsed.Seconds(), e.opt.Concurrency, drain.elapsed.Seconds(), float64(drain.count)/drain.elapsed.Seconds())
+	if e.opt.BreakdownScrape > 0 {
+		fmt.Fprintf(w, "toggle: serve's /metrics scraped every %s during the drain, %d times\n", e.opt.BreakdownScrape, drain.scrapes)
+	}
 	fmt.Fprintf(w, "\n### CPU by process, µs per intent enqueued and per effect drained (/proc, user + system; PostgreSQL kinds under a 10 ms tick in both left out)\n\n")
 	printProcessCPU(w, enq, drain)
 	for _, p := range []phase{enq, drain} {
