@@ -4,6 +4,7 @@ package dispatcher_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,5 +40,15 @@ func TestCitusLookupWaitsForTheProvidersGrace(t *testing.T) {
 	})
 	if ref != "SM-first" || p.Sends() != 1 {
 		t.Fatalf("SENT with %q after %d calls; want the first call's SMS found, one call", ref, p.Sends())
+	}
+	// The maybe-sent completion was written (not a lease that ran out
+	// because completions failed): its attempt row says so.
+	var outcomes string
+	if err := pool.QueryRow(ctx, `SELECT string_agg(kind || ':' || coalesce(outcome, ''), ' ' ORDER BY started_at, kind)
+		FROM effectd.attempts WHERE intent_id = (SELECT id FROM effectd.intents WHERE event_id = 'e')`).Scan(&outcomes); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(outcomes, "send:maybe_sent ") {
+		t.Fatalf("attempts %q; want the call's maybe_sent completion first", outcomes)
 	}
 }

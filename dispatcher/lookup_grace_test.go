@@ -3,6 +3,7 @@ package dispatcher_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -77,9 +78,10 @@ func TestLookupWaitsForTheProvidersGrace(t *testing.T) {
 	cases := []struct {
 		name        string
 		answerAfter time.Duration
+		call        string // the call's attempt as recorded
 	}{
-		{"maybe-sent at the deadline", 0},
-		{"caller stalled past the lease", 4500 * time.Millisecond},
+		{"maybe-sent at the deadline", 0, "send:maybe_sent"},
+		{"caller stalled past the lease", 4500 * time.Millisecond, "send:lease expired"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -92,6 +94,9 @@ func TestLookupWaitsForTheProvidersGrace(t *testing.T) {
 			r.enqueue(t, "e")
 			var got row
 			eventually(t, 30*time.Second, "e → SENT", func() bool { got = r.row(t, "e"); return got.Status == "SENT" })
+			if !slices.Contains(got.Outcomes, c.call) {
+				t.Errorf("attempts %v; want the call recorded as %q", got.Outcomes, c.call)
+			}
 			if got.Ref != "SM-first" || p.Sends() != 1 {
 				t.Fatalf("SENT with %q after %d calls; want the first call's SMS found, one call (attempts %v)", got.Ref, p.Sends(), got.Outcomes)
 			}

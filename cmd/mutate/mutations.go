@@ -171,7 +171,7 @@ var mutations = []mutation{
 		from: "THEN now() + input.look_after END", to: "THEN now() END",
 		pkg: "./dispatcher/", run: "^TestLookupWaitsForTheProvidersGrace$"},
 	{name: "citus: lookup grace: a maybe-sent call looked up at once", file: "internal/query/complete_bucket.sql",
-		from: "THEN input.now + input.look_after END", to: "THEN input.now END",
+		from: "THEN input.look_at END", to: "THEN input.now END",
 		pkg: "./dispatcher/", run: "^TestCitusLookupWaitsForTheProvidersGrace$", tags: "citus"},
 	{name: "lookup grace: the call's deadline at the lease's end", file: "dispatcher/claim.go",
 		from: "deadline := time.Now().Add(p.Lease.D() - p.GraceAfterCall())", to: "deadline := time.Now().Add(p.Lease.D())",
