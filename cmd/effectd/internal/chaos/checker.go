@@ -17,7 +17,6 @@ import (
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/internal/storage"
-	"github.com/effectd/effectd/migrations"
 	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/providers/sandbox"
 )
@@ -95,8 +94,8 @@ func (r *Report) OK() bool { return len(r.Violations) == 0 }
 type target struct{ channel, event string }
 
 // Check judges the run. events is the producers' log; ledger the sandbox's.
-func Check(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, ledger sandbox.Snapshot, chans []Channel) (*Report, error) {
-	return check(ctx, pool, events, ledger, chans, nil, decisions{})
+func Check(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, events map[string]Outcome, ledger sandbox.Snapshot, chans []Channel) (*Report, error) {
+	return check(ctx, pool, mode, events, ledger, chans, nil, decisions{})
 }
 
 // check is Check after a failover that lost what loss says (nil: no failover).
@@ -105,7 +104,7 @@ func Check(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, l
 // counted as its cost; under synchronous replication they break the rules.
 // dec is what the operators decided (none without actors): it explains
 // extra effects and an intent resolved as sent without one.
-func check(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, ledger sandbox.Snapshot, chans []Channel, loss *failoverLoss, dec decisions) (*Report, error) {
+func check(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, events map[string]Outcome, ledger sandbox.Snapshot, chans []Channel, loss *failoverLoss, dec decisions) (*Report, error) {
 	intents, err := loadIntents(ctx, pool)
 	if err != nil {
 		return nil, err
@@ -133,7 +132,7 @@ func check(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, l
 	if c.rep.Orphans > 0 {
 		c.flag(fmt.Sprintf("%d effects not attributable to any event", c.rep.Orphans), "*", "-")
 	}
-	if err := c.judgeCounts(ctx, pool); err != nil {
+	if err := c.judgeCounts(ctx, storage.New(mode, pool, storage.Leases{}), pool); err != nil {
 		return nil, err
 	}
 	c.countFailover()
@@ -535,14 +534,8 @@ func callsAcross(ledger sandbox.Snapshot, killed, promoted time.Time) (before, a
 // /v1/stats: storage.Operator.ChannelCounts, kept as changes happen, never a scan) with
 // a count of the rows, per channel and status: a crash between a change and
 // its count, or a change that forgot to count, shows here.
-func (c *checker) judgeCounts(ctx context.Context, pool *pgxpool.Pool) error {
-	mode := effectdtype.SingleNode
-	if c, err := migrations.Mode(ctx, pool); err != nil {
-		return fmt.Errorf("chaos: reading the storage mode: %w", err)
-	} else if c != nil {
-		mode = effectdtype.Citus
-	}
-	kept, err := storage.New(mode, pool, storage.Leases{}).ChannelCounts(ctx, pool, nil)
+func (c *checker) judgeCounts(ctx context.Context, store storage.Operator, pool *pgxpool.Pool) error {
+	kept, err := store.ChannelCounts(ctx, pool, nil)
 	if err != nil {
 		return fmt.Errorf("chaos: reading the counts: %w", err)
 	}

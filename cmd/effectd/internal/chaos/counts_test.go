@@ -6,8 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
+	"github.com/effectd/effectd/internal/storage"
 	"github.com/effectd/effectd/providers/sandbox"
 )
 
@@ -27,7 +29,7 @@ func TestCheckerComparesCounts(t *testing.T) {
 	})
 	judge := func() []Violation {
 		c := newChecker(nil, nil, sandbox.Snapshot{}, nil, nil)
-		if err := c.judgeCounts(ctx, pool); err != nil {
+		if err := c.judgeCounts(ctx, storage.New(effectdtype.SingleNode, pool, storage.Leases{}), pool); err != nil {
 			t.Fatal(err)
 		}
 		return c.report(nil).Violations

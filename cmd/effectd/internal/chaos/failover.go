@@ -334,7 +334,7 @@ func (h *harness) checkFailover(ctx context.Context, log *Log, ledger sandbox.Sn
 		return nil, err
 	}
 	loss := f.loss(old)
-	rep, err := check(ctx, h.pool, events, ledger, h.cfg.Channels, loss, decide(h.hist.Ops()))
+	rep, err := check(ctx, h.pool, h.cfg.storage(), events, ledger, h.cfg.Channels, loss, decide(h.hist.Ops()))
 	if err != nil {
 		return nil, err
 	}

@@ -65,6 +65,14 @@ type Config struct {
 	Batch  int // with actors: the rolled-back batch's events [BatchEvents]
 }
 
+// storage is the storage mode the run's effectd runs in: the harness chose it.
+func (cfg Config) storage() effectdtype.Storage {
+	if cfg.Citus {
+		return effectdtype.Citus
+	}
+	return effectdtype.SingleNode
+}
+
 // CheckChannels are the channels of a run with Actors: Channels, and a
 // Twilio channel whose in-doubt sends wait for an operator (IN_DOUBT).
 var CheckChannels = append(slices.Clone(Channels),
@@ -563,7 +571,7 @@ func (h *harness) check(ctx context.Context, log *Log, ledger sandbox.Snapshot) 
 	if h.fo != nil {
 		return h.checkFailover(ctx, log, ledger)
 	}
-	return check(ctx, h.pool, log.Events(), ledger, h.cfg.Channels, nil, decide(h.hist.Ops()))
+	return check(ctx, h.pool, h.cfg.storage(), log.Events(), ledger, h.cfg.Channels, nil, decide(h.hist.Ops()))
 }
 
 func sortedCounts(m map[string]int) string {
