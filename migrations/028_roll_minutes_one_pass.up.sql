@@ -16,12 +16,18 @@
 --   channel, measure and slot, instead of a row of ten measures per changed
 --   row.
 --
+-- The join of the transition tables is a hash join: the plan is cached from
+-- the function's first run, whatever its rows, and planned for a statement of
+-- one row it was a nested loop, a comparison for every pair of rows (17,030
+-- for a completion of 131 rows: 25 ms); the function turns nested loops off
+-- while it runs.
+--
 -- Each FILTER is the condition migration 024 gave its measure, so the rows
 -- appended are the same (migrations/roll_minutes_test.go runs both bodies on
 -- the same statements).
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION effectd.roll_minutes() RETURNS trigger
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET enable_nestloop = off AS $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM new_rows WHERE status <> 'SENDING' OR delivery IS NOT NULL) THEN
         RETURN NULL;
