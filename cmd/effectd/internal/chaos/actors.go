@@ -154,9 +154,11 @@ func (l *Log) refused(ev string, err error) {
 
 // refusal returns err's SQLSTATE and whether it is a refusal no retry cures.
 // Citus reports a worker connection lost inside a transaction (a worker
-// restarted under it) as XX000 "failure on connection marked as essential",
-// with no SQLSTATE of its own: that is the server going away, as 57 and 08
-// are on one node, and a producer retries it.
+// restarted under it) as XX000, with no SQLSTATE of its own: "failure on
+// connection marked as essential", or the worker's own shutdown message
+// relayed ("terminating connection due to administrator command", 57P01 on
+// the worker). That is the server going away, as 57 and 08 are on one node,
+// and a producer retries it.
 func refusal(err error) (string, bool) {
 	var pg *pgconn.PgError
 	if !errors.As(err, &pg) {
@@ -166,10 +168,17 @@ func refusal(err error) (string, bool) {
 	case "40", "57", "08":
 		return pg.Code, false
 	}
-	if pg.Code == "XX000" && strings.HasPrefix(pg.Message, "failure on connection marked as essential") {
+	if pg.Code == "XX000" && slices.ContainsFunc(citusWorkerGone, func(m string) bool { return strings.HasPrefix(pg.Message, m) }) {
 		return pg.Code, false
 	}
 	return pg.Code + " " + pg.Message, true
+}
+
+// citusWorkerGone are the messages of the XX000 errors with which Citus
+// fails a transaction whose worker went away under it.
+var citusWorkerGone = []string{
+	"failure on connection marked as essential",
+	"terminating connection due to administrator command",
 }
 
 // bigBatch enqueues n events on channel in one transaction, in one statement,
