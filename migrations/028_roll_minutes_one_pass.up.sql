@@ -16,18 +16,17 @@
 --   channel, measure and slot, instead of a row of ten measures per changed
 --   row.
 --
--- The join of the transition tables is a hash join: the plan is cached from
--- the function's first run, whatever its rows, and planned for a statement of
--- one row it was a nested loop, a comparison for every pair of rows (17,030
--- for a completion of 131 rows: 25 ms); the function turns nested loops off
--- while it runs.
+-- The function sets no planner option: with enable_nestloop off for the
+-- function (a hash join of the transition tables), a partition detach left
+-- pending by a crash could no longer be finalized while the checker's
+-- producers moved rows across days (the checker's seed 1796318715835546181).
 --
 -- Each FILTER is the condition migration 024 gave its measure, so the rows
 -- appended are the same (migrations/roll_minutes_test.go runs both bodies on
 -- the same statements).
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION effectd.roll_minutes() RETURNS trigger
-LANGUAGE plpgsql SET enable_nestloop = off AS $$
+LANGUAGE plpgsql AS $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM new_rows WHERE status <> 'SENDING' OR delivery IS NOT NULL) THEN
         RETURN NULL;

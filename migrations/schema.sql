@@ -1087,7 +1087,6 @@ $$;
 
 CREATE FUNCTION effectd.roll_minutes() RETURNS trigger
     LANGUAGE plpgsql
-    SET enable_nestloop TO 'off'
     AS $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM new_rows WHERE status <> 'SENDING' OR delivery IS NOT NULL) THEN
