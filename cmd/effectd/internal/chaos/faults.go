@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/providers/sandbox"
 )
 
@@ -244,8 +245,11 @@ func (j *injector) pgRestart() {
 // caller stopped waiting (a stopped instance never hangs up), so a lookup
 // proves an absence only that long after the call's deadline. The latency
 // fault stays under it; a provider slower than its channel's grace is a
-// misconfiguration the checker would report as a duplicate.
-func lookupGrace(lease time.Duration) time.Duration { return lease * 3 / 4 }
+// misconfiguration the checker would report as a duplicate. It leaves the
+// call the least of the lease a policy allows (a --lease of 1s: 500ms each).
+func lookupGrace(lease time.Duration) time.Duration {
+	return min(lease*3/4, lease-policy.MinCallTime.D())
+}
 
 // providerFault draws the sandbox fault for name on kind.
 func (j *injector) providerFault(name, kind string) sandbox.Fault {
