@@ -8,8 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/operator"
 )
 
 // approvalRequested is the answer of a direct action that a two-person
@@ -63,7 +63,7 @@ func (h *handler) listApprovals(_ http.ResponseWriter, r *http.Request) (effectd
 		}
 		channels = sc.visible
 	}
-	return dispatcher.PendingApprovals(r.Context(), h.pool, channels, after, int(limit))
+	return h.svc.PendingApprovals(r.Context(), channels, after, int(limit))
 }
 
 // approval reads the request of the path's id that p may see: one of a
@@ -73,7 +73,7 @@ func (h *handler) approval(r *http.Request, p Principal) (effectdtype.ApprovalRe
 	if err != nil {
 		return effectdtype.ApprovalRequest{}, err
 	}
-	a, err := dispatcher.GetApproval(r.Context(), h.pool, id)
+	a, err := h.svc.GetApproval(r.Context(), id)
 	if err == nil && !p.CanSee(a.Channel) {
 		err = hidden{What: fmt.Sprintf("approval request %d", id)}
 	}
@@ -118,15 +118,15 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request, approve bool) (
 	if err != nil {
 		return a, err
 	}
-	out, err := dispatcher.Decide(r.Context(), h.pool, h.store, dispatcher.Decision{Request: a.ID, Decider: p.Name, Approve: approve,
+	out, err := h.svc.Decide(r.Context(), operator.Decision{Request: a.ID, Decider: p.Name, Approve: approve,
 		Reason: reason, Sees: p.sees()})
-	var moved *dispatcher.MovedOnError
+	var moved *operator.MovedOnError
 	switch {
 	case err == nil:
 		h.approvals.WithLabelValues(out.Channel, out.Action, string(out.State)).Inc()
 	case errors.As(err, &moved):
 		h.approvals.WithLabelValues(a.Channel, a.Action, string(effectdtype.ApprovalFailed)).Inc()
-	case errors.Is(err, dispatcher.ErrExpired):
+	case errors.Is(err, operator.ErrExpired):
 		h.approvals.WithLabelValues(a.Channel, a.Action, string(effectdtype.ApprovalExpired)).Inc()
 	}
 	if err != nil {
@@ -141,5 +141,5 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request, approve bool) (
 // request a two-person channel's policy change becomes.
 func policyReason(r *http.Request) (string, error) {
 	reason := strings.TrimSpace(r.URL.Query().Get("reason"))
-	return reason, dispatcher.CheckReason(reason, true)
+	return reason, operator.CheckReason(reason, true)
 }

@@ -5,8 +5,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/operator"
 )
 
 // createBulk answers POST /v1/intents/bulk: freezes the matching intents of
@@ -28,7 +28,7 @@ func (h *handler) createBulk(w http.ResponseWriter, r *http.Request) (effectdtyp
 	if err != nil {
 		return effectdtype.BulkSnapshot{}, err
 	}
-	snap, err := dispatcher.FreezeBulk(r.Context(), h.pool, dispatcher.BulkFreeze{Request: req, Actor: p.Name, Sees: p.sees()})
+	snap, err := h.svc.FreezeBulk(r.Context(), operator.BulkFreeze{Request: req, Actor: p.Name, Sees: p.sees()})
 	if err != nil {
 		return snap, err
 	}
@@ -47,7 +47,7 @@ func (h *handler) createBulk(w http.ResponseWriter, r *http.Request) (effectdtyp
 func (h *handler) applyBulk(w http.ResponseWriter, r *http.Request) (effectdtype.BulkResult, error) {
 	ctx, id, p := r.Context(), chi.URLParam(r, "snapshot"), principalOf(r)
 	var none effectdtype.BulkResult
-	if err := dispatcher.CheckSnapshotID(id); err != nil { // before the body is read
+	if err := operator.CheckSnapshotID(id); err != nil { // before the body is read
 		return none, err
 	}
 	body, err := readBody(w, r)
@@ -58,7 +58,7 @@ func (h *handler) applyBulk(w http.ResponseWriter, r *http.Request) (effectdtype
 	if err != nil {
 		return none, err
 	}
-	need, err := dispatcher.BulkApproval(ctx, h.pool, id, p.sees())
+	need, err := h.svc.BulkApproval(ctx, id, p.sees())
 	if err != nil {
 		return none, err
 	}
@@ -66,13 +66,13 @@ func (h *handler) applyBulk(w http.ResponseWriter, r *http.Request) (effectdtype
 		if !p.CanSee(need.Channel) {
 			return none, hidden{What: "snapshot " + id}
 		}
-		a, err := dispatcher.RequestBulk(ctx, h.pool, *need, p.Name, reason)
+		a, err := h.svc.RequestBulk(ctx, *need, p.Name, reason)
 		if err != nil {
 			return none, err
 		}
 		return none, h.requested(r, a)
 	}
-	res, err := dispatcher.ApplyBulk(ctx, h.pool, h.store, dispatcher.BulkApply{Snapshot: id, Actor: p.Name, Sees: p.sees(), Logger: h.log})
+	res, err := h.svc.ApplyBulk(ctx, operator.BulkApply{Snapshot: id, Actor: p.Name, Sees: p.sees(), Logger: h.log})
 	if res.Event != "" {
 		h.bulkRows.WithLabelValues(string(res.Event), "applied").Add(float64(res.Applied))
 		h.bulkRows.WithLabelValues(string(res.Event), "skipped").Add(float64(res.Skipped))

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/operator"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -45,7 +46,7 @@ func TestBulkSampleRedactedAsList(t *testing.T) {
 		listed[r.ID] = r
 	}
 
-	h := &handler{pool: e.pool, log: slog.New(slog.DiscardHandler)}
+	h := &handler{svc: operator.New(e.pool, nil), log: slog.New(slog.DiscardHandler)}
 	req := httptest.NewRequest(http.MethodPost, "/v1/intents/bulk",
 		strings.NewReader(`{"action":"retry","filter":{"channel":"sms","event_id_prefix":"otp-"},"reason":"carrier outage over"}`))
 	req = req.WithContext(WithPrincipal(req.Context(), Principal{Name: "read", Role: RoleViewer}))

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/fixture"
+	"github.com/effectd/effectd/operator"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -145,15 +145,15 @@ func TestBulkExpiredAndCapped(t *testing.T) {
 	want(t, status, body, http.StatusOK, `"matched": 10000`, `"more": true`)
 	var snap effectdtype.BulkSnapshot
 	json.Unmarshal([]byte(body), &snap)
-	if len(snap.Sample) != dispatcher.BulkSample {
-		t.Errorf("sample of %d, want %d", len(snap.Sample), dispatcher.BulkSample)
+	if len(snap.Sample) != operator.BulkSample {
+		t.Errorf("sample of %d, want %d", len(snap.Sample), operator.BulkSample)
 	}
 	var frozen, maxID int64
 	e.pool.QueryRow(ctx, `SELECT count(*), max(intent_id) FROM effectd.bulk_rows WHERE snapshot = $1`, snap.Snapshot).Scan(&frozen, &maxID)
 	var want10000th int64
 	e.pool.QueryRow(ctx, `SELECT id FROM effectd.intents ORDER BY id OFFSET 9999 LIMIT 1`).Scan(&want10000th)
-	if frozen != dispatcher.MaxBulk || maxID != want10000th {
-		t.Errorf("froze %d rows up to id %d, want %d up to %d", frozen, maxID, dispatcher.MaxBulk, want10000th)
+	if frozen != operator.MaxBulk || maxID != want10000th {
+		t.Errorf("froze %d rows up to id %d, want %d up to %d", frozen, maxID, operator.MaxBulk, want10000th)
 	}
 
 	e.pool.Exec(ctx, `UPDATE effectd.bulk_snapshots SET expires_at = now() - interval '1 second' WHERE id = $1`, snap.Snapshot)

@@ -7,8 +7,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/operator"
 )
 
 // channelList is the answer of GET /v1/channels.
@@ -18,7 +18,7 @@ type channelList struct {
 
 // listChannels answers GET /v1/channels: the channels the caller sees.
 func (h *handler) listChannels(_ http.ResponseWriter, r *http.Request) (channelList, error) {
-	chans, err := dispatcher.ListChannels(r.Context(), h.pool, h.store, principalOf(r).CanSee)
+	chans, err := h.svc.ListChannels(r.Context(), principalOf(r).CanSee)
 	return channelList{Channels: chans}, err
 }
 
@@ -28,7 +28,7 @@ func (h *handler) getChannel(_ http.ResponseWriter, r *http.Request) (effectdtyp
 	if err := h.authorizeChannel(ctx, principalOf(r), name, ActionRead); err != nil {
 		return effectdtype.Channel{}, err
 	}
-	return dispatcher.GetChannel(ctx, h.pool, h.store, name)
+	return h.svc.GetChannel(ctx, name)
 }
 
 // patchPolicy answers PATCH /v1/channels/{name}/policy: validates the partial
@@ -42,14 +42,14 @@ func (h *handler) patchPolicy(w http.ResponseWriter, r *http.Request) (effectdty
 	if err != nil {
 		return effectdtype.Channel{}, err
 	}
-	change := dispatcher.PolicyChange{Channel: name, Actor: p.Name, Patch: body, Check: checkPolicyPatch}
-	ch, err := dispatcher.ChangePolicy(r.Context(), h.pool, h.store, change)
-	if errors.Is(err, dispatcher.ErrApprovalRequired) { // a two-person channel: a request instead
+	change := operator.PolicyChange{Channel: name, Actor: p.Name, Patch: body, Check: checkPolicyPatch}
+	ch, err := h.svc.ChangePolicy(r.Context(), change)
+	if errors.Is(err, operator.ErrApprovalRequired) { // a two-person channel: a request instead
 		reason, err := policyReason(r)
 		if err != nil {
 			return ch, err
 		}
-		a, err := dispatcher.RequestPolicyChange(r.Context(), h.pool, change, reason)
+		a, err := h.svc.RequestPolicyChange(r.Context(), change, reason)
 		if err != nil {
 			return ch, err
 		}
@@ -72,7 +72,7 @@ func (h *handler) pauseChannel(_ http.ResponseWriter, r *http.Request) (effectdt
 	if err := h.authorizeChannel(r.Context(), p, name, ActionOperate); err != nil {
 		return effectdtype.Channel{}, err
 	}
-	ch, err := dispatcher.PauseChannel(r.Context(), h.pool, h.store, name, p.Name)
+	ch, err := h.svc.PauseChannel(r.Context(), name, p.Name)
 	h.logChange(r, name, "channel.pause", err)
 	return ch, err
 }
@@ -83,7 +83,7 @@ func (h *handler) resumeChannel(_ http.ResponseWriter, r *http.Request) (effectd
 	if err := h.authorizeChannel(r.Context(), p, name, ActionOperate); err != nil {
 		return effectdtype.Channel{}, err
 	}
-	ch, err := dispatcher.ResumeChannel(r.Context(), h.pool, h.store, name, p.Name)
+	ch, err := h.svc.ResumeChannel(r.Context(), name, p.Name)
 	h.logChange(r, name, "channel.resume", err)
 	return ch, err
 }

@@ -25,7 +25,7 @@ func (h *handler) charts(_ http.ResponseWriter, r *http.Request) (effectdtype.Ch
 		if err := h.authorizeChannel(ctx, p, name, ActionRead); err != nil {
 			return effectdtype.Chart{}, err
 		}
-		exists, err := dispatcher.ChannelExists(ctx, h.pool, name)
+		exists, err := h.svc.ChannelExists(ctx, name)
 		if err != nil {
 			return effectdtype.Chart{}, err
 		}
@@ -34,7 +34,7 @@ func (h *handler) charts(_ http.ResponseWriter, r *http.Request) (effectdtype.Ch
 		}
 		channels = []string{name}
 	case p.scoped():
-		names, err := dispatcher.ChannelNames(ctx, h.pool)
+		names, err := h.svc.ChannelNames(ctx)
 		if err != nil {
 			return effectdtype.Chart{}, err
 		}
@@ -45,7 +45,7 @@ func (h *handler) charts(_ http.ResponseWriter, r *http.Request) (effectdtype.Ch
 			}
 		}
 	}
-	chart, err := dispatcher.Charts(ctx, h.pool, channels, cmp.Or(q.Get("range"), "1h"), time.Now())
+	chart, err := h.svc.Charts(ctx, channels, cmp.Or(q.Get("range"), "1h"), time.Now())
 	chart.Channel = name
 	return chart, err
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/operator"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -154,7 +155,7 @@ type resolveRequest struct {
 	Force       bool   `json:"force"`        // with resend: past the provider's key window (needs a reason)
 }
 
-// maxRef bounds the provider reference an operator sends (dispatcher.MaxReason the reason).
+// maxRef bounds the provider reference an operator sends (operator.MaxReason the reason).
 const maxRef = 255
 
 // parseResolve decodes a resolve body into the operator event it asks for.
@@ -190,7 +191,7 @@ func parseResolve(body []byte) (statemachine.Event, resolveRequest, error) {
 	default:
 		return "", req, fmt.Errorf("%w: as: must be \"sent\", \"resend\" or \"skip\", got %q", dispatcher.ErrInvalid, req.As)
 	}
-	return ev, req, dispatcher.CheckReason(req.Reason, true)
+	return ev, req, operator.CheckReason(req.Reason, true)
 }
 
 // reasonRequest is the optional body of retry and cancel.
@@ -207,7 +208,7 @@ func parseReason(body []byte) (string, error) {
 	if err := decodeObject(body, &req); err != nil {
 		return "", err
 	}
-	return req.Reason, dispatcher.CheckReason(req.Reason, false)
+	return req.Reason, operator.CheckReason(req.Reason, false)
 }
 
 // retryRequest is the optional body of retry.
@@ -225,8 +226,8 @@ func parseRetry(body []byte) (retryRequest, error) {
 	if err := decodeObject(body, &req); err != nil {
 		return req, err
 	}
-	if len(req.Reason) > dispatcher.MaxReason {
-		return req, fmt.Errorf("%w: reason: longer than %d bytes", dispatcher.ErrInvalid, dispatcher.MaxReason)
+	if len(req.Reason) > operator.MaxReason {
+		return req, fmt.Errorf("%w: reason: longer than %d bytes", dispatcher.ErrInvalid, operator.MaxReason)
 	}
 	return req, nil
 }

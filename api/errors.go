@@ -7,12 +7,13 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/operator"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
 
-// The API's own error vocabulary; dispatcher and statemachine supply the rest.
+// The API's own error vocabulary; effectdtype, operator and statemachine supply the rest.
 var (
 	errMalformed    = errors.New("malformed request")
 	errUnauthorized = errors.New("missing or unknown bearer token")
@@ -34,15 +35,15 @@ var errorTable = []struct {
 	{policy.ErrUnknownField, http.StatusBadRequest, "malformed"}, // a policy patch naming no field of a policy
 	{errUnauthorized, http.StatusUnauthorized, "unauthorized"},
 	{errForbidden, http.StatusForbidden, "forbidden"},
-	{dispatcher.ErrSelfApproval, http.StatusForbidden, "self_approval"},
-	{dispatcher.ErrExpired, http.StatusGone, "expired"},
-	{dispatcher.ErrApprovalRequired, http.StatusConflict, "approval_required"},
-	{dispatcher.ErrNotFound, http.StatusNotFound, "not_found"},
+	{operator.ErrSelfApproval, http.StatusForbidden, "self_approval"},
+	{operator.ErrExpired, http.StatusGone, "expired"},
+	{operator.ErrApprovalRequired, http.StatusConflict, "approval_required"},
+	{effectdtype.ErrNotFound, http.StatusNotFound, "not_found"},
 	{errNoRoute, http.StatusNotFound, "not_found"},
 	{errMethod, http.StatusMethodNotAllowed, "method_not_allowed"},
 	{statemachine.ErrTransition, http.StatusConflict, "conflict"},
 	{errTooLarge, http.StatusRequestEntityTooLarge, "too_large"},
-	{dispatcher.ErrInvalid, http.StatusUnprocessableEntity, "invalid"},
+	{effectdtype.ErrInvalid, http.StatusUnprocessableEntity, "invalid"},
 	{errUnavailable, http.StatusServiceUnavailable, "unavailable"},
 }
 
@@ -76,13 +77,13 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // message is what an error answer tells the caller: err's text without the
-// dispatcher operations it passed through (a dispatcher.OpError's name is for
-// the logs) and without the words of the sentinel it was classified by where
+// operations of the operator service and the dispatcher it passed through
+// (an effectdtype.OpError's name is for the logs) and without the words of the sentinel it was classified by where
 // it leads its layer ("forbidden: role viewer …" under the code forbidden
 // reads "role viewer …"). Each layer's text holds its inner one verbatim
 // (fmt's %w), so the inner text is replaced by its own message in place.
 func message(err, sentinel error) string {
-	if op, ok := err.(*dispatcher.OpError); ok {
+	if op, ok := err.(*effectdtype.OpError); ok {
 		return message(op.Err, sentinel)
 	}
 	text, inner := err.Error(), errors.Unwrap(err)

@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/operator"
 	"github.com/effectd/effectd/statemachine"
 )
 
 // TestErrorMessagesSpeakToUsers: an error answer's message says what went
-// wrong in the API's words: no Go operation (dispatcher.Operate(…)) and no
+// wrong in the API's words: no Go operation (operator.Operate(…)) and no
 // repeat of what its code already says (forbidden: forbidden: …).
 func TestErrorMessagesSpeakToUsers(t *testing.T) {
 	t.Parallel()
@@ -48,16 +49,16 @@ func TestErrorMessagesSpeakToUsers(t *testing.T) {
 // wherever it stands in the chain, and the sentinel's words only where they lead
 // the layer that wraps it.
 func TestMessageDropsOperations(t *testing.T) {
-	snapshotUsed := fmt.Errorf("%w: bulk snapshot", statemachine.ErrTransition) // as dispatcher.ApplyBulk wraps it
+	snapshotUsed := fmt.Errorf("%w: bulk snapshot", statemachine.ErrTransition) // as the operator service's ApplyBulk wraps it
 	lease := &dispatcher.LeaseError{IntentID: 5, Until: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
 	tests := []struct {
 		err      error
 		sentinel error
 		want     string
 	}{
-		{fmt.Errorf("reconcile intent 5: %w", &dispatcher.OpError{Op: "Reconcile(5)", Err: lease}), statemachine.ErrTransition,
+		{fmt.Errorf("reconcile intent 5: %w", &dispatcher.OpError{Op: "dispatcher.Reconcile(5)", Err: lease}), statemachine.ErrTransition,
 			"reconcile intent 5: intent 5 is SENDING under a lease held until 2030-01-02T03:04:05Z; resolve it after the lease expires"},
-		{&dispatcher.OpError{Op: "Operate(5, cancel)", Err: fmt.Errorf("intent 5: %w", dispatcher.ErrNotFound)}, dispatcher.ErrNotFound,
+		{&operator.OpError{Op: "operator.Operate(5, cancel)", Err: fmt.Errorf("intent 5: %w", operator.ErrNotFound)}, operator.ErrNotFound,
 			"intent 5: not found"},
 		{fmt.Errorf("%w %s was already applied", snapshotUsed, "s-1"), statemachine.ErrTransition, "bulk snapshot s-1 was already applied"},
 		{fmt.Errorf("%w: not found here: %w", errMalformed, errors.New("x")), errMalformed, "malformed request: not found here: x"},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/operator"
 )
 
 // listEvents answers GET /v1/provider-events?orphan=&channel=&intent_id=&limit=&after=,
@@ -14,7 +15,7 @@ import (
 func (h *handler) listEvents(_ http.ResponseWriter, r *http.Request) (effectdtype.ProviderEventPage, error) {
 	var page effectdtype.ProviderEventPage
 	q := r.URL.Query()
-	f := dispatcher.EventFilter{}
+	f := operator.EventFilter{}
 	if s := q.Get("orphan"); s != "" {
 		b, err := strconv.ParseBool(s)
 		if err != nil {
@@ -41,7 +42,7 @@ func (h *handler) listEvents(_ http.ResponseWriter, r *http.Request) (effectdtyp
 		return page, fmt.Errorf("list provider events: %w", err)
 	}
 	f.Channels = sc.visible
-	if page, err = dispatcher.ListProviderEvents(r.Context(), h.pool, f); err != nil {
+	if page, err = h.svc.ListProviderEvents(r.Context(), f); err != nil {
 		return page, fmt.Errorf("list provider events: %w", err)
 	}
 	for i := range page.Events {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/operator"
 	"github.com/effectd/effectd/policy"
 )
 
@@ -34,7 +34,7 @@ func FuzzParseResolve(f *testing.F) {
 			}
 			return
 		}
-		if ev == "" || (req.As == "sent") != (req.ProviderRef != "") || len(req.Reason) > dispatcher.MaxReason {
+		if ev == "" || (req.As == "sent") != (req.ProviderRef != "") || len(req.Reason) > operator.MaxReason {
 			t.Fatalf("accepted %q as %q %+v", body, ev, req)
 		}
 	})
@@ -51,7 +51,7 @@ func FuzzPolicyPatch(f *testing.F) {
 		err := checkPolicyPatch(patch)
 		var out map[string]json.RawMessage
 		if err == nil {
-			out, err = dispatcher.MergePolicy("twilio", yaml, override, patch)
+			out, err = operator.MergePolicy("twilio", yaml, override, patch)
 		}
 		if err != nil {
 			if !classified(err) {

@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/effectd/effectd/effectdtype"
-	"github.com/effectd/effectd/internal/storage"
+	"github.com/effectd/effectd/operator"
 )
 
 // Reconciler settles one in-doubt intent now, or reports what it would do.
@@ -27,7 +27,7 @@ type Reconciler interface {
 // Config is what NewHandler needs.
 type Config struct {
 	Pool           *pgxpool.Pool
-	Store          storage.Operator                // the storage of the mode decided at start-up (dispatcher.Dispatcher.Store); nil: one PostgreSQL's
+	Operator       *operator.Service               // the operations the routes call, in the storage mode decided at start-up; nil: operator.New(Pool, nil), one PostgreSQL's
 	Tokens         []Token                         // bearer tokens; see TokensFromEnv
 	InsecureNoAuth bool                            // no tokens: every caller is "anonymous" and may do anything (loopback only; see CheckBind)
 	Reconciler     Reconciler                      // nil: the reconcile route answers 503
@@ -39,8 +39,7 @@ type Config struct {
 
 // handler holds what the route handlers share.
 type handler struct {
-	pool       *pgxpool.Pool
-	store      storage.Operator
+	svc        *operator.Service
 	tokens     Tokens
 	noAuth     bool
 	reconciler Reconciler
@@ -68,12 +67,11 @@ func NewHandler(cfg Config) (http.Handler, error) {
 			return nil, fmt.Errorf("api.NewHandler: token %q has an empty name or an unknown role %q", t.Name, t.Role)
 		}
 	}
-	if cfg.Store == nil {
-		cfg.Store = storage.New(effectdtype.SingleNode, cfg.Pool, storage.Leases{})
+	if cfg.Operator == nil {
+		cfg.Operator = operator.New(cfg.Pool, nil)
 	}
 	h := &handler{
-		pool:       cfg.Pool,
-		store:      cfg.Store,
+		svc:        cfg.Operator,
 		tokens:     cfg.Tokens,
 		noAuth:     cfg.InsecureNoAuth,
 		reconciler: cfg.Reconciler,

@@ -11,11 +11,12 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/operator"
 	"github.com/effectd/effectd/statemachine"
 )
 
 // Bounds of GET /v1/intents: a page holds defaultLimit intents unless the
-// caller asks for up to maxLimit (and ends early at dispatcher.MaxPageBytes).
+// caller asks for up to maxLimit (and ends early at operator.MaxPageBytes).
 const (
 	defaultLimit = 100
 	maxLimit     = 1000
@@ -51,7 +52,7 @@ func (h *handler) listIntents(_ http.ResponseWriter, r *http.Request) (effectdty
 		return page, err
 	}
 	f.Channels = sc.visible
-	if page, err = dispatcher.ListIntents(r.Context(), h.pool, h.store, f); err != nil {
+	if page, err = h.svc.ListIntents(r.Context(), f); err != nil {
 		return page, fmt.Errorf("list intents: %w", err)
 	}
 	for i, it := range page.Intents {
@@ -63,7 +64,7 @@ func (h *handler) listIntents(_ http.ResponseWriter, r *http.Request) (effectdty
 // parseListFilter reads the rest of GET /v1/intents' filters: delivery, a
 // search that matches an event id, idempotency key or provider reference
 // exactly, and a range of created_at [since, until).
-func parseListFilter(q url.Values) (f dispatcher.IntentFilter, err error) {
+func parseListFilter(q url.Values) (f operator.IntentFilter, err error) {
 	if s := q.Get("delivery"); s != "" {
 		if d := statemachine.Delivery(s); !d.Valid() {
 			return f, fmt.Errorf("%w: delivery: must be one of %s, got %q", dispatcher.ErrInvalid, deliveryList(), truncate(s, 40))
@@ -111,7 +112,7 @@ func (h *handler) getIntent(_ http.ResponseWriter, r *http.Request) (effectdtype
 		return effectdtype.IntentDetail{}, err
 	}
 	p := principalOf(r)
-	d, err := dispatcher.IntentDetail(r.Context(), h.pool, id)
+	d, err := h.svc.IntentDetail(r.Context(), id)
 	if err == nil && !p.CanSee(d.Intent.Channel) {
 		err = hidden{What: fmt.Sprintf("get intent %d", id)}
 	}
@@ -127,31 +128,31 @@ func (h *handler) getIntent(_ http.ResponseWriter, r *http.Request) (effectdtype
 
 // retryIntent answers POST /v1/intents/{id}/retry: FAILED, SKIPPED or IN_DOUBT back to PENDING.
 func (h *handler) retryIntent(w http.ResponseWriter, r *http.Request) (effectdtype.IntentRow, error) {
-	return h.operate(w, r, func(body []byte) (dispatcher.Operation, error) {
+	return h.operate(w, r, func(body []byte) (operator.Operation, error) {
 		req, err := parseRetry(body)
-		return dispatcher.Operation{Event: statemachine.Requeue, Reason: req.Reason, Force: req.Force}, err
+		return operator.Operation{Event: statemachine.Requeue, Reason: req.Reason, Force: req.Force}, err
 	})
 }
 
 // cancelIntent answers POST /v1/intents/{id}/cancel: PENDING to CANCELLED.
 func (h *handler) cancelIntent(w http.ResponseWriter, r *http.Request) (effectdtype.IntentRow, error) {
-	return h.operate(w, r, func(body []byte) (dispatcher.Operation, error) {
+	return h.operate(w, r, func(body []byte) (operator.Operation, error) {
 		reason, err := parseReason(body)
-		return dispatcher.Operation{Event: statemachine.Cancel, Reason: reason}, err
+		return operator.Operation{Event: statemachine.Cancel, Reason: reason}, err
 	})
 }
 
 // resolveIntent answers POST /v1/intents/{id}/resolve: settles an IN_DOUBT or stuck SENDING intent.
 func (h *handler) resolveIntent(w http.ResponseWriter, r *http.Request) (effectdtype.IntentRow, error) {
-	return h.operate(w, r, func(body []byte) (dispatcher.Operation, error) {
+	return h.operate(w, r, func(body []byte) (operator.Operation, error) {
 		ev, req, err := parseResolve(body)
-		return dispatcher.Operation{Event: ev, ProviderRef: req.ProviderRef, Reason: req.Reason, Force: req.Force}, err
+		return operator.Operation{Event: ev, ProviderRef: req.ProviderRef, Reason: req.Reason, Force: req.Force}, err
 	})
 }
 
 // operate applies the operator event that parse reads from the body, and
 // answers with the intent as it is afterwards.
-func (h *handler) operate(w http.ResponseWriter, r *http.Request, parse func(body []byte) (dispatcher.Operation, error)) (effectdtype.IntentRow, error) {
+func (h *handler) operate(w http.ResponseWriter, r *http.Request, parse func(body []byte) (operator.Operation, error)) (effectdtype.IntentRow, error) {
 	var none effectdtype.IntentRow
 	id, err := pathID(r)
 	if err != nil {
@@ -173,9 +174,9 @@ func (h *handler) operate(w http.ResponseWriter, r *http.Request, parse func(bod
 	if op.EventID, err = shownEvent(r); err != nil {
 		return none, err
 	}
-	before, after, err := dispatcher.Operate(r.Context(), h.pool, h.store, op)
-	if errors.Is(err, dispatcher.ErrApprovalRequired) { // a two-person channel: a request instead
-		a, err := dispatcher.RequestOperation(r.Context(), h.pool, op)
+	before, after, err := h.svc.Operate(r.Context(), op)
+	if errors.Is(err, operator.ErrApprovalRequired) { // a two-person channel: a request instead
+		a, err := h.svc.RequestOperation(r.Context(), op)
 		if err != nil {
 			return none, err
 		}
@@ -195,7 +196,7 @@ func (h *handler) operate(w http.ResponseWriter, r *http.Request, parse func(bod
 
 // shownEvent reads ?event_id=, the producer's event id the operator was shown
 // for the intent: the operation then acts only while the intent's id still
-// names that event (dispatcher.Operation.EventID). "" when absent.
+// names that event (operator.Operation.EventID). "" when absent.
 func shownEvent(r *http.Request) (string, error) {
 	e := r.URL.Query().Get("event_id")
 	if len(e) > 255 || !utf8.ValidString(e) || strings.ContainsRune(e, 0) {

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/fixture"
+	"github.com/effectd/effectd/operator"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -114,7 +114,7 @@ func TestResponsesBounded(t *testing.T) {
 		pages++
 		status, body := e.do(t, "GET", fmt.Sprintf("/v1/intents?channel=hook&limit=1000&after=%d", after), readToken, "")
 		want(t, status, body, http.StatusOK)
-		if len(body) > dispatcher.MaxPageBytes+64<<10 {
+		if len(body) > operator.MaxPageBytes+64<<10 {
 			t.Errorf("a page of %d bytes", len(body))
 		}
 		var page effectdtype.IntentPage
@@ -131,7 +131,7 @@ func TestResponsesBounded(t *testing.T) {
 		t.Errorf("%d intents in %d pages; want 11 in more than one", seen, pages)
 	}
 
-	many := make([]fixture.Attempt, dispatcher.MaxDetailRows+50)
+	many := make([]fixture.Attempt, operator.MaxDetailRows+50)
 	for n := range many {
 		many[n] = fixture.Attempt{IntentID: id, Attempt: n + 1, Outcome: "retry", Unfinished: true}
 	}
@@ -146,9 +146,9 @@ func TestResponsesBounded(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &d); err != nil {
 		t.Fatal(err)
 	}
-	if len(d.Attempts) != dispatcher.MaxDetailRows || !d.AttemptsTruncated || d.Attempts[len(d.Attempts)-1].Attempt != dispatcher.MaxDetailRows+50 || d.AuditTruncated {
+	if len(d.Attempts) != operator.MaxDetailRows || !d.AttemptsTruncated || d.Attempts[len(d.Attempts)-1].Attempt != operator.MaxDetailRows+50 || d.AuditTruncated {
 		t.Errorf("%d attempts shown (truncated %v), last %d; want the newest %d", len(d.Attempts), d.AttemptsTruncated,
-			d.Attempts[len(d.Attempts)-1].Attempt, dispatcher.MaxDetailRows)
+			d.Attempts[len(d.Attempts)-1].Attempt, operator.MaxDetailRows)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/migrations"
 )
 
@@ -43,7 +42,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
-	gauges, err := dispatcher.Gauges(ctx, c.h.pool, c.h.store)
+	gauges, err := c.h.svc.Gauges(ctx)
 	if err != nil {
 		c.h.log.Warn("metrics: reading channel gauges", "err", err)
 		ch <- prometheus.NewInvalidMetric(oldestPendingDesc, err)

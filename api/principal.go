@@ -87,7 +87,7 @@ func (p Principal) Can(a Action) bool { return allowed[p.Role][a] }
 // scoped reports whether some channels are out of the principal's sight.
 func (p Principal) scoped() bool { return p.Role != RoleAdmin && p.Channels != nil }
 
-// sees is the principal's scope as the dispatcher's operations take it: nil
+// sees is the principal's scope as the operator service's methods take it: nil
 // when it sees every channel, else CanSee.
 func (p Principal) sees() func(channel string) bool {
 	if !p.scoped() {

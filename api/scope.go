@@ -11,6 +11,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/operator"
 )
 
 // scope is what one principal may see of the channels, read once per request.
@@ -26,7 +27,7 @@ func (h *handler) scopeOf(ctx context.Context, p Principal) (scope, error) {
 	if !p.scoped() && p.Can(ActionUnmask) {
 		return s, nil
 	}
-	redactions, err := dispatcher.Redactions(ctx, h.pool)
+	redactions, err := h.svc.Redactions(ctx)
 	if err != nil {
 		return s, fmt.Errorf("channel scope: %w", err)
 	}
@@ -80,7 +81,7 @@ func (s scope) detail(d effectdtype.IntentDetail) effectdtype.IntentDetail {
 // hidden refuses a resource outside the principal's scope with the very
 // answer a missing one gets (404, the same message); only the metric
 // effectd_admin_refused_total tells them apart.
-type hidden = dispatcher.ScopeError
+type hidden = operator.ScopeError
 
 // authorizeIntent answers ErrNotFound for an intent that does not exist or
 // whose channel the principal cannot see, and errForbidden when its role may
@@ -89,7 +90,7 @@ func (h *handler) authorizeIntent(ctx context.Context, p Principal, id int64, a 
 	if !p.scoped() && p.Can(a) {
 		return nil // the action itself reports a missing intent
 	}
-	channel, err := dispatcher.IntentChannel(ctx, h.pool, id)
+	channel, err := h.svc.IntentChannel(ctx, id)
 	if err == nil && !p.CanSee(channel) {
 		return hidden{What: fmt.Sprintf("intent %d", id)}
 	}
@@ -111,7 +112,7 @@ func (h *handler) authorizeChannel(ctx context.Context, p Principal, name string
 	if p.Can(a) {
 		return nil // the action itself reports a missing channel
 	}
-	exists, err := dispatcher.ChannelExists(ctx, h.pool, name)
+	exists, err := h.svc.ChannelExists(ctx, name)
 	if err != nil {
 		return fmt.Errorf("channel %q: %w", truncate(name, 64), err)
 	}

@@ -3,7 +3,6 @@ package api
 import (
 	"net/http"
 
-	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
 )
 
@@ -11,5 +10,5 @@ import (
 // oldest due PENDING intent, SENDING past lease and IN_DOUBT counts, of the
 // channels the caller sees.
 func (h *handler) stats(_ http.ResponseWriter, r *http.Request) (effectdtype.Stats, error) {
-	return dispatcher.Stats(r.Context(), h.pool, h.store, principalOf(r).CanSee)
+	return h.svc.Stats(r.Context(), principalOf(r).CanSee)
 }

@@ -7,9 +7,9 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/fixture"
+	"github.com/effectd/effectd/operator"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -34,11 +34,11 @@ func TestCitusApproval(t *testing.T) {
 	}
 	mode := storeOf(pool, effectdtype.Citus)
 	request := func(ev string) effectdtype.ApprovalRequest {
-		op := dispatcher.Operation{IntentID: ids[ev], EventID: ev, Event: statemachine.ResolveSkip, Actor: "alice", Reason: "refunded by hand"}
-		if _, _, err := dispatcher.Operate(ctx, pool, mode, op); !errors.Is(err, dispatcher.ErrApprovalRequired) {
+		op := operator.Operation{IntentID: ids[ev], EventID: ev, Event: statemachine.ResolveSkip, Actor: "alice", Reason: "refunded by hand"}
+		if _, _, err := operator.New(pool, mode).Operate(ctx, op); !errors.Is(err, operator.ErrApprovalRequired) {
 			t.Fatalf("Operate on a two-person channel: %v", err)
 		}
-		a, err := dispatcher.RequestOperation(ctx, pool, op)
+		a, err := operator.New(pool, nil).RequestOperation(ctx, op)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,10 +55,10 @@ func TestCitusApproval(t *testing.T) {
 	}
 
 	a := request("approved")
-	if _, err := dispatcher.Decide(ctx, pool, mode, dispatcher.Decision{Request: a.ID, Decider: "alice", Approve: true, Reason: "mine"}); !errors.Is(err, dispatcher.ErrSelfApproval) {
+	if _, err := operator.New(pool, mode).Decide(ctx, operator.Decision{Request: a.ID, Decider: "alice", Approve: true, Reason: "mine"}); !errors.Is(err, operator.ErrSelfApproval) {
 		t.Fatalf("self-approval: %v", err)
 	}
-	if got, err := dispatcher.Decide(ctx, pool, mode, dispatcher.Decision{Request: a.ID, Decider: "bob", Approve: true, Reason: "checked"}); err != nil || got.State != effectdtype.ApprovalApproved {
+	if got, err := operator.New(pool, mode).Decide(ctx, operator.Decision{Request: a.ID, Decider: "bob", Approve: true, Reason: "checked"}); err != nil || got.State != effectdtype.ApprovalApproved {
 		t.Fatalf("approval: %+v, %v", got, err)
 	}
 	var actor, requester string
@@ -70,11 +70,11 @@ func TestCitusApproval(t *testing.T) {
 	}
 
 	b := request("moved")
-	if _, _, err := dispatcher.Operate(ctx, pool, mode, dispatcher.Operation{IntentID: ids["moved"], Event: statemachine.Requeue, Actor: "carol"}); err != nil {
+	if _, _, err := operator.New(pool, mode).Operate(ctx, operator.Operation{IntentID: ids["moved"], Event: statemachine.Requeue, Actor: "carol"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := dispatcher.Decide(ctx, pool, mode, dispatcher.Decision{Request: b.ID, Decider: "bob", Approve: true, Reason: "ok"})
-	var moved *dispatcher.MovedOnError
+	_, err := operator.New(pool, mode).Decide(ctx, operator.Decision{Request: b.ID, Decider: "bob", Approve: true, Reason: "ok"})
+	var moved *operator.MovedOnError
 	if !errors.As(err, &moved) {
 		t.Fatalf("approval of a moved-on intent: %v", err)
 	}

@@ -11,8 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/policy"
 )
@@ -60,10 +58,10 @@ func (n *Notify) Validate() error {
 // MaxPayload is 0 (the column's default in the schema too).
 const DefaultMaxPayload = 64 << 10
 
-// Register records channels in the database, so that effectd.enqueue accepts
-// them and every instance sees their policy. Overrides made through the admin
-// API are kept.
-func Register(ctx context.Context, pool *pgxpool.Pool, channels []Channel) error {
+// Register records channels in the database db (a pool, or a transaction
+// the caller commits), so that effectd.enqueue accepts them and every
+// instance sees their policy. Overrides made through the admin API are kept.
+func Register(ctx context.Context, db query.DB, channels []Channel) error {
 	for _, c := range channels {
 		if err := c.Policy.ValidateFor(c.Kind); err != nil {
 			return fmt.Errorf("channels.%s.%w", c.Name, err)
@@ -82,18 +80,18 @@ func Register(ctx context.Context, pool *pgxpool.Pool, channels []Channel) error
 				return err
 			}
 		}
-		if err := query.Register(ctx, pool, query.Registration{Name: c.Name, Provider: c.Kind, Policy: registered,
+		if err := query.Register(ctx, db, query.Registration{Name: c.Name, Provider: c.Kind, Policy: registered,
 			MaxPayload: max, Notify: notify}); err != nil {
 			return fmt.Errorf("dispatcher.Register(%q): %w", c.Name, err)
 		}
-		if err := query.SetRedact(ctx, pool, c.Name, c.Redact); err != nil {
+		if err := query.SetRedact(ctx, db, c.Name, c.Redact); err != nil {
 			return fmt.Errorf("dispatcher.Register(%q): %w", c.Name, err)
 		}
-		if err := query.EnsureRateBucket(ctx, pool, c.Name); err != nil {
+		if err := query.EnsureRateBucket(ctx, db, c.Name); err != nil {
 			return fmt.Errorf("dispatcher.Register(%q): %w", c.Name, err)
 		}
 	}
-	if err := query.AnalyzeSmallTables(ctx, pool); err != nil {
+	if err := query.AnalyzeSmallTables(ctx, db); err != nil {
 		return fmt.Errorf("dispatcher.Register: %w", err)
 	}
 	return nil

@@ -358,7 +358,7 @@ func (w *workers) call(ch *channel, c *claimed) completion {
 		next = out.finished.Add(p.Backoff.Delay(int(c.Attempts), class.RetryAfter))
 	}
 	switch {
-	case class.MaybeSent && (!ch.keyed || pastKeyWindow(ch.Kind, c.CreatedAt, next)):
+	case class.MaybeSent && (!ch.keyed || PastKeyWindow(ch.Kind, c.CreatedAt, next)):
 		// No key to repeat the call safely (none, or the provider will have
 		// forgotten it by the next attempt): settle it by lookup or policy now.
 		out.stayInDoubt, out.outcome = true, "maybe_sent"

@@ -13,6 +13,10 @@ import (
 // accuracy.
 const foldInterval = 5 * time.Second
 
+// rollupKeep is how long the minute rollups are kept: the longest chart
+// range (the operator service's Charts) and a day.
+const rollupKeep = 8 * 24 * time.Hour
+
 // folder folds the deltas that every change of a settled intent appends
 // (migration 012's triggers on one node; in the distributed mode the
 // statements that change intents) into the counts that GET /v1/stats, the channel pages and

@@ -19,16 +19,17 @@ import (
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/operator"
 	"github.com/effectd/effectd/statemachine"
 )
 
-// checkCitusCounts compares what GET /v1/stats reads (dispatcher.Stats: the
+// checkCitusCounts compares what GET /v1/stats reads (operator.Service.Stats: the
 // counts by status, the deliveries of settled intents) with a count of the
 // rows themselves.
 func checkCitusCounts(t *testing.T, pool *pgxpool.Pool, when string) {
 	t.Helper()
 	ctx := context.Background()
-	stats, err := dispatcher.Stats(ctx, pool, storeOf(pool, effectdtype.Citus), nil)
+	stats, err := operator.New(pool, storeOf(pool, effectdtype.Citus)).Stats(ctx, nil)
 	if err != nil {
 		t.Fatalf("%s: %v", when, err)
 	}
@@ -150,7 +151,7 @@ func TestCitusCountsFollowChanges(t *testing.T) {
 	}
 	operate := func(event string, ev statemachine.Event, ref string) {
 		t.Helper()
-		if _, _, err := dispatcher.Operate(ctx, pool, storeOf(pool, effectdtype.Citus), dispatcher.Operation{IntentID: id(event), Event: ev, Actor: "test",
+		if _, _, err := operator.New(pool, storeOf(pool, effectdtype.Citus)).Operate(ctx, operator.Operation{IntentID: id(event), Event: ev, Actor: "test",
 			ProviderRef: ref, Reason: "test", Force: true}); err != nil {
 			t.Fatalf("%s %s: %v", ev, event, err)
 		}

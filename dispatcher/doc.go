@@ -47,15 +47,11 @@
 // changing nothing; no finding advises an action that could repeat an
 // effect the provider may hold.
 //
-// Outside the loops too, the operator's operations, each one transaction (or
-// one read) on a pool, as the admin API and the console call them: Operate
-// (operate.go) moves one intent; PauseChannel, ResumeChannel and ChangePolicy
-// (channels.go) change a channel, audited, and PreviewPolicy shows a change
-// without making it; FreezeBulk and ApplyBulk (bulk.go) freeze a selection in
-// a snapshot and apply it row by row through Operate; ListIntents,
-// IntentDetail, ListProviderEvents (intents.go), ListChannels, GetChannel
-// and Stats (stats.go) read what operators see. The rows they return are
-// effectdtype's.
+// What operators do through the admin API, the console and the command
+// line (moving an intent, changing a channel, bulk actions, two-person
+// approval, the reads) is package operator's service, which imports this
+// one. Reconcile (reconcile.go) stays here: it settles an intent with the
+// channel's provider, which only a running Dispatcher holds.
 //
 // Config's zero fields take the Default constants; New refuses a negative
 // field (or a ClaimBatch above MaxClaimBatch) with an ErrInvalid naming it.

@@ -13,6 +13,7 @@ import (
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/fixture"
+	"github.com/effectd/effectd/operator"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -93,7 +94,7 @@ func TestCitusBulkAfterIDReuse(t *testing.T) {
 		sameBucket := r.insert(t, 3, "sms", prefix+"lost-3", tc.status, "", "")
 		otherBucket := r.insert(t, 3, "sms", prefix+"lost-5", tc.status, "", "")
 		kept := r.insert(t, 3, "sms", prefix+"kept", tc.status, "", "")
-		snap, err := dispatcher.FreezeBulk(ctx, r.pool, dispatcher.BulkFreeze{Actor: "alice", Request: effectdtype.BulkRequest{
+		snap, err := operator.New(r.pool, nil).FreezeBulk(ctx, operator.BulkFreeze{Actor: "alice", Request: effectdtype.BulkRequest{
 			Action: tc.action, As: tc.as, Filter: effectdtype.BulkFilter{Status: tc.status, Channel: "sms", EventIDPrefix: prefix},
 			Reason: "checked"}})
 		if err != nil || snap.Matched != 3 {
@@ -102,7 +103,7 @@ func TestCitusBulkAfterIDReuse(t *testing.T) {
 		citusReuseID(t, r.pool, sameBucket, 3, "sms", "new-"+prefix+"3", tc.status, "")
 		citusReuseID(t, r.pool, otherBucket, 5, "sms", "new-"+prefix+"5", tc.status, "")
 		before := []string{untouched(t, r.pool, sameBucket), untouched(t, r.pool, otherBucket)}
-		res, err := dispatcher.ApplyBulk(ctx, r.pool, storeOf(r.pool, effectdtype.Citus), dispatcher.BulkApply{Snapshot: snap.Snapshot, Actor: "alice"})
+		res, err := operator.New(r.pool, storeOf(r.pool, effectdtype.Citus)).ApplyBulk(ctx, operator.BulkApply{Snapshot: snap.Snapshot, Actor: "alice"})
 		if err != nil || res.Applied != 1 || res.Skipped != 2 {
 			t.Fatalf("%s: apply: %+v, %v; want 1 applied (kept), 2 skipped (their ids handed to other intents)", tc.action, res, err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
+	"github.com/effectd/effectd/operator"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -202,15 +203,15 @@ func TestOperateAfterIDReuse(t *testing.T) {
 	reuseID(t, r.pool, id, "sms", "new", "IN_DOUBT", "", "")
 	before := untouched(t, r.pool, id)
 	ctx := context.Background()
-	op := dispatcher.Operation{IntentID: id, EventID: "lost", Event: statemachine.ResolveSkip, Actor: "alice", Reason: "checked at the provider"}
-	if _, _, err := dispatcher.Operate(ctx, r.pool, storeOf(r.pool, effectdtype.SingleNode), op); !errors.Is(err, dispatcher.ErrNotFound) {
+	op := operator.Operation{IntentID: id, EventID: "lost", Event: statemachine.ResolveSkip, Actor: "alice", Reason: "checked at the provider"}
+	if _, _, err := operator.New(r.pool, storeOf(r.pool, effectdtype.SingleNode)).Operate(ctx, op); !errors.Is(err, dispatcher.ErrNotFound) {
 		t.Fatalf("the lost intent's operation: %v; want ErrNotFound", err)
 	}
 	if after := untouched(t, r.pool, id); after != before {
 		t.Fatalf("the intent that has the id now: %q → %q; want it untouched", before, after)
 	}
 	op.EventID = "new"
-	if _, after, err := dispatcher.Operate(ctx, r.pool, storeOf(r.pool, effectdtype.SingleNode), op); err != nil || after.Status != statemachine.Skipped {
+	if _, after, err := operator.New(r.pool, storeOf(r.pool, effectdtype.SingleNode)).Operate(ctx, op); err != nil || after.Status != statemachine.Skipped {
 		t.Fatalf("its own operation: %s, %v", after.Status, err)
 	}
 }
@@ -235,14 +236,14 @@ func TestBulkAfterIDReuse(t *testing.T) {
 			ctx := context.Background()
 			id := r.insert(t, "lost", tc.status, "", "")
 			r.insert(t, "kept", tc.status, "", "")
-			snap, err := dispatcher.FreezeBulk(ctx, r.pool, dispatcher.BulkFreeze{Actor: "alice", Request: effectdtype.BulkRequest{
+			snap, err := operator.New(r.pool, nil).FreezeBulk(ctx, operator.BulkFreeze{Actor: "alice", Request: effectdtype.BulkRequest{
 				Action: tc.action, As: tc.as, Filter: effectdtype.BulkFilter{Status: tc.status, Channel: "sms"}, Reason: "checked"}})
 			if err != nil || snap.Matched != 2 {
 				t.Fatalf("freeze: %+v, %v; want 2 matched", snap, err)
 			}
 			reuseID(t, r.pool, id, "sms", "new", tc.status, "", "")
 			before := untouched(t, r.pool, id)
-			res, err := dispatcher.ApplyBulk(ctx, r.pool, storeOf(r.pool, effectdtype.SingleNode), dispatcher.BulkApply{Snapshot: snap.Snapshot, Actor: "alice"})
+			res, err := operator.New(r.pool, storeOf(r.pool, effectdtype.SingleNode)).ApplyBulk(ctx, operator.BulkApply{Snapshot: snap.Snapshot, Actor: "alice"})
 			if err != nil || res.Applied != 1 || res.Skipped != 1 {
 				t.Fatalf("apply: %+v, %v; want 1 applied (kept), 1 skipped (the id handed to another intent)", res, err)
 			}

@@ -26,9 +26,9 @@ func KeyWindow(kind string) time.Duration {
 	return 0
 }
 
-// pastKeyWindow reports whether an intent of kind created at created is past
+// PastKeyWindow reports whether an intent of kind created at created is past
 // its provider's key window at now.
-func pastKeyWindow(kind string, created, now time.Time) bool {
+func PastKeyWindow(kind string, created, now time.Time) bool {
 	w := KeyWindow(kind)
 	return w > 0 && now.Sub(created) >= w
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
+	"github.com/effectd/effectd/operator"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/providers/stripe"
 	"github.com/effectd/effectd/statemachine"
@@ -103,39 +104,39 @@ func TestKeyWindowOperator(t *testing.T) {
 		from     statemachine.State
 		age      time.Duration
 		called   bool
-		op       dispatcher.Operation
+		op       operator.Operation
 		want     statemachine.State // "" when refused
 		refusal  error
 		windowed bool // refused by the key window
 	}{
 		{"retry in doubt, past the window", "refund", "stripe", statemachine.InDoubt, old, true,
-			dispatcher.Operation{Event: statemachine.Requeue}, "", statemachine.ErrTransition, true},
+			operator.Operation{Event: statemachine.Requeue}, "", statemachine.ErrTransition, true},
 		{"resend in doubt, past the window", "refund", "stripe", statemachine.InDoubt, old, true,
-			dispatcher.Operation{Event: statemachine.ResolveSend}, "", statemachine.ErrTransition, true},
+			operator.Operation{Event: statemachine.ResolveSend}, "", statemachine.ErrTransition, true},
 		{"resend stuck sending, past the window", "refund", "stripe", statemachine.Sending, old, false,
-			dispatcher.Operation{Event: statemachine.ResolveSend}, "", statemachine.ErrTransition, true},
+			operator.Operation{Event: statemachine.ResolveSend}, "", statemachine.ErrTransition, true},
 		{"retry skipped after a call, past the window", "refund", "stripe", statemachine.Skipped, old, true,
-			dispatcher.Operation{Event: statemachine.Requeue}, "", statemachine.ErrTransition, true},
+			operator.Operation{Event: statemachine.Requeue}, "", statemachine.ErrTransition, true},
 		{"force without a reason", "refund", "stripe", statemachine.InDoubt, old, true,
-			dispatcher.Operation{Event: statemachine.Requeue, Force: true}, "", dispatcher.ErrInvalid, false},
+			operator.Operation{Event: statemachine.Requeue, Force: true}, "", dispatcher.ErrInvalid, false},
 		{"force with a reason", "refund", "stripe", statemachine.InDoubt, old, true,
-			dispatcher.Operation{Event: statemachine.Requeue, Force: true, Reason: "Stripe dashboard shows no refund for pi_1"}, statemachine.Pending, nil, false},
+			operator.Operation{Event: statemachine.Requeue, Force: true, Reason: "Stripe dashboard shows no refund for pi_1"}, statemachine.Pending, nil, false},
 		{"retry in doubt, within the window", "refund", "stripe", statemachine.InDoubt, young, true,
-			dispatcher.Operation{Event: statemachine.Requeue}, statemachine.Pending, nil, false},
+			operator.Operation{Event: statemachine.Requeue}, statemachine.Pending, nil, false},
 		{"retry skipped before any call", "refund", "stripe", statemachine.Skipped, old, false,
-			dispatcher.Operation{Event: statemachine.Requeue}, statemachine.Pending, nil, false},
+			operator.Operation{Event: statemachine.Requeue}, statemachine.Pending, nil, false},
 		{"retry failed", "refund", "stripe", statemachine.Failed, old, true,
-			dispatcher.Operation{Event: statemachine.Requeue}, statemachine.Pending, nil, false},
+			operator.Operation{Event: statemachine.Requeue}, statemachine.Pending, nil, false},
 		{"resolve sent, past the window", "refund", "stripe", statemachine.InDoubt, old, true,
-			dispatcher.Operation{Event: statemachine.ResolveSent, ProviderRef: "re_1"}, statemachine.Sent, nil, false},
+			operator.Operation{Event: statemachine.ResolveSent, ProviderRef: "re_1"}, statemachine.Sent, nil, false},
 		{"webhook in doubt, past a day", "hook", "webhook", statemachine.InDoubt, old, true,
-			dispatcher.Operation{Event: statemachine.Requeue}, statemachine.Pending, nil, false},
+			operator.Operation{Event: statemachine.Requeue}, statemachine.Pending, nil, false},
 	}
 	for i, c := range cases {
 		id := seedAged(t, pool, c.channel, c.kind, fmt.Sprintf("e%d", i), c.from, c.age, c.called)
 		op := c.op
 		op.IntentID, op.Actor = id, "oncall"
-		_, after, err := dispatcher.Operate(ctx, pool, storeOf(pool, effectdtype.SingleNode), op)
+		_, after, err := operator.New(pool, storeOf(pool, effectdtype.SingleNode)).Operate(ctx, op)
 		var kw *dispatcher.KeyWindowError
 		if c.want == "" {
 			if !errors.Is(err, c.refusal) || errors.As(err, &kw) != c.windowed {

@@ -17,6 +17,7 @@ import (
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/pgtest"
+	"github.com/effectd/effectd/operator"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -156,7 +157,7 @@ func notifyScenario(t *testing.T, pool *pgxpool.Pool, buckets int) []string {
 	}
 	operate := func(id int64, ev statemachine.Event) {
 		t.Helper()
-		if _, _, err := dispatcher.Operate(ctx, pool, mode, dispatcher.Operation{IntentID: id, Event: ev, Actor: "test", Reason: "test", Force: true}); err != nil {
+		if _, _, err := operator.New(pool, mode).Operate(ctx, operator.Operation{IntentID: id, Event: ev, Actor: "test", Reason: "test", Force: true}); err != nil {
 			t.Fatalf("%s %d: %v", ev, id, err)
 		}
 	}
@@ -179,12 +180,12 @@ func notifyScenario(t *testing.T, pool *pgxpool.Pool, buckets int) []string {
 	}
 	operate(failed, statemachine.Requeue)
 	wait("s2:fail", "FAILED")
-	snap, err := dispatcher.FreezeBulk(ctx, pool, dispatcher.BulkFreeze{Actor: "test",
+	snap, err := operator.New(pool, nil).FreezeBulk(ctx, operator.BulkFreeze{Actor: "test",
 		Request: effectdtype.BulkRequest{Action: "cancel", Filter: effectdtype.BulkFilter{Status: "PENDING", Channel: "sms"}, Reason: "test"}})
 	if err != nil || snap.Matched != 1 {
 		t.Fatalf("freeze: %+v, %v", snap, err)
 	}
-	if res, err := dispatcher.ApplyBulk(ctx, pool, mode, dispatcher.BulkApply{Snapshot: snap.Snapshot, Actor: "test"}); err != nil || res.Applied != 1 {
+	if res, err := operator.New(pool, mode).ApplyBulk(ctx, operator.BulkApply{Snapshot: snap.Snapshot, Actor: "test"}); err != nil || res.Applied != 1 {
 		t.Fatalf("apply: %+v, %v", res, err)
 	}
 	for range 2 { // the repeat changes nothing

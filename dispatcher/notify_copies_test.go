@@ -16,6 +16,7 @@ import (
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/pgtest"
+	"github.com/effectd/effectd/operator"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -74,7 +75,7 @@ func TestNotifySentCarriesDelivery(t *testing.T) {
 			if _, err := r.pool.Exec(ctx, `UPDATE effectd.intents SET status = 'IN_DOUBT', lease_expires_at = NULL WHERE id = $1`, id); err != nil {
 				t.Fatal(err)
 			}
-			if _, _, err := dispatcher.Operate(ctx, r.pool, storeOf(r.pool, effectdtype.SingleNode), dispatcher.Operation{IntentID: id, Event: statemachine.ResolveSent,
+			if _, _, err := operator.New(r.pool, storeOf(r.pool, effectdtype.SingleNode)).Operate(ctx, operator.Operation{IntentID: id, Event: statemachine.ResolveSent,
 				Actor: "ops", ProviderRef: "SM1", Reason: "seen in the Twilio console"}); err != nil {
 				t.Fatal(err)
 			}

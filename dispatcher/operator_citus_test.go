@@ -15,6 +15,7 @@ import (
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/fixture"
+	"github.com/effectd/effectd/operator"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -143,7 +144,7 @@ func TestCitusBulk(t *testing.T) {
 	citusStatus(t, pool, "b", "FAILED", n)
 	checkCitusCounts(t, pool, "before the bulk retry")
 
-	snap, err := dispatcher.FreezeBulk(ctx, pool, dispatcher.BulkFreeze{Actor: "tester",
+	snap, err := operator.New(pool, nil).FreezeBulk(ctx, operator.BulkFreeze{Actor: "tester",
 		Request: effectdtype.BulkRequest{Action: "retry", Filter: effectdtype.BulkFilter{Status: "FAILED", Channel: "c"}, Reason: "provider fixed"}})
 	if err != nil || snap.Matched != n || len(snap.Sample) == 0 {
 		t.Fatalf("freeze: %+v, %v", snap, err)
@@ -153,11 +154,11 @@ func TestCitusBulk(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT id FROM effectd.intents WHERE event_id = 'b7'`).Scan(&moved); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := dispatcher.Operate(ctx, pool, storeOf(pool, effectdtype.Citus), dispatcher.Operation{IntentID: moved, Event: statemachine.Requeue, Actor: "tester",
+	if _, _, err := operator.New(pool, storeOf(pool, effectdtype.Citus)).Operate(ctx, operator.Operation{IntentID: moved, Event: statemachine.Requeue, Actor: "tester",
 		Reason: "ahead of the bulk", Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := dispatcher.ApplyBulk(ctx, pool, storeOf(pool, effectdtype.Citus), dispatcher.BulkApply{Snapshot: snap.Snapshot, Actor: "tester"})
+	res, err := operator.New(pool, storeOf(pool, effectdtype.Citus)).ApplyBulk(ctx, operator.BulkApply{Snapshot: snap.Snapshot, Actor: "tester"})
 	if err != nil || res.Applied != n-1 || res.Skipped != 1 {
 		t.Fatalf("apply: %+v, %v; want %d applied, 1 skipped", res, err, n-1)
 	}
@@ -177,7 +178,7 @@ SELECT count(DISTINCT (bucket, started_at)), count(DISTINCT bucket) FROM effectd
 WHERE kind = 'operator' AND intent_id <> $1`, moved).Scan(&batches, &bucketsApplied); err != nil || batches != bucketsApplied || batches != buckets {
 		t.Fatalf("the bulk's operator attempts: %d transactions over %d buckets, %v; want one per bucket, %d", batches, bucketsApplied, err, buckets)
 	}
-	if _, err := dispatcher.ApplyBulk(ctx, pool, storeOf(pool, effectdtype.Citus), dispatcher.BulkApply{Snapshot: snap.Snapshot, Actor: "tester"}); !errors.Is(err, statemachine.ErrTransition) {
+	if _, err := operator.New(pool, storeOf(pool, effectdtype.Citus)).ApplyBulk(ctx, operator.BulkApply{Snapshot: snap.Snapshot, Actor: "tester"}); !errors.Is(err, statemachine.ErrTransition) {
 		t.Fatalf("second apply: %v", err)
 	}
 	checkCitusCounts(t, pool, "after the bulk retry")
@@ -189,12 +190,12 @@ WHERE kind = 'operator' AND intent_id <> $1`, moved).Scan(&batches, &bucketsAppl
 		return []fixture.IntentOption{fixture.Bucket(int64(g % 8)), fixture.Event(fmt.Sprintf("d%d", g)), fixture.Channel("c"),
 			fixture.Status("IN_DOUBT")}
 	})
-	snap, err = dispatcher.FreezeBulk(ctx, pool, dispatcher.BulkFreeze{Actor: "tester",
+	snap, err = operator.New(pool, nil).FreezeBulk(ctx, operator.BulkFreeze{Actor: "tester",
 		Request: effectdtype.BulkRequest{Action: "resolve", As: "resend", Filter: effectdtype.BulkFilter{Status: "IN_DOUBT"}, Reason: "lost calls"}})
 	if err != nil || snap.Matched != 16 {
 		t.Fatalf("freeze: %+v, %v", snap, err)
 	}
-	if res, err = dispatcher.ApplyBulk(ctx, pool, storeOf(pool, effectdtype.Citus), dispatcher.BulkApply{Snapshot: snap.Snapshot, Actor: "tester"}); err != nil || res.Applied != 16 {
+	if res, err = operator.New(pool, storeOf(pool, effectdtype.Citus)).ApplyBulk(ctx, operator.BulkApply{Snapshot: snap.Snapshot, Actor: "tester"}); err != nil || res.Applied != 16 {
 		t.Fatalf("apply: %+v, %v; want 16 applied", res, err)
 	}
 	citusStatus(t, pool, "d", "SENT", 16)

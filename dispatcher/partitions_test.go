@@ -13,6 +13,7 @@ import (
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/internal/storage/onenode"
+	"github.com/effectd/effectd/operator"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -231,7 +232,7 @@ func TestPruneKeepsRowRequeuedBeforeDetach(t *testing.T) {
 			return
 		}
 		requeued = true
-		if _, _, err := dispatcher.Operate(ctx, pool, storeOf(pool, effectdtype.SingleNode), dispatcher.Operation{IntentID: id, Event: statemachine.Requeue,
+		if _, _, err := operator.New(pool, storeOf(pool, effectdtype.SingleNode)).Operate(ctx, operator.Operation{IntentID: id, Event: statemachine.Requeue,
 			Actor: "oncall", Reason: "provider fixed", Force: true}); err != nil {
 			t.Errorf("requeue of intent %d: %v", id, err)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/internal/storage/citus"
+	"github.com/effectd/effectd/operator"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -209,7 +210,7 @@ RETURNING id`, oldest.Lower.Time, oldest.Upper.Time).Scan(&id); err != nil {
 			return
 		}
 		requeued = true
-		if _, _, err := dispatcher.Operate(ctx, pool, storeOf(pool, effectdtype.Citus), dispatcher.Operation{IntentID: id, Event: statemachine.Requeue,
+		if _, _, err := operator.New(pool, storeOf(pool, effectdtype.Citus)).Operate(ctx, operator.Operation{IntentID: id, Event: statemachine.Requeue,
 			Actor: "oncall", Reason: "provider fixed", Force: true}); err != nil {
 			t.Errorf("requeue of intent %d: %v", id, err)
 		}

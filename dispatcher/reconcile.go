@@ -164,7 +164,7 @@ func (d *Dispatcher) decide(ctx context.Context, r query.Unsettled, withPolicy, 
 	}
 	switch mode {
 	case policy.InDoubtResend:
-		if pastKeyWindow(ch.Kind, r.CreatedAt, time.Now()) {
+		if PastKeyWindow(ch.Kind, r.CreatedAt, time.Now()) {
 			// The provider has forgotten the key: sending again could apply
 			// the effect twice. Only a lookup that proves it absent may.
 			s.To = mustNext(r.Status, statemachine.Doubt)

@@ -12,6 +12,7 @@ import (
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/fixture"
+	"github.com/effectd/effectd/operator"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -262,7 +263,7 @@ func TestReconcileRacingResolve(t *testing.T) {
 		done <- st
 	}()
 	<-entered
-	if _, _, err := dispatcher.Operate(ctx, r.pool, storeOf(r.pool, effectdtype.SingleNode), dispatcher.Operation{IntentID: id, Event: statemachine.ResolveSent,
+	if _, _, err := operator.New(r.pool, storeOf(r.pool, effectdtype.SingleNode)).Operate(ctx, operator.Operation{IntentID: id, Event: statemachine.ResolveSent,
 		Actor: "second-operator", ProviderRef: "SM-by-hand"}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/operator"
 )
 
 // rollupScript answers a send by the suffix of its event: ":fail" a
@@ -83,7 +83,7 @@ FROM effectd.intents WHERE channel = 'c'`).Scan(&accepted, &delivered); err != n
 		ok := true
 		for _, rg := range []string{"1h", "24h", "7d"} {
 			for _, channels := range [][]string{{"c"}, nil} {
-				chart, err := dispatcher.Charts(ctx, pool, channels, rg, time.Now())
+				chart, err := operator.New(pool, nil).Charts(ctx, channels, rg, time.Now())
 				if err != nil {
 					t.Fatal(err)
 				}

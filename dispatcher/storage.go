@@ -9,5 +9,5 @@ import (
 // Citus with buckets, SingleNode without.
 func (d *Dispatcher) Storage() effectdtype.Storage { return d.store.Mode() }
 
-// Store is the storage d runs on, for the operator service (api.Config.Store).
+// Store is the storage d runs on, for the operator service (operator.New).
 func (d *Dispatcher) Store() storage.Store { return d.store }

@@ -8,7 +8,7 @@ import (
 )
 
 // storeOf is the store of mode on pool, as the operator service holds it
-// (api.Config.Store).
+// (operator.New).
 func storeOf(pool *pgxpool.Pool, mode effectdtype.Storage) storage.Store {
 	return storage.New(mode, pool, storage.Leases{})
 }

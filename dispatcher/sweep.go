@@ -493,7 +493,7 @@ func judgeNotSent(in *sweptIntent, f effectdtype.Finding, kind string, now time.
 	}
 	u := f
 	u.Kind = effectdtype.FindingUnsettled
-	withinKeyWindow := KeyWindow(kind) > 0 && !pastKeyWindow(kind, in.created, now)
+	withinKeyWindow := KeyWindow(kind) > 0 && !PastKeyWindow(kind, in.created, now)
 	switch in.status {
 	case statemachine.Sending, statemachine.InDoubt:
 		u.Operation = fmt.Sprintf("effectd intents resolve %d --as sent --ref %s --reason %q", in.id, ref, "sweep: the provider holds "+ref)

@@ -247,12 +247,13 @@ func lookupOutcome(found bool, err error) string {
 	return LookupAbsent
 }
 
-// startOperator starts the span of an operator's action on intent id, a
+// OperatorSpan starts the span of an operator's action on intent id, a
 // child of ctx's span (the operator's request, when traced) linked to the
-// intent's producer span. Operator actions are traced by the global tracer
-// provider, which the wiring sets when tracing is on; the intent's trace
-// context is read only then.
-func startOperator(ctx context.Context, db query.DB, action string, id int64) (context.Context, trace.Span) {
+// intent's producer span, and returns the function that ends it with the
+// action's error (nil: applied, otherwise refused). Operator actions are
+// traced by the global tracer provider, which the wiring sets when tracing
+// is on; the intent's trace context is read from db only then.
+func OperatorSpan(ctx context.Context, db query.DB, action string, id int64) (context.Context, func(err error)) {
 	ctx, span := otel.Tracer(TracerName).Start(ctx, SpanOperator,
 		trace.WithAttributes(attribute.String("effectd.action", action), AttrIntentID.Int64(id)))
 	if span.IsRecording() {
@@ -262,7 +263,7 @@ func startOperator(ctx context.Context, db query.DB, action string, id int64) (c
 			}
 		}
 	}
-	return ctx, span
+	return ctx, func(err error) { endSpan(span, operatorOutcome(err), err != nil) }
 }
 
 // operatorOutcome names an operator action's result on its span.

@@ -11,7 +11,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/effectd/effectd/api/client"
-	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/operator"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -92,7 +92,7 @@ func (c *console) channelAction(w http.ResponseWriter, r *http.Request) {
 }
 
 // previewPolicy returns the policy table as it would be after patch: each
-// field's value now and after, as dispatcher.PreviewPolicy merges it, the
+// field's value now and after, as operator.PreviewPolicy merges it, the
 // very merge the change will make.
 func previewPolicy(api *client.Client, r *http.Request, name, patch string) ([]policyField, error) {
 	ch, err := api.Channel(r.Context(), name)
@@ -103,7 +103,7 @@ func previewPolicy(api *client.Client, r *http.Request, name, patch string) ([]p
 	if err := json.Unmarshal([]byte(patch), &set); err != nil || len(set) == 0 {
 		return nil, fmt.Errorf(`the change must be a JSON object of policy fields, e.g. {"rate_per_second": 5}`)
 	}
-	nowFields, afterFields, err := dispatcher.PreviewPolicy(ch, []byte(patch))
+	nowFields, afterFields, err := operator.PreviewPolicy(ch, []byte(patch))
 	if err != nil {
 		return nil, err
 	}

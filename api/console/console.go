@@ -24,7 +24,7 @@ import (
 
 	"github.com/effectd/effectd/api"
 	"github.com/effectd/effectd/api/client"
-	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/operator"
 )
 
 //go:embed templates/*.html
@@ -94,7 +94,7 @@ func New(cfg Config) (http.Handler, error) {
 		return nil, err
 	}
 	sm := scs.New()
-	sm.Store = store{dispatcher.Sessions{Pool: cfg.Pool}}
+	sm.Store = store{operator.Sessions{Pool: cfg.Pool}}
 	sm.IdleTimeout = cmp.Or(cfg.IdleTimeout, DefaultIdleTimeout)
 	sm.Lifetime = cmp.Or(cfg.Lifetime, DefaultLifetime)
 	sm.Cookie.Name = "effectd_session"

@@ -9,7 +9,7 @@
 // token, except the login form of a visitor not logged in, whose token is
 // double-submitted in a cookie of its own; a POST that the browser marks as
 // sent from another site is refused too. A policy change is previewed with
-// dispatcher.PreviewPolicy, the very merge the API's change makes.
+// operator.PreviewPolicy, the very merge the API's change makes.
 //
 // One file per concern: console.go (routes, sessions, CSRF), login.go,
 // lists.go (overview and intents list), intent.go (an intent and its

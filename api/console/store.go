@@ -4,13 +4,13 @@ import (
 	"context"
 	"time"
 
-	"github.com/effectd/effectd/dispatcher"
+	"github.com/effectd/effectd/operator"
 )
 
-// store keeps scs sessions through dispatcher.Sessions, in effectd's own
+// store keeps scs sessions through operator.Sessions, in effectd's own
 // table; Find, Commit and Delete satisfy scs.Store, and scs calls the Ctx
 // forms.
-type store struct{ dispatcher.Sessions }
+type store struct{ operator.Sessions }
 
 func (s store) Find(token string) ([]byte, bool, error) {
 	return s.FindCtx(context.Background(), token)

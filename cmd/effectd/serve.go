@@ -29,6 +29,7 @@ import (
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/tracing"
 	"github.com/effectd/effectd/migrations"
+	"github.com/effectd/effectd/operator"
 )
 
 func runServe(ctx context.Context, args []string, getenv env, stdout, stderr io.Writer) error {
@@ -322,7 +323,7 @@ func checkMode(have, want *migrations.Citus) (int, error) {
 
 // adminHandler serves the console under /ui/ and the admin API elsewhere.
 func adminHandler(pool *pgxpool.Pool, d *dispatcher.Dispatcher, reg *prometheus.Registry, o serveOptions) (http.Handler, error) {
-	apiHandler, err := api.NewHandler(api.Config{Pool: pool, Store: d.Store(), Tokens: o.tokens, InsecureNoAuth: o.insecure,
+	apiHandler, err := api.NewHandler(api.Config{Pool: pool, Operator: operator.New(pool, d.Store()), Tokens: o.tokens, InsecureNoAuth: o.insecure,
 		Reconciler: d, Sweeper: d, Registry: reg, Logger: o.log})
 	if err != nil {
 		return nil, err

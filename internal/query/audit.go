@@ -72,6 +72,12 @@ type IntentState struct {
 	NextAttemptAt time.Time `json:"next_attempt_at"`
 }
 
+// IntentAudit is what an audit entry records of r.
+func IntentAudit(r effectdtype.IntentRow) AuditState {
+	return AuditState{IntentState: &IntentState{Status: string(r.Status), Attempts: r.Attempts,
+		ProviderRef: r.ProviderRef, NextAttemptAt: r.NextAttemptAt}}
+}
+
 // ChannelState is what an audit entry records of a channel.
 type ChannelState struct {
 	Paused         bool            `json:"paused"`

@@ -1,4 +1,4 @@
-package dispatcher
+package operator
 
 import (
 	"bytes"
@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
@@ -34,7 +33,7 @@ type policyParams struct {
 // c.Actor with reason. The patch is vetted now as ChangePolicy vets it; the
 // approval applies it only while the channel's override is still the one it
 // was made against.
-func RequestPolicyChange(ctx context.Context, pool *pgxpool.Pool, c PolicyChange, reason string) (a effectdtype.ApprovalRequest, err error) {
+func (svc *Service) RequestPolicyChange(ctx context.Context, c PolicyChange, reason string) (a effectdtype.ApprovalRequest, err error) {
 	defer func() {
 		if err != nil {
 			err = opError(err, "RequestPolicyChange(%q)", truncate(c.Channel, 64))
@@ -43,7 +42,7 @@ func RequestPolicyChange(ctx context.Context, pool *pgxpool.Pool, c PolicyChange
 	if err := CheckReason(reason, true); err != nil {
 		return a, err
 	}
-	tx, err := pool.Begin(ctx)
+	tx, err := svc.pool.Begin(ctx)
 	if err != nil {
 		return a, err
 	}
@@ -128,8 +127,8 @@ type bulkParams struct {
 // ErrInvalid when it spans channels among which one is two-person (freeze
 // one channel's, filter.channel, so that a request names one channel). A
 // snapshot out of sees' sight is left to ApplyBulk to refuse.
-func BulkApproval(ctx context.Context, pool *pgxpool.Pool, id string, sees func(channel string) bool) (*BulkApprovalNeed, error) {
-	s, err := query.SelectSnapshotForApproval(ctx, pool, id)
+func (svc *Service) BulkApproval(ctx context.Context, id string, sees func(channel string) bool) (*BulkApprovalNeed, error) {
+	s, err := query.SelectSnapshotForApproval(ctx, svc.pool, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("snapshot %s: %w", id, ErrNotFound)
 	}
@@ -137,9 +136,9 @@ func BulkApproval(ctx context.Context, pool *pgxpool.Pool, id string, sees func(
 		return nil, err // ApplyBulk says why it cannot be applied, or that it is out of sight
 	}
 	if s.Channel == "" {
-		return nil, refuseMixedBulk(ctx, pool, s)
+		return nil, svc.refuseMixedBulk(ctx, s)
 	}
-	p, err := channelPolicy(ctx, pool, s.Channel)
+	p, err := channelPolicy(ctx, svc.pool, s.Channel)
 	if err != nil || !p.TwoPerson() {
 		return nil, err
 	}
@@ -159,17 +158,17 @@ type BulkApprovalNeed struct {
 
 // refuseMixedBulk refuses a snapshot frozen without a channel filter among
 // channels one of which is two-person.
-func refuseMixedBulk(ctx context.Context, pool *pgxpool.Pool, s query.SnapshotForApproval) error {
+func (svc *Service) refuseMixedBulk(ctx context.Context, s query.SnapshotForApproval) error {
 	channels := s.Channels
 	if channels == nil {
-		names, err := ChannelNames(ctx, pool)
+		names, err := svc.ChannelNames(ctx)
 		if err != nil {
 			return err
 		}
 		channels = names
 	}
 	for _, c := range channels {
-		p, err := channelPolicy(ctx, pool, c)
+		p, err := channelPolicy(ctx, svc.pool, c)
 		if errors.Is(err, ErrNotFound) {
 			continue
 		}
@@ -187,7 +186,7 @@ func refuseMixedBulk(ctx context.Context, pool *pgxpool.Pool, s query.SnapshotFo
 // request by requester with reason, and keeps the snapshot applicable until
 // the request expires. The approval applies it as ApplyBulk does: each row
 // only if still in the state it was frozen in.
-func RequestBulk(ctx context.Context, pool *pgxpool.Pool, need BulkApprovalNeed, requester, reason string) (a effectdtype.ApprovalRequest, err error) {
+func (svc *Service) RequestBulk(ctx context.Context, need BulkApprovalNeed, requester, reason string) (a effectdtype.ApprovalRequest, err error) {
 	if err := CheckReason(reason, true); err != nil {
 		return a, err
 	}
@@ -195,7 +194,7 @@ func RequestBulk(ctx context.Context, pool *pgxpool.Pool, need BulkApprovalNeed,
 	if err != nil {
 		return a, err
 	}
-	tx, err := pool.Begin(ctx)
+	tx, err := svc.pool.Begin(ctx)
 	if err != nil {
 		return a, err
 	}
@@ -211,7 +210,7 @@ func RequestBulk(ctx context.Context, pool *pgxpool.Pool, need BulkApprovalNeed,
 // tx and commits, then applies its snapshot as d's decider (ApplyBulk: each
 // row in its own fenced transaction) and records what it did as the
 // request's outcome: failed when the snapshot could not be applied.
-func approveBulk(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, tx pgx.Tx, a effectdtype.ApprovalRequest, d Decision) (effectdtype.ApprovalRequest, error) {
+func (svc *Service) approveBulk(ctx context.Context, tx pgx.Tx, a effectdtype.ApprovalRequest, d Decision) (effectdtype.ApprovalRequest, error) {
 	var params bulkParams
 	if err := json.Unmarshal(a.Parameters, &params); err != nil {
 		return a, fmt.Errorf("approval request %d: parameters: %w", a.ID, err)
@@ -224,15 +223,15 @@ func approveBulk(ctx context.Context, pool *pgxpool.Pool, store storage.Operator
 		Reason: d.Reason, Outcome: "applying snapshot " + params.Snapshot}); err != nil {
 		return a, err
 	}
-	res, applyErr := ApplyBulk(ctx, pool, store, BulkApply{Snapshot: params.Snapshot, Actor: d.Decider, Sees: d.Sees})
+	res, applyErr := svc.ApplyBulk(ctx, BulkApply{Snapshot: params.Snapshot, Actor: d.Decider, Sees: d.Sees})
 	state, outcome := effectdtype.ApprovalApproved, fmt.Sprintf("snapshot %s: %d applied, %d skipped (moved on since it was frozen)", params.Snapshot, res.Applied, res.Skipped)
 	if applyErr != nil && res.Event == "" {
 		state, outcome = effectdtype.ApprovalFailed, message(applyErr)
 	}
-	if err := query.SetApprovalOutcome(context.WithoutCancel(ctx), pool, a.ID, state, outcome); err != nil {
+	if err := query.SetApprovalOutcome(context.WithoutCancel(ctx), svc.pool, a.ID, state, outcome); err != nil {
 		return a, err
 	}
-	a, err := GetApproval(ctx, pool, a.ID)
+	a, err := svc.GetApproval(ctx, a.ID)
 	if err == nil && state == effectdtype.ApprovalFailed {
 		err = &MovedOnError{Request: a.ID, Why: outcome}
 	}

@@ -1,11 +1,10 @@
-package dispatcher
+package operator
 
 import (
 	"context"
 	"errors"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
+	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/statemachine"
@@ -19,8 +18,8 @@ import (
 // send again), changes the rows that pass in one statement with their count
 // deltas and operator attempts, and writes an audit entry for each row
 // changed. It returns how many it changed.
-func applyBatch(ctx context.Context, pool *pgxpool.Pool, a BulkApply, ev statemachine.Event, reason string, bucket int64, rows []query.FrozenRow) (int, error) {
-	tx, err := pool.Begin(ctx)
+func (svc *Service) applyBatch(ctx context.Context, a BulkApply, ev statemachine.Event, reason string, bucket int64, rows []query.FrozenRow) (int, error) {
+	tx, err := svc.pool.Begin(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -50,7 +49,7 @@ func applyBatch(ctx context.Context, pool *pgxpool.Pool, a BulkApply, ev statema
 			continue
 		}
 		if to == statemachine.Pending {
-			var kw *KeyWindowError
+			var kw *dispatcher.KeyWindowError
 			if err := checkKeyWindow(ctx, tx, r); errors.As(err, &kw) {
 				continue
 			} else if err != nil {
@@ -68,9 +67,17 @@ func applyBatch(ctx context.Context, pool *pgxpool.Pool, a BulkApply, ev statema
 	}
 	for _, r := range after {
 		if err := query.WriteAudit(ctx, tx, query.Audit{Actor: a.Actor, Action: "intent." + string(ev), IntentID: r.ID,
-			Channel: r.Channel, Before: intentAudit(before[r.ID]), After: intentAudit(r), Reason: reason, Snapshot: a.Snapshot}); err != nil {
+			Channel: r.Channel, Before: query.IntentAudit(before[r.ID]), After: query.IntentAudit(r), Reason: reason, Snapshot: a.Snapshot}); err != nil {
 			return 0, err
 		}
 	}
 	return len(after), tx.Commit(ctx)
+}
+
+// deref is *s, "" for nil.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

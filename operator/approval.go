@@ -1,4 +1,4 @@
-package dispatcher
+package operator
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
@@ -101,7 +100,7 @@ type intentParams struct {
 // by op.Actor: the intent as it is now (status, attempts, idempotency key,
 // fenced on op.EventID as Operate fences) is what the approval will act on.
 // It needs a reason, and refuses an operation the intent cannot take now.
-func RequestOperation(ctx context.Context, pool *pgxpool.Pool, op Operation) (a effectdtype.ApprovalRequest, err error) {
+func (svc *Service) RequestOperation(ctx context.Context, op Operation) (a effectdtype.ApprovalRequest, err error) {
 	defer func() {
 		if err != nil {
 			err = opError(err, "RequestOperation(%d, %s)", op.IntentID, op.Event)
@@ -113,7 +112,7 @@ func RequestOperation(ctx context.Context, pool *pgxpool.Pool, op Operation) (a 
 	if err := CheckReason(op.Reason, true); err != nil {
 		return a, err
 	}
-	tx, err := pool.Begin(ctx)
+	tx, err := svc.pool.Begin(ctx)
 	if err != nil {
 		return a, err
 	}
@@ -165,8 +164,8 @@ func insertApproval(ctx context.Context, tx pgx.Tx, a query.NewApproval) (effect
 }
 
 // GetApproval returns approval request id; ErrNotFound when there is none.
-func GetApproval(ctx context.Context, pool *pgxpool.Pool, id int64) (effectdtype.ApprovalRequest, error) {
-	a, err := query.SelectApproval(ctx, pool, id)
+func (svc *Service) GetApproval(ctx context.Context, id int64) (effectdtype.ApprovalRequest, error) {
+	a, err := query.SelectApproval(ctx, svc.pool, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return a, fmt.Errorf("approval request %d: %w", id, ErrNotFound)
 	}
@@ -179,9 +178,9 @@ const MaxApprovalPage = 500
 // PendingApprovals returns up to limit (at most MaxApprovalPage) pending,
 // unexpired requests of channels (nil: every channel) after id after, oldest
 // first; it reads only pending requests, however many decided ones are kept.
-func PendingApprovals(ctx context.Context, pool *pgxpool.Pool, channels []string, after int64, limit int) (effectdtype.ApprovalPage, error) {
+func (svc *Service) PendingApprovals(ctx context.Context, channels []string, after int64, limit int) (effectdtype.ApprovalPage, error) {
 	limit = min(max(limit, 1), MaxApprovalPage)
-	list, err := query.PendingApprovals(ctx, pool, channels, after, limit+1)
+	list, err := query.PendingApprovals(ctx, svc.pool, channels, after, limit+1)
 	if err != nil {
 		return effectdtype.ApprovalPage{}, fmt.Errorf("pending approvals: %w", err)
 	}
@@ -216,7 +215,7 @@ type Decision struct {
 // shown; if the intent or channel moved on, the request is marked failed
 // with the reason and Decide returns a *MovedOnError, nothing else changed.
 // A bulk action is applied after its approval commits (RequestBulk).
-func Decide(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, d Decision) (a effectdtype.ApprovalRequest, err error) {
+func (svc *Service) Decide(ctx context.Context, d Decision) (a effectdtype.ApprovalRequest, err error) {
 	defer func() {
 		if err != nil {
 			err = opError(err, "Decide(%d)", d.Request)
@@ -225,7 +224,7 @@ func Decide(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, d D
 	if err := checkDecision(d); err != nil {
 		return a, err
 	}
-	tx, err := pool.Begin(ctx)
+	tx, err := svc.pool.Begin(ctx)
 	if err != nil {
 		return a, err
 	}
@@ -237,12 +236,12 @@ func Decide(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, d D
 		return record(ctx, tx, query.Decision{ID: a.ID, State: effectdtype.ApprovalRejected, Decider: &d.Decider, Reason: d.Reason, Outcome: "rejected"})
 	}
 	if a.Action == actionBulk {
-		return approveBulk(ctx, pool, store, tx, a, d)
+		return svc.approveBulk(ctx, tx, a, d)
 	}
-	outcome, runErr := runApproved(ctx, tx, store, a, d)
+	outcome, runErr := runApproved(ctx, tx, svc.store, a, d)
 	if runErr != nil {
 		tx.Rollback(context.WithoutCancel(ctx))
-		return failApproval(ctx, pool, a, d, runErr)
+		return svc.failApproval(ctx, a, d, runErr)
 	}
 	return record(ctx, tx, query.Decision{ID: a.ID, State: effectdtype.ApprovalApproved, Decider: &d.Decider, Reason: d.Reason, Outcome: outcome})
 }
@@ -315,12 +314,12 @@ func record(ctx context.Context, tx pgx.Tx, x query.Decision) (effectdtype.Appro
 // why's text, in a transaction of its own (the action's rolled back), and
 // returns why as a *MovedOnError; an error that is not the intent's or
 // channel's having moved on is returned as it is, the request left pending.
-func failApproval(ctx context.Context, pool *pgxpool.Pool, a effectdtype.ApprovalRequest, d Decision, why error) (effectdtype.ApprovalRequest, error) {
+func (svc *Service) failApproval(ctx context.Context, a effectdtype.ApprovalRequest, d Decision, why error) (effectdtype.ApprovalRequest, error) {
 	if !movedOn(why) {
 		return a, why
 	}
 	msg := message(why)
-	tx, err := pool.Begin(context.WithoutCancel(ctx))
+	tx, err := svc.pool.Begin(context.WithoutCancel(ctx))
 	if err != nil {
 		return a, err
 	}

@@ -1,4 +1,4 @@
-package dispatcher
+package operator
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
@@ -68,12 +67,12 @@ func countsByChannel(counts []query.StatusCount) map[string]map[statemachine.Sta
 
 // ListChannels returns, by name, every channel that sees admits (nil: every
 // channel), with its counts.
-func ListChannels(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, sees func(name string) bool) ([]effectdtype.Channel, error) {
-	chans, err := query.ListChannels(ctx, pool)
+func (svc *Service) ListChannels(ctx context.Context, sees func(name string) bool) ([]effectdtype.Channel, error) {
+	chans, err := query.ListChannels(ctx, svc.pool)
 	if err != nil {
 		return nil, fmt.Errorf("list channels: %w", err)
 	}
-	counts, err := channelCounts(ctx, pool, store, "")
+	counts, err := channelCounts(ctx, svc.pool, svc.store, "")
 	if err != nil {
 		return nil, fmt.Errorf("list channels: counts: %w", err)
 	}
@@ -92,15 +91,15 @@ func ListChannels(ctx context.Context, pool *pgxpool.Pool, store storage.Operato
 }
 
 // GetChannel returns channel name with its counts; ErrNotFound when there is none.
-func GetChannel(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, name string) (effectdtype.Channel, error) {
-	c, err := query.SelectChannel(ctx, pool, name)
+func (svc *Service) GetChannel(ctx context.Context, name string) (effectdtype.Channel, error) {
+	c, err := query.SelectChannel(ctx, svc.pool, name)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return effectdtype.Channel{}, fmt.Errorf("channel %q: %w", truncate(name, 64), ErrNotFound)
 	}
 	if err != nil {
 		return effectdtype.Channel{}, fmt.Errorf("get channel: %w", err)
 	}
-	counts, err := channelCounts(ctx, pool, store, name)
+	counts, err := channelCounts(ctx, svc.pool, svc.store, name)
 	if err != nil {
 		return effectdtype.Channel{}, fmt.Errorf("get channel: counts: %w", err)
 	}
@@ -108,13 +107,13 @@ func GetChannel(ctx context.Context, pool *pgxpool.Pool, store storage.Operator,
 }
 
 // ChannelExists reports whether channel name is registered.
-func ChannelExists(ctx context.Context, pool *pgxpool.Pool, name string) (bool, error) {
-	return query.ChannelExists(ctx, pool, name)
+func (svc *Service) ChannelExists(ctx context.Context, name string) (bool, error) {
+	return query.ChannelExists(ctx, svc.pool, name)
 }
 
 // ChannelNames returns the name of every registered channel.
-func ChannelNames(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
-	return query.ChannelNames(ctx, pool)
+func (svc *Service) ChannelNames(ctx context.Context) ([]string, error) {
+	return query.ChannelNames(ctx, svc.pool)
 }
 
 // Redaction is the payload fields a channel masks for those who may not read them.
@@ -124,8 +123,8 @@ type Redaction struct {
 }
 
 // Redactions returns every channel's redacted payload fields, by channel name.
-func Redactions(ctx context.Context, pool *pgxpool.Pool) ([]Redaction, error) {
-	rows, err := query.Redactions(ctx, pool)
+func (svc *Service) Redactions(ctx context.Context) ([]Redaction, error) {
+	rows, err := query.Redactions(ctx, svc.pool)
 	if err != nil {
 		return nil, err
 	}
@@ -139,15 +138,15 @@ func Redactions(ctx context.Context, pool *pgxpool.Pool) ([]Redaction, error) {
 // PauseChannel stops every instance from claiming channel name's intents
 // (within the refresher's period), audited as actor's; it returns the channel
 // as it is afterwards.
-func PauseChannel(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, name, actor string) (effectdtype.Channel, error) {
-	return changeChannel(ctx, pool, store, name, actor, "channel.pause", func(query.ChannelRow) (channelUpdate, error) {
+func (svc *Service) PauseChannel(ctx context.Context, name, actor string) (effectdtype.Channel, error) {
+	return svc.changeChannel(ctx, name, actor, "channel.pause", func(query.ChannelRow) (channelUpdate, error) {
 		return setPaused(name, true), nil
 	})
 }
 
 // ResumeChannel restarts claiming channel name's intents, audited as actor's.
-func ResumeChannel(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, name, actor string) (effectdtype.Channel, error) {
-	return changeChannel(ctx, pool, store, name, actor, "channel.resume", func(query.ChannelRow) (channelUpdate, error) {
+func (svc *Service) ResumeChannel(ctx context.Context, name, actor string) (effectdtype.Channel, error) {
+	return svc.changeChannel(ctx, name, actor, "channel.resume", func(query.ChannelRow) (channelUpdate, error) {
 		return setPaused(name, false), nil
 	})
 }
@@ -171,8 +170,8 @@ type PolicyChange struct {
 // ChangePolicy merges c.Patch into the channel's run-time override
 // (MergePolicy) and stores it, audited; it returns the channel as it is
 // afterwards. Every instance applies it within the refresher's period.
-func ChangePolicy(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, c PolicyChange) (effectdtype.Channel, error) {
-	return changeChannel(ctx, pool, store, c.Channel, c.Actor, "channel.policy", func(row query.ChannelRow) (channelUpdate, error) {
+func (svc *Service) ChangePolicy(ctx context.Context, c PolicyChange) (effectdtype.Channel, error) {
+	return svc.changeChannel(ctx, c.Channel, c.Actor, "channel.policy", func(row query.ChannelRow) (channelUpdate, error) {
 		if err := refuseTwoPerson(row); err != nil {
 			return nil, err
 		}
@@ -212,15 +211,15 @@ type channelUpdate func(ctx context.Context, tx query.DB) error
 // changeChannel locks channel name, runs the update change decides on, and
 // writes an audit entry of action with the channel before and after, in one
 // transaction (changeChannelIn). Its errors name action.
-func changeChannel(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, name, actor, action string,
+func (svc *Service) changeChannel(ctx context.Context, name, actor, action string,
 	change func(query.ChannelRow) (channelUpdate, error)) (effectdtype.Channel, error) {
 	v, err := func() (v effectdtype.Channel, err error) {
-		tx, err := pool.Begin(ctx)
+		tx, err := svc.pool.Begin(ctx)
 		if err != nil {
 			return v, err
 		}
 		defer tx.Rollback(context.WithoutCancel(ctx))
-		if v, err = changeChannelIn(ctx, tx, store, query.Audit{Actor: actor, Action: action, Channel: name}, change); err != nil {
+		if v, err = changeChannelIn(ctx, tx, svc.store, query.Audit{Actor: actor, Action: action, Channel: name}, change); err != nil {
 			return v, err
 		}
 		return v, tx.Commit(ctx)

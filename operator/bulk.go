@@ -1,4 +1,4 @@
-package dispatcher
+package operator
 
 import (
 	"cmp"
@@ -11,11 +11,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
-	"github.com/effectd/effectd/internal/storage"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -138,7 +136,7 @@ type BulkFreeze struct {
 // most MaxBulk, by id, with their state now) in a snapshot that ApplyBulk
 // may apply until it expires; it changes no intent. A filter on a channel
 // the actor does not see is a ScopeError.
-func FreezeBulk(ctx context.Context, pool *pgxpool.Pool, f BulkFreeze) (effectdtype.BulkSnapshot, error) {
+func (svc *Service) FreezeBulk(ctx context.Context, f BulkFreeze) (effectdtype.BulkSnapshot, error) {
 	req := f.Request
 	states, err := bulkStates(req)
 	if err != nil {
@@ -149,7 +147,7 @@ func FreezeBulk(ctx context.Context, pool *pgxpool.Pool, f BulkFreeze) (effectdt
 	}
 	var visible []string // nil: every channel
 	if f.Sees != nil {
-		names, err := ChannelNames(ctx, pool)
+		names, err := svc.ChannelNames(ctx)
 		if err != nil {
 			return effectdtype.BulkSnapshot{}, fmt.Errorf("bulk %s: %w", req.Action, err)
 		}
@@ -160,7 +158,7 @@ func FreezeBulk(ctx context.Context, pool *pgxpool.Pool, f BulkFreeze) (effectdt
 			}
 		}
 	}
-	snap, err := freeze(ctx, pool, req, states, visible, f.Actor)
+	snap, err := svc.freeze(ctx, req, states, visible, f.Actor)
 	if err != nil {
 		return snap, fmt.Errorf("bulk %s: %w", req.Action, err)
 	}
@@ -168,12 +166,12 @@ func FreezeBulk(ctx context.Context, pool *pgxpool.Pool, f BulkFreeze) (effectdt
 }
 
 // freeze records the snapshot in one transaction; visible (unless nil) limits the channels.
-func freeze(ctx context.Context, pool *pgxpool.Pool, req effectdtype.BulkRequest, states, visible []string, actor string) (snap effectdtype.BulkSnapshot, err error) {
+func (svc *Service) freeze(ctx context.Context, req effectdtype.BulkRequest, states, visible []string, actor string) (snap effectdtype.BulkSnapshot, err error) {
 	filter, err := json.Marshal(frozenFilter{BulkFilter: req.Filter, Channels: visible})
 	if err != nil {
 		return snap, err
 	}
-	tx, err := pool.Begin(ctx)
+	tx, err := svc.pool.Begin(ctx)
 	if err != nil {
 		return snap, err
 	}
@@ -238,12 +236,12 @@ type AppliedBulk struct {
 // sight is a ScopeError, as a missing one is ErrNotFound, and stays
 // applicable by its owner; one applied or expired is ErrTransition. Once
 // every row was tried, the result carries the counts even with an error.
-func ApplyBulk(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, a BulkApply) (AppliedBulk, error) {
+func (svc *Service) ApplyBulk(ctx context.Context, a BulkApply) (AppliedBulk, error) {
 	id := a.Snapshot
 	if err := CheckSnapshotID(id); err != nil {
 		return AppliedBulk{}, err
 	}
-	st, err := readSnapshot(ctx, pool, id)
+	st, err := svc.readSnapshot(ctx, id)
 	if err == nil && !st.Filter.within(a.Actor, a.Sees, st.Actor) {
 		err = ScopeError{What: "snapshot " + id}
 	}
@@ -251,9 +249,9 @@ func ApplyBulk(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, 
 		return AppliedBulk{}, err
 	}
 	var out AppliedBulk
-	claim, err := query.ClaimBulk(ctx, pool, id, a.Actor)
+	claim, err := query.ClaimBulk(ctx, svc.pool, id, a.Actor)
 	if errors.Is(err, pgx.ErrNoRows) { // applied or expired since it was read
-		if st, err = readSnapshot(ctx, pool, id); err == nil {
+		if st, err = svc.readSnapshot(ctx, id); err == nil {
 			err = st.whyNotApplicable(id)
 		}
 		return AppliedBulk{}, err
@@ -266,11 +264,11 @@ func ApplyBulk(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, 
 	if err != nil {
 		return AppliedBulk{}, err
 	}
-	if out.BulkResult, err = applyRows(ctx, pool, store, a, ev, claim.Reason); err != nil {
+	if out.BulkResult, err = svc.applyRows(ctx, a, ev, claim.Reason); err != nil {
 		return AppliedBulk{}, fmt.Errorf("bulk apply %s: %w", id, err)
 	}
 	out.Event = ev
-	if err := query.FinishBulk(context.WithoutCancel(ctx), pool, id, out.Applied, out.Skipped); err != nil {
+	if err := query.FinishBulk(context.WithoutCancel(ctx), svc.pool, id, out.Applied, out.Skipped); err != nil {
 		return out, fmt.Errorf("bulk apply %s: %w", id, err)
 	}
 	return out, nil
@@ -281,14 +279,14 @@ func ApplyBulk(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, 
 // bucket's rows a batch at a time (applyBatch) in the distributed mode. A row
 // that changed (or that fails on its own) is skipped and never stops the
 // others.
-func applyRows(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, a BulkApply, ev statemachine.Event, reason string) (res effectdtype.BulkResult, err error) {
+func (svc *Service) applyRows(ctx context.Context, a BulkApply, ev statemachine.Event, reason string) (res effectdtype.BulkResult, err error) {
 	_, checkErr := (Operation{Event: ev, Actor: a.Actor, Reason: reason}).check()
-	one := func(f query.FrozenRow) error { return applyOne(ctx, pool, store, a, ev, reason, f, &res) }
+	one := func(f query.FrozenRow) error { return svc.applyOne(ctx, a, ev, reason, f, &res) }
 	batch := func(bucket int64, rows []query.FrozenRow) error {
 		if checkErr != nil {
 			return checkErr // each row is refused on its own
 		}
-		applied, err := applyBatch(ctx, pool, a, ev, reason, bucket, rows)
+		applied, err := svc.applyBatch(ctx, a, ev, reason, bucket, rows)
 		if err != nil {
 			cmp.Or(a.Logger, slog.Default()).WarnContext(ctx, "bulk apply: a bucket's batch failed, applied row by row", "snapshot", a.Snapshot, "bucket", bucket, "err", err)
 			return err
@@ -297,17 +295,17 @@ func applyRows(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, 
 		res.Skipped += len(rows) - applied
 		return nil
 	}
-	return res, store.ApplyBulk(ctx, pool, a.Snapshot, one, batch)
+	return res, svc.store.ApplyBulk(ctx, svc.pool, a.Snapshot, one, batch)
 }
 
 // applyOne applies ev to frozen row f in its own transaction (Operate) and
 // counts it in res, applied or skipped; it fails only when ctx is done.
-func applyOne(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, a BulkApply, ev statemachine.Event, reason string, f query.FrozenRow, res *effectdtype.BulkResult) error {
+func (svc *Service) applyOne(ctx context.Context, a BulkApply, ev statemachine.Event, reason string, f query.FrozenRow, res *effectdtype.BulkResult) error {
 	if !seen(a.Sees, f.Channel) { // gone (channel ""): nothing left to act on
 		res.Skipped++
 		return nil
 	}
-	_, _, err := Operate(ctx, pool, store, Operation{IntentID: f.ID, Event: ev, Actor: a.Actor,
+	_, _, err := svc.Operate(ctx, Operation{IntentID: f.ID, Event: ev, Actor: a.Actor,
 		Reason: reason, Snapshot: a.Snapshot, Expect: &Expected{Status: f.Status, Attempts: f.Attempts, Key: f.Key}})
 	switch {
 	case err == nil:
@@ -332,8 +330,8 @@ type snapshotState struct {
 }
 
 // readSnapshot reads snapshot id; ErrNotFound when there is none.
-func readSnapshot(ctx context.Context, pool *pgxpool.Pool, id string) (st snapshotState, err error) {
-	row, err := query.SelectBulk(ctx, pool, id)
+func (svc *Service) readSnapshot(ctx context.Context, id string) (st snapshotState, err error) {
+	row, err := query.SelectBulk(ctx, svc.pool, id)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return st, fmt.Errorf("snapshot %s: %w", id, ErrNotFound)

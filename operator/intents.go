@@ -1,4 +1,4 @@
-package dispatcher
+package operator
 
 import (
 	"context"
@@ -7,11 +7,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
-	"github.com/effectd/effectd/internal/storage"
 )
 
 // Bounds of the operator's reads: a page of intents ends early, with Next
@@ -40,12 +39,12 @@ type IntentFilter struct {
 
 // ListIntents reads up to f.Limit intents by id, fewer when they reach
 // MaxPageBytes; it stops reading at the first row it will not answer.
-func ListIntents(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, f IntentFilter) (effectdtype.IntentPage, error) {
+func (svc *Service) ListIntents(ctx context.Context, f IntentFilter) (effectdtype.IntentPage, error) {
 	page := effectdtype.IntentPage{Intents: []effectdtype.IntentRow{}}
 	size := 0
 	q := query.IntentFilter{After: f.After, Limit: f.Limit + 1, Status: f.Status, Channel: f.Channel, EventID: f.EventID,
 		Delivery: f.Delivery, Search: f.Search, Since: f.Since, Until: f.Until, Channels: f.Channels}
-	err := store.ListIntents(ctx, pool, q, func(it effectdtype.IntentRow) bool {
+	err := svc.store.ListIntents(ctx, svc.pool, q, func(it effectdtype.IntentRow) bool {
 		n := rowBytes(it)
 		if int64(len(page.Intents)) == f.Limit || (len(page.Intents) > 0 && size+n > MaxPageBytes) {
 			next := page.Intents[len(page.Intents)-1].ID
@@ -73,13 +72,13 @@ func rowBytes(it effectdtype.IntentRow) int {
 // IntentDetail reads intent id with its newest MaxDetailRows attempts and
 // audit entries, from one snapshot so that they agree; ErrNotFound when there
 // is no such intent.
-func IntentDetail(ctx context.Context, pool *pgxpool.Pool, id int64) (d effectdtype.IntentDetail, err error) {
+func (svc *Service) IntentDetail(ctx context.Context, id int64) (d effectdtype.IntentDetail, err error) {
 	defer func() {
 		if err != nil {
 			err = fmt.Errorf("get intent %d: %w", id, err)
 		}
 	}()
-	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	tx, err := svc.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return d, err
 	}
@@ -101,7 +100,7 @@ func IntentDetail(ctx context.Context, pool *pgxpool.Pool, id int64) (d effectdt
 	if err != nil {
 		return d, err
 	}
-	d.TraceID = TraceID(traceparent)
+	d.TraceID = dispatcher.TraceID(traceparent)
 	// One row past the bound was read to know that older ones exist.
 	if len(d.Attempts) > MaxDetailRows {
 		d.Attempts, d.AttemptsTruncated = d.Attempts[1:], true
@@ -114,8 +113,8 @@ func IntentDetail(ctx context.Context, pool *pgxpool.Pool, id int64) (d effectdt
 
 // IntentChannel returns the channel of intent id; ErrNotFound when there is
 // no such intent.
-func IntentChannel(ctx context.Context, pool *pgxpool.Pool, id int64) (string, error) {
-	channel, err := query.IntentChannel(ctx, pool, id)
+func (svc *Service) IntentChannel(ctx context.Context, id int64) (string, error) {
+	channel, err := query.IntentChannel(ctx, svc.pool, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", ErrNotFound
 	}
@@ -134,9 +133,9 @@ type EventFilter struct {
 }
 
 // ListProviderEvents reads up to f.Limit provider events by id.
-func ListProviderEvents(ctx context.Context, pool *pgxpool.Pool, f EventFilter) (effectdtype.ProviderEventPage, error) {
+func (svc *Service) ListProviderEvents(ctx context.Context, f EventFilter) (effectdtype.ProviderEventPage, error) {
 	var page effectdtype.ProviderEventPage
-	events, err := query.ListEvents(ctx, pool, query.EventFilter{After: f.After, Limit: f.Limit + 1, OrphansOnly: f.OrphansOnly,
+	events, err := query.ListEvents(ctx, svc.pool, query.EventFilter{After: f.After, Limit: f.Limit + 1, OrphansOnly: f.OrphansOnly,
 		Channel: f.Channel, IntentID: f.IntentID, Channels: f.Channels})
 	if err != nil {
 		return page, err

@@ -1,4 +1,4 @@
-package dispatcher_test
+package operator_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
+	"github.com/effectd/effectd/operator"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -40,23 +41,23 @@ func TestOperateTransitions(t *testing.T) {
 	tests := []struct {
 		name  string
 		from  statemachine.State
-		op    dispatcher.Operation
+		op    operator.Operation
 		want  statemachine.State
 		error error
 	}{
-		{"requeue failed", statemachine.Failed, dispatcher.Operation{Event: statemachine.Requeue}, statemachine.Pending, nil},
-		{"cancel pending", statemachine.Pending, dispatcher.Operation{Event: statemachine.Cancel}, statemachine.Cancelled, nil},
-		{"cancel sent", statemachine.Sent, dispatcher.Operation{Event: statemachine.Cancel}, "", statemachine.ErrTransition},
-		{"resolve sent", statemachine.InDoubt, dispatcher.Operation{Event: statemachine.ResolveSent, ProviderRef: "re_1"}, statemachine.Sent, nil},
-		{"resolve sent without ref", statemachine.InDoubt, dispatcher.Operation{Event: statemachine.ResolveSent}, "", dispatcher.ErrInvalid},
-		{"resolve send stuck sending", statemachine.Sending, dispatcher.Operation{Event: statemachine.ResolveSend}, statemachine.Pending, nil},
-		{"resolve skip", statemachine.InDoubt, dispatcher.Operation{Event: statemachine.ResolveSkip, Reason: "customer refunded by hand"}, statemachine.Skipped, nil},
-		{"not an operator event", statemachine.Pending, dispatcher.Operation{Event: statemachine.Claim}, "", dispatcher.ErrInvalid},
+		{"requeue failed", statemachine.Failed, operator.Operation{Event: statemachine.Requeue}, statemachine.Pending, nil},
+		{"cancel pending", statemachine.Pending, operator.Operation{Event: statemachine.Cancel}, statemachine.Cancelled, nil},
+		{"cancel sent", statemachine.Sent, operator.Operation{Event: statemachine.Cancel}, "", statemachine.ErrTransition},
+		{"resolve sent", statemachine.InDoubt, operator.Operation{Event: statemachine.ResolveSent, ProviderRef: "re_1"}, statemachine.Sent, nil},
+		{"resolve sent without ref", statemachine.InDoubt, operator.Operation{Event: statemachine.ResolveSent}, "", dispatcher.ErrInvalid},
+		{"resolve send stuck sending", statemachine.Sending, operator.Operation{Event: statemachine.ResolveSend}, statemachine.Pending, nil},
+		{"resolve skip", statemachine.InDoubt, operator.Operation{Event: statemachine.ResolveSkip, Reason: "customer refunded by hand"}, statemachine.Skipped, nil},
+		{"not an operator event", statemachine.Pending, operator.Operation{Event: statemachine.Claim}, "", dispatcher.ErrInvalid},
 	}
 	for i, tt := range tests {
 		id := seedIntent(t, pool, "ev-"+string(rune('a'+i)), tt.from, false)
 		tt.op.IntentID, tt.op.Actor = id, "alice"
-		before, after, err := dispatcher.Operate(ctx, pool, storeOf(pool, effectdtype.SingleNode), tt.op)
+		before, after, err := operator.New(pool, storeOf(pool, effectdtype.SingleNode)).Operate(ctx, tt.op)
 		if tt.error != nil {
 			if !errors.Is(err, tt.error) {
 				t.Errorf("%s: err = %v, want %v", tt.name, err, tt.error)
@@ -88,7 +89,7 @@ func TestOperateTransitions(t *testing.T) {
 func TestOperateNotFound(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.New(t)
-	_, _, err := dispatcher.Operate(context.Background(), pool, storeOf(pool, effectdtype.SingleNode), dispatcher.Operation{IntentID: 42, Event: statemachine.Cancel, Actor: "a"})
+	_, _, err := operator.New(pool, storeOf(pool, effectdtype.SingleNode)).Operate(context.Background(), operator.Operation{IntentID: 42, Event: statemachine.Cancel, Actor: "a"})
 	if !errors.Is(err, dispatcher.ErrNotFound) {
 		t.Fatalf("err = %v, want ErrNotFound", err)
 	}
@@ -100,12 +101,12 @@ func TestOperateRefusesUnstorableText(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.New(t)
 	id := seedIntent(t, pool, "odd", statemachine.InDoubt, false)
-	for _, op := range []dispatcher.Operation{
+	for _, op := range []operator.Operation{
 		{IntentID: id, Event: statemachine.ResolveSent, Actor: "a", ProviderRef: "re_\x00"},
 		{IntentID: id, Event: statemachine.ResolveSkip, Actor: "a", Reason: "why\x00"},
 		{IntentID: id, Event: statemachine.ResolveSkip, Actor: "a\xff", Reason: "why"},
 	} {
-		_, _, err := dispatcher.Operate(context.Background(), pool, storeOf(pool, effectdtype.SingleNode), op)
+		_, _, err := operator.New(pool, storeOf(pool, effectdtype.SingleNode)).Operate(context.Background(), op)
 		if !errors.Is(err, dispatcher.ErrInvalid) || !strings.Contains(err.Error(), "without NUL") {
 			t.Errorf("%+v: err = %v, want ErrInvalid", op, err)
 		}
@@ -121,7 +122,7 @@ func TestOperateLiveLeaseRefused(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.New(t)
 	id := seedIntent(t, pool, "live", statemachine.Sending, true)
-	_, _, err := dispatcher.Operate(context.Background(), pool, storeOf(pool, effectdtype.SingleNode), dispatcher.Operation{IntentID: id, Event: statemachine.ResolveSend, Actor: "a"})
+	_, _, err := operator.New(pool, storeOf(pool, effectdtype.SingleNode)).Operate(context.Background(), operator.Operation{IntentID: id, Event: statemachine.ResolveSend, Actor: "a"})
 	var le *dispatcher.LeaseError
 	if !errors.As(err, &le) || !errors.Is(err, statemachine.ErrTransition) {
 		t.Fatalf("err = %v, want a LeaseError wrapping ErrTransition", err)
@@ -136,7 +137,7 @@ func TestOperateRace(t *testing.T) {
 	ctx := context.Background()
 	for round := range 20 {
 		id := seedIntent(t, pool, "race-"+string(rune('a'+round)), statemachine.InDoubt, false)
-		ops := []dispatcher.Operation{
+		ops := []operator.Operation{
 			{IntentID: id, Event: statemachine.ResolveSent, ProviderRef: "re_race", Actor: "alice"},
 			{IntentID: id, Event: statemachine.Requeue, Actor: "bob"},
 		}
@@ -147,7 +148,7 @@ func TestOperateRace(t *testing.T) {
 		for i, op := range ops {
 			wg.Go(func() {
 				<-start
-				_, afters[i], errs[i] = dispatcher.Operate(ctx, pool, storeOf(pool, effectdtype.SingleNode), op)
+				_, afters[i], errs[i] = operator.New(pool, storeOf(pool, effectdtype.SingleNode)).Operate(ctx, op)
 			})
 		}
 		close(start)

@@ -1,4 +1,4 @@
-package dispatcher_test
+package operator_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
+	"github.com/effectd/effectd/operator"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -41,11 +42,11 @@ func twoPersonIntent(t *testing.T, pool *pgxpool.Pool, id int64) (status string,
 func requestSkip(t *testing.T, pool *pgxpool.Pool, id int64, eventID string) effectdtype.ApprovalRequest {
 	t.Helper()
 	ctx := context.Background()
-	op := dispatcher.Operation{IntentID: id, EventID: eventID, Event: statemachine.ResolveSkip, Actor: "alice", Reason: "refunded by hand"}
-	if _, _, err := dispatcher.Operate(ctx, pool, storeOf(pool, effectdtype.SingleNode), op); !errors.Is(err, dispatcher.ErrApprovalRequired) {
+	op := operator.Operation{IntentID: id, EventID: eventID, Event: statemachine.ResolveSkip, Actor: "alice", Reason: "refunded by hand"}
+	if _, _, err := operator.New(pool, storeOf(pool, effectdtype.SingleNode)).Operate(ctx, op); !errors.Is(err, operator.ErrApprovalRequired) {
 		t.Fatalf("Operate on a two-person channel: %v, want ErrApprovalRequired", err)
 	}
-	a, err := dispatcher.RequestOperation(ctx, pool, op)
+	a, err := operator.New(pool, nil).RequestOperation(ctx, op)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,18 +68,18 @@ func TestApprovalTwoPerson(t *testing.T) {
 	id := seedTwoPerson(t, pool, "rf-1")
 	a := requestSkip(t, pool, id, "rf-1")
 
-	_, err := dispatcher.Decide(ctx, pool, storeOf(pool, effectdtype.SingleNode), dispatcher.Decision{Request: a.ID, Decider: "alice", Approve: true, Reason: "mine"})
-	if !errors.Is(err, dispatcher.ErrSelfApproval) {
+	_, err := operator.New(pool, storeOf(pool, effectdtype.SingleNode)).Decide(ctx, operator.Decision{Request: a.ID, Decider: "alice", Approve: true, Reason: "mine"})
+	if !errors.Is(err, operator.ErrSelfApproval) {
 		t.Fatalf("self-approval: %v, want ErrSelfApproval", err)
 	}
 	if st, _, audits := twoPersonIntent(t, pool, id); st != "IN_DOUBT" || audits != 0 {
 		t.Fatalf("after a refused self-approval: %s with %d audit entries", st, audits)
 	}
-	if got, _ := dispatcher.GetApproval(ctx, pool, a.ID); got.State != effectdtype.ApprovalPending {
+	if got, _ := operator.New(pool, nil).GetApproval(ctx, a.ID); got.State != effectdtype.ApprovalPending {
 		t.Fatalf("after a refused self-approval the request is %s", got.State)
 	}
 
-	got, err := dispatcher.Decide(ctx, pool, storeOf(pool, effectdtype.SingleNode), dispatcher.Decision{Request: a.ID, Decider: "bob", Approve: true, Reason: "checked the dashboard"})
+	got, err := operator.New(pool, storeOf(pool, effectdtype.SingleNode)).Decide(ctx, operator.Decision{Request: a.ID, Decider: "bob", Approve: true, Reason: "checked the dashboard"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,13 +107,13 @@ func TestApprovalTwoPerson(t *testing.T) {
 		entry.Approval.RequestedBy != "alice" || entry.Approval.ApprovedBy != "bob" {
 		t.Errorf("audit: actor %q, after %s; want bob, SKIPPED, requested by alice, approved by bob", actor, after)
 	}
-	if _, err := dispatcher.Decide(ctx, pool, storeOf(pool, effectdtype.SingleNode), dispatcher.Decision{Request: a.ID, Decider: "carol", Approve: true, Reason: "again"}); !errors.Is(err, statemachine.ErrTransition) {
+	if _, err := operator.New(pool, storeOf(pool, effectdtype.SingleNode)).Decide(ctx, operator.Decision{Request: a.ID, Decider: "carol", Approve: true, Reason: "again"}); !errors.Is(err, statemachine.ErrTransition) {
 		t.Errorf("approving a decided request: %v, want ErrTransition", err)
 	}
 
 	id2 := seedTwoPerson(t, pool, "rf-2")
 	b := requestSkip(t, pool, id2, "rf-2")
-	if got, err := dispatcher.Decide(ctx, pool, storeOf(pool, effectdtype.SingleNode), dispatcher.Decision{Request: b.ID, Decider: "bob", Reason: "not without the ledger"}); err != nil || got.State != effectdtype.ApprovalRejected {
+	if got, err := operator.New(pool, storeOf(pool, effectdtype.SingleNode)).Decide(ctx, operator.Decision{Request: b.ID, Decider: "bob", Reason: "not without the ledger"}); err != nil || got.State != effectdtype.ApprovalRejected {
 		t.Fatalf("reject: %+v, %v", got, err)
 	}
 	if st, _, audits := twoPersonIntent(t, pool, id2); st != "IN_DOUBT" || audits != 0 {
@@ -129,18 +130,18 @@ func TestApprovalMovedOn(t *testing.T) {
 	ctx := context.Background()
 	id := seedTwoPerson(t, pool, "rf-1")
 	a := requestSkip(t, pool, id, "rf-1")
-	if _, _, err := dispatcher.Operate(ctx, pool, storeOf(pool, effectdtype.SingleNode), dispatcher.Operation{IntentID: id, Event: statemachine.Requeue, Actor: "carol"}); err != nil {
+	if _, _, err := operator.New(pool, storeOf(pool, effectdtype.SingleNode)).Operate(ctx, operator.Operation{IntentID: id, Event: statemachine.Requeue, Actor: "carol"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := dispatcher.Decide(ctx, pool, storeOf(pool, effectdtype.SingleNode), dispatcher.Decision{Request: a.ID, Decider: "bob", Approve: true, Reason: "ok"})
-	var moved *dispatcher.MovedOnError
+	_, err := operator.New(pool, storeOf(pool, effectdtype.SingleNode)).Decide(ctx, operator.Decision{Request: a.ID, Decider: "bob", Approve: true, Reason: "ok"})
+	var moved *operator.MovedOnError
 	if !errors.As(err, &moved) || !errors.Is(err, statemachine.ErrTransition) {
 		t.Fatalf("approval of a moved-on intent: %v, want a *MovedOnError", err)
 	}
 	if st, attempts, audits := twoPersonIntent(t, pool, id); st != "PENDING" || attempts != 1 || audits != 1 {
 		t.Errorf("the intent after a refused approval: %s, %d attempts, %d audit entries; want PENDING, 1, 1 (the retry's)", st, attempts, audits)
 	}
-	got, _ := dispatcher.GetApproval(ctx, pool, a.ID)
+	got, _ := operator.New(pool, nil).GetApproval(ctx, a.ID)
 	if got.State != effectdtype.ApprovalFailed || got.Outcome == nil || !strings.Contains(*got.Outcome, "changed since") {
 		t.Errorf("request = %s, outcome %v; want failed, saying the intent changed", got.State, got.Outcome)
 	}
@@ -157,17 +158,17 @@ func TestApprovalExpired(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE effectd.approval_requests SET created_at = now() - interval '2 days', expires_at = now() - interval '1 day' WHERE id = $1`, a.ID); err != nil {
 		t.Fatal(err)
 	}
-	if page, err := dispatcher.PendingApprovals(ctx, pool, nil, 0, 10); err != nil || len(page.Requests) != 0 {
+	if page, err := operator.New(pool, nil).PendingApprovals(ctx, nil, 0, 10); err != nil || len(page.Requests) != 0 {
 		t.Errorf("pending after expiry: %+v, %v; want none", page, err)
 	}
-	_, err := dispatcher.Decide(ctx, pool, storeOf(pool, effectdtype.SingleNode), dispatcher.Decision{Request: a.ID, Decider: "bob", Approve: true, Reason: "late"})
-	if !errors.Is(err, dispatcher.ErrExpired) {
+	_, err := operator.New(pool, storeOf(pool, effectdtype.SingleNode)).Decide(ctx, operator.Decision{Request: a.ID, Decider: "bob", Approve: true, Reason: "late"})
+	if !errors.Is(err, operator.ErrExpired) {
 		t.Fatalf("approving an expired request: %v, want ErrExpired", err)
 	}
 	if st, _, audits := twoPersonIntent(t, pool, id); st != "IN_DOUBT" || audits != 0 {
 		t.Errorf("after a refused expired approval: %s with %d audit entries", st, audits)
 	}
-	if got, _ := dispatcher.GetApproval(ctx, pool, a.ID); got.State != effectdtype.ApprovalExpired || got.DecidedAt == nil {
+	if got, _ := operator.New(pool, nil).GetApproval(ctx, a.ID); got.State != effectdtype.ApprovalExpired || got.DecidedAt == nil {
 		t.Errorf("request = %s, decided %v; want expired, recorded", got.State, got.DecidedAt)
 	}
 }
@@ -181,22 +182,22 @@ func TestApprovalPolicyChange(t *testing.T) {
 	ctx := context.Background()
 	seedTwoPerson(t, pool, "rf-1")
 	mode := storeOf(pool, effectdtype.SingleNode)
-	change := dispatcher.PolicyChange{Channel: "refund", Actor: "alice", Patch: []byte(`{"approval": "none"}`)}
-	if _, err := dispatcher.ChangePolicy(ctx, pool, mode, change); !errors.Is(err, dispatcher.ErrApprovalRequired) {
+	change := operator.PolicyChange{Channel: "refund", Actor: "alice", Patch: []byte(`{"approval": "none"}`)}
+	if _, err := operator.New(pool, mode).ChangePolicy(ctx, change); !errors.Is(err, operator.ErrApprovalRequired) {
 		t.Fatalf("ChangePolicy on a two-person channel: %v, want ErrApprovalRequired", err)
 	}
-	first, err := dispatcher.RequestPolicyChange(ctx, pool, change, "the pilot is over")
+	first, err := operator.New(pool, nil).RequestPolicyChange(ctx, change, "the pilot is over")
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := dispatcher.RequestPolicyChange(ctx, pool, dispatcher.PolicyChange{Channel: "refund", Actor: "alice", Patch: []byte(`{"max_attempts": 3}`)}, "fewer tries")
+	second, err := operator.New(pool, nil).RequestPolicyChange(ctx, operator.PolicyChange{Channel: "refund", Actor: "alice", Patch: []byte(`{"max_attempts": 3}`)}, "fewer tries")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dispatcher.Decide(ctx, pool, mode, dispatcher.Decision{Request: first.ID, Decider: "bob", Approve: true, Reason: "agreed"}); err != nil {
+	if _, err := operator.New(pool, mode).Decide(ctx, operator.Decision{Request: first.ID, Decider: "bob", Approve: true, Reason: "agreed"}); err != nil {
 		t.Fatal(err)
 	}
-	ch, err := dispatcher.GetChannel(ctx, pool, mode, "refund")
+	ch, err := operator.New(pool, mode).GetChannel(ctx, "refund")
 	if err != nil || ch.Policy.Approval != "none" {
 		t.Fatalf("policy after approval: %+v, %v", ch.Policy, err)
 	}
@@ -207,12 +208,12 @@ func TestApprovalPolicyChange(t *testing.T) {
 	if actor != "bob" || !strings.Contains(after, `"requested_by": "alice"`) {
 		t.Errorf("audit of the policy change: %s %s; want bob, requested by alice", actor, after)
 	}
-	_, err = dispatcher.Decide(ctx, pool, mode, dispatcher.Decision{Request: second.ID, Decider: "bob", Approve: true, Reason: "agreed"})
-	var moved *dispatcher.MovedOnError
+	_, err = operator.New(pool, mode).Decide(ctx, operator.Decision{Request: second.ID, Decider: "bob", Approve: true, Reason: "agreed"})
+	var moved *operator.MovedOnError
 	if !errors.As(err, &moved) {
 		t.Fatalf("approving a change made against an old policy: %v, want a *MovedOnError", err)
 	}
-	if ch, _ := dispatcher.GetChannel(ctx, pool, mode, "refund"); ch.Policy.MaxAttempts == 3 {
+	if ch, _ := operator.New(pool, mode).GetChannel(ctx, "refund"); ch.Policy.MaxAttempts == 3 {
 		t.Errorf("the refused change was applied")
 	}
 }
@@ -231,26 +232,26 @@ func TestApprovalBulk(t *testing.T) {
 		t.Fatal(err)
 	}
 	freeze := func(channel string) string {
-		snap, err := dispatcher.FreezeBulk(ctx, pool, dispatcher.BulkFreeze{Actor: "alice", Request: effectdtype.BulkRequest{Action: "retry",
+		snap, err := operator.New(pool, nil).FreezeBulk(ctx, operator.BulkFreeze{Actor: "alice", Request: effectdtype.BulkRequest{Action: "retry",
 			Reason: "the outage is over", Filter: effectdtype.BulkFilter{Channel: channel}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return snap.Snapshot
 	}
-	if _, err := dispatcher.BulkApproval(ctx, pool, freeze(""), nil); !errors.Is(err, dispatcher.ErrInvalid) || !strings.Contains(err.Error(), "filter.channel") {
+	if _, err := operator.New(pool, nil).BulkApproval(ctx, freeze(""), nil); !errors.Is(err, dispatcher.ErrInvalid) || !strings.Contains(err.Error(), "filter.channel") {
 		t.Errorf("a snapshot across channels: %v, want ErrInvalid naming filter.channel", err)
 	}
 	snap := freeze("refund")
-	need, err := dispatcher.BulkApproval(ctx, pool, snap, nil)
+	need, err := operator.New(pool, nil).BulkApproval(ctx, snap, nil)
 	if err != nil || need == nil || need.Rows != 2 || need.Channel != "refund" {
 		t.Fatalf("BulkApproval of 2 rows over a threshold of 1: %+v, %v", need, err)
 	}
-	req, err := dispatcher.RequestBulk(ctx, pool, *need, "alice", "the outage is over")
+	req, err := operator.New(pool, nil).RequestBulk(ctx, *need, "alice", "the outage is over")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := dispatcher.Decide(ctx, pool, mode, dispatcher.Decision{Request: req.ID, Decider: "bob", Approve: true, Reason: "agreed"})
+	got, err := operator.New(pool, mode).Decide(ctx, operator.Decision{Request: req.ID, Decider: "bob", Approve: true, Reason: "agreed"})
 	if err != nil || got.State != effectdtype.ApprovalApproved || got.Outcome == nil || !strings.Contains(*got.Outcome, "2 applied") {
 		t.Fatalf("approved bulk: %+v, %v", got, err)
 	}

@@ -1,29 +1,36 @@
-package dispatcher
+package operator
 
 import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/effectd/effectd/effectdtype"
-	"github.com/effectd/effectd/internal/query"
-	"github.com/effectd/effectd/internal/storage"
 )
 
 // ChannelGauges are one channel's gauges.
-type ChannelGauges = query.ChannelGauges
+type ChannelGauges struct {
+	Channel string
+	effectdtype.Gauges
+}
 
 // Gauges reads every channel's gauges, by channel name, without reading history.
-func Gauges(ctx context.Context, pool *pgxpool.Pool, store storage.Operator) ([]ChannelGauges, error) {
-	return store.Gauges(ctx, pool)
+func (svc *Service) Gauges(ctx context.Context) ([]ChannelGauges, error) {
+	gauges, err := svc.store.Gauges(ctx, svc.pool)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ChannelGauges, len(gauges))
+	for i, g := range gauges {
+		out[i] = ChannelGauges(g)
+	}
+	return out, nil
 }
 
 // Stats returns the counts by status and the gauges of every channel that
 // sees admits (nil: every channel), and their totals, read together
 // (query.Figures: in the distributed mode one round of tasks over the shards).
-func Stats(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, sees func(channel string) bool) (effectdtype.Stats, error) {
-	statusCounts, gauges, err := store.Figures(ctx, pool)
+func (svc *Service) Stats(ctx context.Context, sees func(channel string) bool) (effectdtype.Stats, error) {
+	statusCounts, gauges, err := svc.store.Figures(ctx, svc.pool)
 	if err != nil {
 		return effectdtype.Stats{}, fmt.Errorf("stats: %w", err)
 	}

@@ -1,16 +1,15 @@
-package dispatcher
+package operator
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/internal/storage"
@@ -67,21 +66,6 @@ func (e *ChangedError) Error() string {
 // Unwrap makes errors.Is(err, ErrTransition) true.
 func (e *ChangedError) Unwrap() error { return statemachine.ErrTransition }
 
-// LeaseError refuses to resolve a SENDING intent whose lease is still held:
-// its call may be in flight, and only an expired lease makes it stuck.
-type LeaseError struct {
-	IntentID int64
-	Until    time.Time
-}
-
-func (e *LeaseError) Error() string {
-	return fmt.Sprintf("%s: intent %d is SENDING under a lease held until %s; resolve it after the lease expires",
-		statemachine.ErrTransition, e.IntentID, e.Until.UTC().Format(time.RFC3339))
-}
-
-// Unwrap makes errors.Is(err, ErrTransition) true.
-func (e *LeaseError) Unwrap() error { return statemachine.ErrTransition }
-
 // MaxReason is the longest reason an operator may give, in bytes.
 const MaxReason = 1000
 
@@ -114,7 +98,7 @@ var operatorEvents = map[statemachine.Event]bool{
 // and an operator attempt and an audit entry record it. A refused or lost race
 // returns an error wrapping ErrTransition with the current state; a missing
 // intent returns ErrNotFound.
-func Operate(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, op Operation) (before, after effectdtype.IntentRow, err error) {
+func (svc *Service) Operate(ctx context.Context, op Operation) (before, after effectdtype.IntentRow, err error) {
 	defer func() {
 		if err != nil {
 			err = opError(err, "Operate(%d, %s)", op.IntentID, op.Event)
@@ -123,14 +107,14 @@ func Operate(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, op
 	if _, err := op.check(); err != nil {
 		return before, after, err
 	}
-	ctx, span := startOperator(ctx, pool, string(op.Event), op.IntentID)
-	defer func() { endSpan(span, operatorOutcome(err), err != nil) }()
-	tx, err := pool.Begin(ctx)
+	ctx, endSpan := dispatcher.OperatorSpan(ctx, svc.pool, string(op.Event), op.IntentID)
+	defer func() { endSpan(err) }()
+	tx, err := svc.pool.Begin(ctx)
 	if err != nil {
 		return before, after, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if before, after, err = operateIn(ctx, tx, store, op); err != nil {
+	if before, after, err = operateIn(ctx, tx, svc.store, op); err != nil {
 		return before, after, err
 	}
 	return before, after, tx.Commit(ctx)
@@ -187,7 +171,7 @@ func operateIn(ctx context.Context, tx pgx.Tx, store storage.Operator, op Operat
 		return before, after, err
 	}
 	if err := query.WriteAudit(ctx, tx, query.Audit{Actor: op.Actor, Action: "intent." + string(op.Event),
-		IntentID: op.IntentID, Channel: after.Channel, Before: intentAudit(before), After: intentAudit(after),
+		IntentID: op.IntentID, Channel: after.Channel, Before: query.IntentAudit(before), After: query.IntentAudit(after),
 		Reason: op.Reason, Snapshot: op.Snapshot, Force: op.Force, Approval: op.approval}); err != nil {
 		return before, after, err
 	}
@@ -231,7 +215,7 @@ func refused(ctx context.Context, tx pgx.Tx, op Operation, before effectdtype.In
 		return before, err
 	}
 	if now.Status == statemachine.Sending && now.Status == before.Status && now.Attempts == before.Attempts && now.LeaseExpiresAt != nil {
-		return now, &LeaseError{IntentID: op.IntentID, Until: *now.LeaseExpiresAt}
+		return now, &dispatcher.LeaseError{IntentID: op.IntentID, Until: *now.LeaseExpiresAt}
 	}
 	return now, &statemachine.TransitionError{From: now.Status, Event: op.Event}
 }
@@ -242,41 +226,6 @@ func readIntent(ctx context.Context, tx pgx.Tx, id int64) (effectdtype.IntentRow
 		return r, fmt.Errorf("intent %d: %w", id, ErrNotFound)
 	}
 	return r, err
-}
-
-// intentAudit is what an audit entry records of r.
-func intentAudit(r effectdtype.IntentRow) query.AuditState {
-	return query.AuditState{IntentState: &query.IntentState{Status: string(r.Status), Attempts: r.Attempts,
-		ProviderRef: r.ProviderRef, NextAttemptAt: r.NextAttemptAt}}
-}
-
-// settleAudited applies an operator's reconcile decision and writes its audit
-// entry in one transaction; it reports whether the decision was applied.
-func settleAudited(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, s query.Settlement, actor string) (applied bool, err error) {
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	before, err := readIntent(ctx, tx, s.IntentID)
-	if errors.Is(err, ErrNotFound) {
-		return false, nil // gone since it was read: nothing to settle
-	}
-	if err != nil {
-		return false, err
-	}
-	if applied, err = store.SettleByID(ctx, tx, s); err != nil || !applied {
-		return false, err
-	}
-	after, err := readIntent(ctx, tx, s.IntentID)
-	if err != nil {
-		return false, err
-	}
-	if err := query.WriteAudit(ctx, tx, query.Audit{Actor: actor, Action: "intent.reconcile", IntentID: s.IntentID,
-		Channel: after.Channel, Before: intentAudit(before), After: intentAudit(after), Outcome: s.Outcome}); err != nil {
-		return false, err
-	}
-	return true, tx.Commit(ctx)
 }
 
 // checkKeyWindow refuses to send r again when it may have been applied (it is
@@ -293,8 +242,8 @@ func checkKeyWindow(ctx context.Context, tx pgx.Tx, r effectdtype.IntentRow) err
 	if r.Status == statemachine.Skipped && !h.Called {
 		return nil // skipped before any call (max_age): nothing can have been applied
 	}
-	if !pastKeyWindow(h.Provider, r.CreatedAt, h.Now) {
+	if !dispatcher.PastKeyWindow(h.Provider, r.CreatedAt, h.Now) {
 		return nil
 	}
-	return &KeyWindowError{IntentID: r.ID, Status: r.Status, Age: h.Now.Sub(r.CreatedAt), Window: KeyWindow(h.Provider)}
+	return &dispatcher.KeyWindowError{IntentID: r.ID, Status: r.Status, Age: h.Now.Sub(r.CreatedAt), Window: dispatcher.KeyWindow(h.Provider)}
 }

@@ -1,4 +1,4 @@
-package dispatcher
+package operator
 
 import (
 	"context"
@@ -7,21 +7,15 @@ import (
 	"sort"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
 )
-
-// rollupKeep is how long the minute rollups are kept: the longest chart
-// range and a day.
-const rollupKeep = 8 * 24 * time.Hour
 
 // Charts reads the chart of channels over rangeName ending at now's next
 // minute: channels nil is the whole system, read from the rollups' sum over
 // every channel; otherwise the rollups of the channels named, summed. It
 // reads only the rollup rows and audit entries of the range.
-func Charts(ctx context.Context, pool *pgxpool.Pool, channels []string, rangeName string, now time.Time) (effectdtype.Chart, error) {
+func (svc *Service) Charts(ctx context.Context, channels []string, rangeName string, now time.Time) (effectdtype.Chart, error) {
 	rg, ok := effectdtype.ChartRanges[rangeName]
 	if !ok {
 		return effectdtype.Chart{}, fmt.Errorf("%w: range: want 1h, 24h or 7d, not %q", ErrInvalid, rangeName)
@@ -32,11 +26,11 @@ func Charts(ctx context.Context, pool *pgxpool.Pool, channels []string, rangeNam
 	if channels == nil {
 		rollupChannels = []string{query.AllChannels}
 	}
-	rows, slots, err := query.ChartRows(ctx, pool, rollupChannels, from, to, rg.Step)
+	rows, slots, err := query.ChartRows(ctx, svc.pool, rollupChannels, from, to, rg.Step)
 	if err != nil {
 		return effectdtype.Chart{}, fmt.Errorf("charts: %w", err)
 	}
-	marks, err := query.ChartMarks(ctx, pool, markChannels, from, to, effectdtype.ChartMarksLimit)
+	marks, err := query.ChartMarks(ctx, svc.pool, markChannels, from, to, effectdtype.ChartMarksLimit)
 	if err != nil {
 		return effectdtype.Chart{}, fmt.Errorf("charts: marks: %w", err)
 	}
