@@ -1095,23 +1095,39 @@ BEGIN
     INSERT INTO effectd.minute_rollup_deltas (channel, minute, measure, slot, n)
     SELECT g.channel, date_trunc('minute', now()), m.measure, m.slot, sum(m.n)::bigint
     FROM (
-        SELECT n.channel,
-               CASE WHEN o.status = 'SENDING' AND n.status IN ('SENT', 'FAILED', 'IN_DOUBT', 'SKIPPED') THEN
-                   least(47, greatest(0, floor(2 * ln(greatest(extract(epoch FROM now() - n.created_at) * 1000, 1)) / ln(2))))::int
+        SELECT r.channel,
+               CASE WHEN r.o_status = 'SENDING' AND r.n_status IN ('SENT', 'FAILED', 'IN_DOUBT', 'SKIPPED') THEN
+                   least(47, greatest(0, floor(2 * ln(greatest(extract(epoch FROM now() - r.created_at) * 1000, 1)) / ln(2))))::int
                END AS latency_slot,
                count(*) AS changed,
-               count(*) FILTER (WHERE n.status = 'SENT' AND o.status <> 'SENT') AS sent,
-               count(*) FILTER (WHERE n.status = 'FAILED' AND o.status <> 'FAILED') AS failed,
-               count(*) FILTER (WHERE n.status = 'IN_DOUBT' AND o.status <> 'IN_DOUBT') AS in_doubt,
-               count(*) FILTER (WHERE n.status = 'SKIPPED' AND o.status <> 'SKIPPED') AS skipped,
-               count(*) FILTER (WHERE n.delivery = 'accepted' AND o.delivery IS DISTINCT FROM 'accepted') AS accepted,
-               count(*) FILTER (WHERE n.delivery = 'delivered' AND o.delivery IS DISTINCT FROM 'delivered') AS delivered,
-               count(*) FILTER (WHERE n.delivery = 'undelivered' AND o.delivery IS DISTINCT FROM 'undelivered') AS undelivered,
-               count(*) FILTER (WHERE o.status = 'SENDING' AND n.status <> 'SENDING' AND n.last_error IS NOT NULL) AS provider_errors,
-               count(*) FILTER (WHERE o.status = 'SENDING' AND n.status = 'PENDING') AS backoffs
-        FROM new_rows n
-        JOIN old_rows o ON o.id = n.id AND o.created_at = n.created_at
-        WHERE n.status IS DISTINCT FROM o.status OR n.delivery IS DISTINCT FROM o.delivery
+               count(*) FILTER (WHERE r.n_status = 'SENT' AND r.o_status <> 'SENT') AS sent,
+               count(*) FILTER (WHERE r.n_status = 'FAILED' AND r.o_status <> 'FAILED') AS failed,
+               count(*) FILTER (WHERE r.n_status = 'IN_DOUBT' AND r.o_status <> 'IN_DOUBT') AS in_doubt,
+               count(*) FILTER (WHERE r.n_status = 'SKIPPED' AND r.o_status <> 'SKIPPED') AS skipped,
+               count(*) FILTER (WHERE r.n_delivery = 'accepted' AND r.o_delivery IS DISTINCT FROM 'accepted') AS accepted,
+               count(*) FILTER (WHERE r.n_delivery = 'delivered' AND r.o_delivery IS DISTINCT FROM 'delivered') AS delivered,
+               count(*) FILTER (WHERE r.n_delivery = 'undelivered' AND r.o_delivery IS DISTINCT FROM 'undelivered') AS undelivered,
+               count(*) FILTER (WHERE r.o_status = 'SENDING' AND r.n_status <> 'SENDING' AND r.n_failed) AS provider_errors,
+               count(*) FILTER (WHERE r.o_status = 'SENDING' AND r.n_status = 'PENDING') AS backoffs
+        FROM (
+            SELECT v.id, v.created_at,
+                   max(v.channel) FILTER (WHERE v.new) AS channel,
+                   max(v.status) FILTER (WHERE NOT v.new) AS o_status,
+                   max(v.status) FILTER (WHERE v.new) AS n_status,
+                   max(v.delivery) FILTER (WHERE NOT v.new) AS o_delivery,
+                   max(v.delivery) FILTER (WHERE v.new) AS n_delivery,
+                   bool_or(v.last_error IS NOT NULL) FILTER (WHERE v.new) AS n_failed,
+                   bool_or(NOT v.new) AS has_old,
+                   bool_or(v.new) AS has_new
+            FROM (
+                SELECT false AS new, id, created_at, channel, status, delivery, last_error FROM old_rows
+                UNION ALL
+                SELECT true, id, created_at, channel, status, delivery, last_error FROM new_rows
+            ) AS v
+            GROUP BY v.id, v.created_at
+        ) AS r
+        WHERE r.has_old AND r.has_new
+          AND (r.n_status IS DISTINCT FROM r.o_status OR r.n_delivery IS DISTINCT FROM r.o_delivery)
         GROUP BY 1, 2
     ) AS g
     CROSS JOIN LATERAL (VALUES
