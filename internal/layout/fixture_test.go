@@ -32,18 +32,6 @@ var insertsAllowed = map[string]string{
 	"cmd/effectd/internal/chaos/reuse.go": "a failover's restored rows",
 }
 
-// notYetMoved are the files whose rows are still to be moved to
-// internal/fixture; the list only shrinks.
-var notYetMoved = map[string]bool{
-	// the chart bench's and the chaos harness's history (not tests: the
-	// factory's makers fail a testing.TB and would need an error-returning form)
-	"cmd/effectd/internal/bench/charts.go":    true,
-	"cmd/effectd/internal/chaos/retention.go": true,
-	// minute and hour rollups, for which the factory has no maker yet
-	"internal/query/charts_plan_test.go": true,
-	"internal/query/rollups_test.go":     true,
-}
-
 // goFiles calls f with every Go file of the module (tests included), its
 // path relative to the module's root and its text.
 func goFiles(t *testing.T, f func(rel, text string)) {
@@ -86,7 +74,7 @@ func TestRowsThroughTheFixtureFactory(t *testing.T) {
 			return
 		}
 		holding[rel] = true
-		if _, ok := insertsAllowed[rel]; !ok && !notYetMoved[rel] {
+		if _, ok := insertsAllowed[rel]; !ok {
 			t.Errorf("%s: a hand-written INSERT into an effectd table; make the rows with internal/fixture (docs/testing.md, \"The fixture factory\")", rel)
 		}
 	})
@@ -96,11 +84,6 @@ func TestRowsThroughTheFixtureFactory(t *testing.T) {
 	for _, rel := range slices.Sorted(maps.Keys(insertsAllowed)) {
 		if !holding[rel] {
 			t.Errorf("%s is allowed an INSERT but holds none: remove it from insertsAllowed", rel)
-		}
-	}
-	for _, rel := range slices.Sorted(maps.Keys(notYetMoved)) {
-		if !holding[rel] {
-			t.Errorf("%s holds no INSERT any more: remove it from notYetMoved", rel)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package query
 
 import (
+	"context"
 	"regexp"
 	"strconv"
 	"strings"
@@ -8,36 +9,49 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/fixture"
+	"github.com/effectd/effectd/internal/pgtest"
 )
 
-// chartHistorySetup is eight days of minute rollups and latency slots of
-// three channels and of the whole system, the same days' hour rollups of
-// those and 36 more channels (a table of hours is small: with four channels
-// a scan of all of it is the cheaper plan), and 30,000 audit entries over
-// those days, analyzed: the history a chart's read must not read beyond its
-// range.
-var chartHistorySetup = []string{
-	`INSERT INTO effectd.minute_rollups (channel, minute, sent, failed, backlog, oldest_due_seconds)
-	 SELECT c, date_trunc('minute', now()) - m * interval '1 minute', 10, 1, 5, 3
-	 FROM unnest(ARRAY['sms', 'refund', 'mail', '*']) c, generate_series(0, 8 * 1440) m`,
-	`INSERT INTO effectd.minute_latency (channel, minute, slot, n)
-	 SELECT c, date_trunc('minute', now()) - m * interval '1 minute', s, 2
-	 FROM unnest(ARRAY['sms', 'refund', 'mail', '*']) c, generate_series(0, 8 * 1440) m, generate_series(18, 20) s`,
-	`INSERT INTO effectd.audit (at, actor, action, channel)
-	 SELECT now() - n * interval '23 seconds', 'ops', 'channel.pause', (ARRAY['sms', 'refund', 'mail'])[n % 3 + 1]
-	 FROM generate_series(1, 30000) n`,
-	`INSERT INTO effectd.hour_rollups (channel, hour, sent, failed, backlog, oldest_due_seconds)
-	 SELECT c, date_trunc('hour', now(), 'UTC') - h * interval '1 hour', 600, 60, 5, 3
-	 FROM unnest(ARRAY['sms', 'refund', 'mail', '*'] || array(SELECT 'c' || n FROM generate_series(1, 36) n)) c,
-	      generate_series(0, 8 * 24) h`,
-	`INSERT INTO effectd.hour_latency (channel, hour, slot, n)
-	 SELECT c, date_trunc('hour', now(), 'UTC') - h * interval '1 hour', s, 120
-	 FROM unnest(ARRAY['sms', 'refund', 'mail', '*'] || array(SELECT 'c' || n FROM generate_series(1, 36) n)) c,
-	      generate_series(0, 8 * 24) h, generate_series(18, 20) s`,
-	`ANALYZE effectd.minute_rollups`, `ANALYZE effectd.minute_latency`, `ANALYZE effectd.audit`,
-	`ANALYZE effectd.hour_rollups`, `ANALYZE effectd.hour_latency`,
+// chartHistory is a database holding eight days of minute rollups and
+// latency slots of three channels and of the whole system, the same days'
+// hour rollups of those and 36 more channels (a table of hours is small: with
+// four channels a scan of all of it is the cheaper plan), and 30,000 audit
+// entries over those days, analyzed: the history a chart's read must not read
+// beyond its range.
+func chartHistory(t *testing.T) *pgxpool.Pool {
+	pool := pgtest.New(t)
+	now := time.Now()
+	minute, hour := now.Truncate(time.Minute), now.Truncate(time.Hour)
+	channels := []string{"sms", "refund", "mail", AllChannels}
+	fixture.AddMinuteRollups(t, pool, len(channels)*(8*1440+1), func(n int) fixture.Rollup {
+		c, m := (n-1)%len(channels), (n-1)/len(channels)
+		return fixture.Rollup{Channel: channels[c], At: minute.Add(-time.Duration(m) * time.Minute), Sent: 10,
+			Failed: 1, Backlog: 5, OldestDueSeconds: 3, Latency: map[int]int64{18: 2, 19: 2, 20: 2}}
+	})
+	for n := range 36 {
+		channels = append(channels, "c"+strconv.Itoa(n+1))
+	}
+	fixture.AddHourRollups(t, pool, len(channels)*(8*24+1), func(n int) fixture.Rollup {
+		c, h := (n-1)%len(channels), (n-1)/len(channels)
+		return fixture.Rollup{Channel: channels[c], At: hour.Add(-time.Duration(h) * time.Hour), Sent: 600,
+			Failed: 60, Backlog: 5, OldestDueSeconds: 3, Latency: map[int]int64{18: 120, 19: 120, 20: 120}}
+	})
+	entries := make([]fixture.AuditEntry, 30000)
+	for k := range entries {
+		n := k + 1
+		entries[k] = fixture.AuditEntry{At: now.Add(-time.Duration(n) * 23 * time.Second), Actor: "ops",
+			Action: "channel.pause", Channel: []string{"sms", "refund", "mail"}[n%3]}
+	}
+	fixture.AddAudit(t, pool, entries...)
+	if _, err := pool.Exec(context.Background(), `ANALYZE effectd.minute_rollups, effectd.minute_latency, effectd.audit,
+		effectd.hour_rollups, effectd.hour_latency`); err != nil {
+		t.Fatal(err)
+	}
+	return pool
 }
 
 // readsRange fails the test unless plan reads at most most rows (and one
@@ -63,6 +77,7 @@ func TestChartReadsOnlyItsRange(t *testing.T) {
 	to := time.Now().UTC().Truncate(time.Minute).Add(time.Minute)
 	from := to.Add(-time.Hour)
 	step := pgtype.Interval{Microseconds: 60e6, Valid: true}
+	pool := chartHistory(t)
 	for _, c := range []struct {
 		name, sql, index string
 		most             int // the rows of the range: an hour's minutes, slots or entries
@@ -74,7 +89,7 @@ func TestChartReadsOnlyItsRange(t *testing.T) {
 		{"marks of every channel", chartMarksSQL, "audit_at", 3600 / 23, []any{from, to, 200}},
 		{"marks of sms", chartMarksChannelsSQL, "audit_at|audit_channel_at", 3600 / 23, []any{[]string{"sms"}, from, to, 200}},
 	} {
-		plan := explain(t, chartHistorySetup, "(ANALYZE, COSTS OFF, TIMING OFF) "+c.sql, c.args...)
+		plan := pgtest.Plan(t, pool, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+c.sql, c.args...)
 		readsRange(t, c.name, plan, c.index, c.most)
 	}
 }
@@ -84,6 +99,7 @@ func TestChartReadsOnlyItsRange(t *testing.T) {
 // range alone: 24 or 168 rows a channel (three latency slots each), not the
 // 1,440 or 10,080 minutes under them.
 func TestChartLongRangesReadHours(t *testing.T) {
+	pool := chartHistory(t)
 	for _, name := range []string{"24h", "7d"} {
 		rg := effectdtype.ChartRanges[name]
 		to := time.Now().UTC().Truncate(rg.Step).Add(rg.Step)
@@ -100,7 +116,7 @@ func TestChartLongRangesReadHours(t *testing.T) {
 			{"points of the whole system", pointsSQL, "hour_rollups_pkey", hours, []string{AllChannels}},
 			{"latency of sms", latencySQL, "hour_latency_pkey", 3 * hours, []string{"sms"}},
 		} {
-			plan := explain(t, chartHistorySetup, "(ANALYZE, COSTS OFF, TIMING OFF) "+c.sql, c.channels, from, to, step)
+			plan := pgtest.Plan(t, pool, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+c.sql, c.channels, from, to, step)
 			readsRange(t, name+", "+c.name, plan, c.index, c.most)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
 )
 
@@ -54,10 +55,9 @@ func hourHistory(t *testing.T, pool *pgxpool.Pool) time.Time {
 			t.Fatal(err)
 		}
 	}
-	if _, err := pool.Exec(ctx, `INSERT INTO effectd.minute_rollups (channel, minute, backlog, oldest_due_seconds)
-		VALUES ('sms', date_trunc('hour', now(), 'UTC'), 50, 600)`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.AddMinuteRollups(t, pool, 1, func(int) fixture.Rollup {
+		return fixture.Rollup{Channel: "sms", At: time.Now().UTC().Truncate(time.Hour), Backlog: 50, OldestDueSeconds: 600}
+	})
 	for _, backlog := range []int64{9, 4} {
 		if err := SampleBacklog(ctx, pool, []BacklogSample{{Channel: "sms", Backlog: backlog, OldestDueSeconds: 30}}); err != nil {
 			t.Fatal(err)

@@ -11,52 +11,81 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectd/effectd/internal/fixture"
 )
 
-// chartHistorySQL fills the console charts' history (migrations 024 and 027)
-// as eight days of traffic on every channel leave it, whatever the intents
-// loaded: a rollup row a minute per channel and for the whole system, three
-// latency slots each, the hour rows that sum them (as the fold keeps them),
-// and an audit entry every twenty minutes. The rollups are kept
-// as changes happen and pruned after eight days, so this is their size at any
-// number of retained intents; loading it again changes nothing.
-const chartHistorySQL = `
-WITH c AS (SELECT name FROM effectd.channels UNION ALL SELECT '*'),
-m AS (SELECT date_trunc('minute', now()) - n * interval '1 minute' AS minute FROM generate_series(0, 8 * 1440) n),
-r AS (
-    INSERT INTO effectd.minute_rollups (channel, minute, sent, failed, in_doubt, delivered, provider_errors, backoffs, backlog, oldest_due_seconds)
-    SELECT c.name, m.minute, 120, 3, 1, 100, 4, 2, 40, 1.5 FROM c, m
-    ON CONFLICT DO NOTHING
-),
-l AS (
-    INSERT INTO effectd.minute_latency (channel, minute, slot, n)
-    SELECT c.name, m.minute, s, 40 FROM c, m, generate_series(16, 18) s
-    ON CONFLICT DO NOTHING
-),
-h AS (
-    INSERT INTO effectd.hour_rollups (channel, hour, sent, failed, in_doubt, delivered, provider_errors, backoffs, backlog, oldest_due_seconds)
-    SELECT c.name, date_trunc('hour', m.minute, 'UTC'), 120 * count(*), 3 * count(*), count(*), 100 * count(*), 4 * count(*), 2 * count(*), 40, 1.5
-    FROM c, m GROUP BY 1, 2
-    ON CONFLICT DO NOTHING
-),
-hl AS (
-    INSERT INTO effectd.hour_latency (channel, hour, slot, n)
-    SELECT c.name, date_trunc('hour', m.minute, 'UTC'), s, 40 * count(*) FROM c, m, generate_series(16, 18) s GROUP BY 1, 2, 3
-    ON CONFLICT DO NOTHING
-)
-INSERT INTO effectd.audit (at, actor, action, channel)
-SELECT now() - n * interval '20 minutes', 'bench', 'channel.pause', (SELECT min(name) FROM effectd.channels)
-FROM generate_series(1, 8 * 72) n
-WHERE NOT EXISTS (SELECT 1 FROM effectd.audit WHERE actor = 'bench')`
-
-// loadChartHistory writes chartHistorySQL's rows.
+// loadChartHistory fills the console charts' history (migrations 024 and
+// 027) as eight days of traffic on every channel leave it, whatever the
+// intents loaded: a rollup row a minute per channel and for the whole system,
+// three latency slots each, the hour rows that sum them (as the fold keeps
+// them), and an audit entry every twenty minutes. The rollups are kept as
+// changes happen and pruned after eight days, so this is their size at any
+// number of retained intents; loading it again changes nothing (the makers
+// keep the rows there are, and the audit entries are made once).
 func loadChartHistory(ctx context.Context, pool *pgxpool.Pool) error {
-	if _, err := pool.Exec(ctx, chartHistorySQL); err != nil {
+	rows, _ := pool.Query(ctx, `SELECT name FROM effectd.channels ORDER BY name`)
+	channels, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
 		return fmt.Errorf("charts' history: %w", err)
 	}
-	_, err := pool.Exec(ctx, `ANALYZE effectd.minute_rollups, effectd.minute_latency, effectd.hour_rollups, effectd.hour_latency, effectd.audit`)
+	channels = append(channels, "*") // the whole system
+	var audited bool
+	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM effectd.audit WHERE actor = 'bench')`).Scan(&audited); err != nil {
+		return fmt.Errorf("charts' history: %w", err)
+	}
+	now := time.Now()
+	minutes := make([]time.Time, 8*1440+1)
+	hours := map[time.Time]int64{} // the minutes of each hour
+	for n := range minutes {
+		minutes[n] = now.Truncate(time.Minute).Add(-time.Duration(n) * time.Minute)
+		hours[minutes[n].Truncate(time.Hour)]++
+	}
+	if err := fixture.Make(func(t fixture.TB) {
+		chartRollups(t, pool, channels, minutes, hours)
+		if !audited {
+			chartAudit(t, pool, channels[0], now)
+		}
+	}); err != nil {
+		return fmt.Errorf("charts' history: %w", err)
+	}
+	_, err = pool.Exec(ctx, `ANALYZE effectd.minute_rollups, effectd.minute_latency, effectd.hour_rollups, effectd.hour_latency, effectd.audit`)
 	return err
+}
+
+// chartRollups makes a minute rollup of each channel at each of minutes and
+// an hour rollup of each of hours summing its minutes: a minute of 120 sent,
+// 3 failed, 1 in doubt, 100 delivered, 4 provider errors and 2 backoffs, a
+// backlog of 40 due for 1.5 s, and 40 calls in each of latency slots 16 to 18.
+func chartRollups(t fixture.TB, db fixture.DB, channels []string, minutes []time.Time, hours map[time.Time]int64) {
+	rollup := func(channel string, at time.Time, k int64) fixture.Rollup {
+		return fixture.Rollup{Channel: channel, At: at, Sent: 120 * k, Failed: 3 * k, InDoubt: k, Delivered: 100 * k,
+			ProviderErrors: 4 * k, Backoffs: 2 * k, Backlog: 40, OldestDueSeconds: 1.5,
+			Latency: map[int]int64{16: 40 * k, 17: 40 * k, 18: 40 * k}}
+	}
+	fixture.AddMinuteRollups(t, db, len(channels)*len(minutes), func(n int) fixture.Rollup {
+		return rollup(channels[(n-1)%len(channels)], minutes[(n-1)/len(channels)], 1)
+	})
+	var each []fixture.Rollup
+	for hour, k := range hours {
+		for _, c := range channels {
+			each = append(each, rollup(c, hour, k))
+		}
+	}
+	fixture.AddHourRollups(t, db, len(each), func(n int) fixture.Rollup { return each[n-1] })
+}
+
+// chartAudit makes an audit entry every twenty minutes over eight days,
+// pauses of channel by the bench: the charts' marks.
+func chartAudit(t fixture.TB, db fixture.DB, channel string, now time.Time) {
+	entries := make([]fixture.AuditEntry, 8*72)
+	for k := range entries {
+		entries[k] = fixture.AuditEntry{At: now.Add(-time.Duration(k+1) * 20 * time.Minute), Actor: "bench",
+			Action: "channel.pause", Channel: channel}
+	}
+	fixture.AddAudit(t, db, entries...)
 }
 
 // csrfField finds the login form's CSRF token.

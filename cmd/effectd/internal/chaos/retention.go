@@ -14,6 +14,7 @@ import (
 
 	"github.com/effectd/effectd/api/client"
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/query"
 	"github.com/effectd/effectd/internal/storage"
 )
@@ -48,15 +49,6 @@ const (
 // retentionTargets are the days back each round makes expire, in order.
 var retentionTargets = []int{7, 6, 5, 4, 3, 2}
 
-// oldIntentsSQL writes the old FAILED intents of channel $1: oldPerDay ($3)
-// on each day from 2 to $2 days back, an hour after its midnight.
-const oldIntentsSQL = `INSERT INTO effectd.intents (event_id, channel, payload, idempotency_key, status, attempts, created_at, updated_at)
-SELECT 'old-' || d || '-' || i, $1, jsonb_build_object('event', 'old-' || d || '-' || i, 'n', i),
-       $1 || ':old-' || d || '-' || i, 'FAILED', 1, x.at, x.at
-FROM generate_series(2, $2::int) d, generate_series(0, $3::int - 1) i,
-     LATERAL (SELECT ((now() AT TIME ZONE 'UTC')::date - d)::timestamp AT TIME ZONE 'UTC' + interval '1 hour' AS at) x
-RETURNING id, event_id`
-
 // retentionRuns reports whether the run has the retention actor: with
 // actors, on one PostgreSQL (the distributed mode drops partitions on every
 // shard: its path is the dispatcher's tests').
@@ -74,26 +66,30 @@ func (h *harness) oldDays(ctx context.Context) error {
 	return nil
 }
 
-// seedOld writes the old intents and records their events in log as
-// committed, each once, on a day retention may drop (Outcome.Expires).
+// seedOld writes the old FAILED intents of the hook channel (internal/fixture,
+// with their dedupe keys, as effectd.enqueue wrote them then): oldPerDay on
+// each day from 2 to retentionDays back, an hour after its midnight. It
+// records their events in log as committed, each once, on a day retention
+// may drop (Outcome.Expires).
 func (h *harness) seedOld(ctx context.Context, log *Log) error {
 	ch := h.cfg.Channels[0].Name // the webhook channel: no sweep judges it
-	rows, err := h.pool.Query(ctx, oldIntentsSQL, ch, retentionDays, oldPerDay)
-	if err != nil {
-		return fmt.Errorf("chaos: old intents: %w", err)
-	}
-	type old struct {
-		ID    int64
-		Event string
-	}
-	olds, err := pgx.CollectRows(rows, pgx.RowToStructByPos[old])
+	var olds []fixture.IntentRow
+	err := fixture.Make(func(t fixture.TB) {
+		olds = fixture.Intents(t, h.pool, (retentionDays-1)*oldPerDay, func(n int) []fixture.IntentOption {
+			d, i := 2+(n-1)/oldPerDay, (n-1)%oldPerDay
+			event, created := fmt.Sprintf("old-%d-%d", d, i), fixture.Day(-d).Add(time.Hour)
+			return []fixture.IntentOption{fixture.Channel(ch), fixture.Event(event), fixture.Status("FAILED"),
+				fixture.Payload(fmt.Sprintf(`{"event": %q, "n": %d}`, event, i)), fixture.CreatedAt(created),
+				fixture.UpdatedAt(created)}
+		})
+	})
 	if err != nil {
 		return fmt.Errorf("chaos: old intents: %w", err)
 	}
 	h.old = map[int64]target{}
 	for _, o := range olds {
-		h.old[o.ID] = target{ch, o.Event}
-		log.update(o.Event, ch, func(out *Outcome) {
+		h.old[o.ID] = target{ch, o.EventID}
+		log.update(o.EventID, ch, func(out *Outcome) {
 			out.Committed, out.Inserted, out.Deliveries, out.Expires = true, 1, 1, true
 		})
 	}
