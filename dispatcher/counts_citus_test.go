@@ -205,7 +205,12 @@ func TestCitusCountsFollowChanges(t *testing.T) {
 	fixture.Intent(t, pool, fixture.Bucket(3), fixture.Event("next-day"), fixture.Channel("c"),
 		fixture.CreatedAt(today.Upper.Time.Add(time.Hour)), fixture.NeverDue())
 	operate("next-day", statemachine.Cancel, "")
-	if err := query.DropPartition(ctx, pool, today, 0); err != nil {
+	session, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer session.Release()
+	if err := query.DropPartition(ctx, session.Conn(), today, 0); err != nil {
 		t.Fatal(err)
 	}
 	checkCitusCounts(t, pool, "after the drop of "+today.Name)

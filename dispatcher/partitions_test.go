@@ -63,7 +63,7 @@ func TestDropsExpiredPartitions(t *testing.T) {
 	slices.Sort(want)
 	var left []string
 	// The running dispatcher's own reads of intents (its folds and gauges) can
-	// hold a lock past PartitionLockWait on a loaded machine: a prune then
+	// hold a lock past the prune's lock wait on a loaded machine: a prune then
 	// leaves the partitions for the next one (counted busy), as in production.
 	// Prune again until they are gone, each round deleting nothing row by row.
 	for round := 0; round < 20 && !slices.Equal(left, want); round++ {
@@ -152,8 +152,10 @@ func TestDropsExpiredPartitionsTogether(t *testing.T) {
 			if _, err := open.Exec(ctx, `SELECT count(*) FROM effectd.intents`); err != nil {
 				t.Fatal(err)
 			}
-			// held for longer than every try of the drop together
-			time.AfterFunc(3*(query.PartitionLockWait+query.PartitionLockPause)+time.Second, func() { open.Rollback(ctx) })
+			// held for longer than every try of the drop together (3 of a
+			// 50 ms lock wait and a 150 ms pause: retention.LockWait,
+			// LockPause), and less than the 20 of each drop one by one
+			time.AfterFunc(1600*time.Millisecond, func() { open.Rollback(ctx) })
 		}
 		// the days to the day before yesterday: 3 of intents, and 2 each of
 		// attempts and provider events (such a partition waits until the

@@ -106,7 +106,7 @@ func (pr *pruner) pruneChannel(ctx context.Context, db query.DB, channel string,
 func (pr *pruner) dropExpired(ctx context.Context, horizon time.Duration) error {
 	var dropped []query.Partition
 	held := 0
-	err := query.FinishDetaches(ctx, pr.d.pool)
+	err := pr.d.store.FinishDetaches(ctx)
 	if err == nil {
 		dropped, held, err = pr.d.store.DropExpiredPartitions(ctx, horizon)
 	}

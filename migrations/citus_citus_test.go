@@ -249,7 +249,12 @@ FROM effectd.partitions p WHERE p.parent = 'intents' ORDER BY p.lower DESC LIMIT
 		Scan(&part.Name, &part.Parent, &part.Lower, &part.Upper); err != nil {
 		t.Fatal(err)
 	}
-	if err := query.DropPartition(ctx, pool, part, 0); err != nil {
+	session, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer session.Release()
+	if err := query.DropPartition(ctx, session.Conn(), part, 0); err != nil {
 		t.Fatalf("DropPartition %s: %v", name, err)
 	}
 	var left int

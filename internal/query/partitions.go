@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 //go:embed add_partitions.sql
@@ -90,35 +89,21 @@ func PartitionHeld(ctx context.Context, db DB, name string, horizon time.Duratio
 	return held, err
 }
 
-// PartitionLockWait bounds how long a detach or a drop waits for its lock on
-// a partition (lock_timeout). While such a lock waits, the sessions that ask
-// for a lock on the partition after it queue behind it: during a prune under
-// load, enqueues were seen waiting for a relation lock behind a detach that
-// waited for its own (docs/scale.md). A step that does not get its lock in
-// time gives up, having changed nothing or left a detach to finish, and is
-// tried again after PartitionLockPause, PartitionLockTries times in all.
-const (
-	PartitionLockWait  = 50 * time.Millisecond
-	PartitionLockTries = 20
-	PartitionLockPause = 150 * time.Millisecond
-)
-
 // ErrPartitionBusy says a detach or a drop gave up on a partition whose lock
-// it did not get within PartitionLockWait in PartitionLockTries tries. No
-// session waited behind it longer than PartitionLockWait at a time; the next
-// prune tries again.
+// was not free in time (the retention steps bound each wait with
+// lock_timeout and try a few times); the next prune tries again.
 var ErrPartitionBusy = errors.New("partition busy: its lock was not free in time; the next prune tries again")
 
-// DropPartition detaches p from its parent without stopping the parent's
-// readers and writers (DETACH PARTITION … CONCURRENTLY, which waits for the
-// transactions that may use it; a plain DETACH for intents and attempts in
-// the distributed mode, see partition_attached.sql), then drops it and
-// forgets it in one transaction: its registry row and, for intents, the
-// settled counts of its days. No step waits for a lock longer than
-// PartitionLockWait; one that would is tried again (ErrPartitionBusy when it
-// never got it). A detach that stopped half way (a crash, a cancelled
-// context, a lock not free) is finished by the next call, or by
-// FinishDetaches.
+// DropPartition detaches p from its parent on conn without stopping the
+// parent's readers and writers (DETACH PARTITION … CONCURRENTLY, which waits
+// for the transactions that may use it; a plain DETACH for intents and
+// attempts in the distributed mode, see partition_attached.sql), then drops
+// it and forgets it in one transaction: its registry row and, for intents,
+// the settled counts of its days. conn is in no transaction; each step waits
+// for its locks as long as conn's lock_timeout lets it, and a lock not free
+// in time fails the call (LockNotFree), to be tried again. A detach that
+// stopped half way (a crash, a cancelled context, a lock not free) is
+// finished by the next call, or by FinishDetach.
 //
 // An intents partition is dropped only if it still holds no live row and
 // none changed within horizon (PartitionHeld) once no writer can reach its
@@ -130,8 +115,43 @@ var ErrPartitionBusy = errors.New("partition busy: its lock was not free in time
 // requeue, a reconcile, a late provider event) keeps it: the plain detach is
 // rolled back, a concurrent one undone by attaching the table again, and
 // DropPartition returns ErrPartitionLive.
-func DropPartition(ctx context.Context, pool *pgxpool.Pool, p Partition, horizon time.Duration) error {
-	return withLockWait(ctx, pool, p.Name, PartitionLockTries, func(conn *pgx.Conn) error { return dropPartition(ctx, conn, p, horizon) })
+func DropPartition(ctx context.Context, conn *pgx.Conn, p Partition, horizon time.Duration) error {
+	if _, err := detach(ctx, conn, p, true); err != nil {
+		return err
+	}
+	kept := false
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		plainly, err := detach(ctx, tx, p, false)
+		if err != nil {
+			return err
+		}
+		if p.Parent == "intents" {
+			// no writer reaches the rows now: this check decides
+			held, err := PartitionHeld(ctx, tx, p.Name, horizon)
+			if err != nil {
+				return err
+			}
+			if held {
+				kept = true
+				if plainly {
+					return errKeepDetach // the rollback undoes the detach
+				}
+				return Attach(ctx, tx, p)
+			}
+		}
+		if err := DropTable(ctx, tx, p.Name); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, partitionForgetSQL, p.Name, p.Parent, p.Lower, p.Upper)
+		return err
+	})
+	if errors.Is(err, errKeepDetach) {
+		err = nil
+	}
+	if err == nil && kept {
+		return fmt.Errorf("%s: %w", p.Name, ErrPartitionLive)
+	}
+	return err
 }
 
 // ErrPartitionLive says DropPartition kept an intents partition attached: once
@@ -142,47 +162,10 @@ var ErrPartitionLive = errors.New("partition kept: it holds a live or recent row
 // errKeepDetach rolls back a plain detach whose partition holds a live row.
 var errKeepDetach = errors.New("keep the partition attached")
 
-// withLockWait runs step on one connection of pool with lock_timeout set to
-// PartitionLockWait, and again after PartitionLockPause while it fails for a
-// lock that was not free, tries times in all; then it returns
-// ErrPartitionBusy for name.
-func withLockWait(ctx context.Context, pool *pgxpool.Pool, name string, tries int, step func(*pgx.Conn) error) error {
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, fmt.Sprintf(`SET lock_timeout = %d`, PartitionLockWait.Milliseconds())); err != nil {
-		return err
-	}
-	defer func() {
-		if _, err := conn.Exec(context.WithoutCancel(ctx), `RESET lock_timeout`); err != nil {
-			conn.Conn().Close(context.WithoutCancel(ctx)) // not back to the pool with the setting
-		}
-	}()
-	for try := 1; ; try++ {
-		err := step(conn.Conn())
-		if !lockNotFree(err) {
-			return err
-		}
-		if try >= tries {
-			return fmt.Errorf("%s: %w", name, ErrPartitionBusy)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(PartitionLockPause):
-		}
-	}
-}
-
-// DropTogether runs step in one transaction that first takes the three
-// partitioned tables' ACCESS EXCLUSIVE locks (partitions_lock_parents.sql),
-// waiting at most PartitionLockWait for them, and tries again after
-// PartitionLockPause while they, or a lock step asks for, are not free,
-// tries times in all; then it returns ErrPartitionBusy. step may detach and
-// forget any partition of them with DetachForget, and sees nothing change in
-// them while it runs; DropDetachedTables then drops the detached tables.
+// LockParents takes in tx the three partitioned tables' ACCESS EXCLUSIVE
+// locks (partitions_lock_parents.sql), so that tx may detach and forget any
+// partition of them with DetachForget and sees nothing change in them while
+// it runs.
 //
 // Each detach or drop of a partition makes every session plan again each
 // statement it has cached that reads the partitioned table: DETACH …
@@ -193,26 +176,18 @@ func withLockWait(ctx context.Context, pool *pgxpool.Pool, name string, tries in
 // load of the scale bench: enqueues of 40–165 ms, claims bound in 110–222 ms
 // after each step). Detached together they are one change: each statement is
 // planned again once. The price is the lock: while it waits for the
-// transactions that use the tables (at most PartitionLockWait a try), and
-// while step runs, every new statement on them waits behind it; so step only
-// detaches (catalog rows), and the tables' files go after the commit.
-func DropTogether(ctx context.Context, pool *pgxpool.Pool, tries int, step func(tx pgx.Tx) error) error {
-	// the lock of each partition detached waits as long (autovacuum may hold
-	// one), the parents' held meanwhile
-	return withLockWait(ctx, pool, "intents, attempts and provider_events together", tries, func(conn *pgx.Conn) error {
-		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, partitionsLockParentsSQL); err != nil {
-				return err
-			}
-			return step(tx)
-		})
-	})
+// transactions that use the tables, and while tx runs, every new statement on
+// them waits behind it; so tx only detaches (catalog rows), and the tables'
+// files go after the commit (DetachedTables, DropTable).
+func LockParents(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, partitionsLockParentsSQL)
+	return err
 }
 
 // DetachForget detaches partition p plainly in tx, which holds its parent's
-// ACCESS EXCLUSIVE lock (DropTogether), unless it is detached already, and
+// ACCESS EXCLUSIVE lock (LockParents), unless it is detached already, and
 // forgets it as DropPartition does: its registry row and, for intents, the
-// settled counts of its days. Its table stays until DropDetachedTables.
+// settled counts of its days. Its table stays until DropTable.
 func DetachForget(ctx context.Context, tx pgx.Tx, p Partition) error {
 	if _, err := detach(ctx, tx, p, false); err != nil {
 		return err
@@ -249,11 +224,11 @@ func detach(ctx context.Context, db DB, p Partition, concurrently bool) (plainly
 	return how == "", nil
 }
 
-// attach attaches p's table to its parent again, with its bounds, on db.
+// Attach attaches p's table to its parent again, with its bounds, on db.
 // After a detach … CONCURRENTLY the table carries a CHECK constraint equal
 // to its bounds, so the attach does not read its rows; it locks the parent
 // SHARE UPDATE EXCLUSIVE, which lets its readers and writers go on.
-func attach(ctx context.Context, db DB, p Partition) error {
+func Attach(ctx context.Context, db DB, p Partition) error {
 	bound := func(t pgtype.Timestamptz) string {
 		switch t.InfinityModifier {
 		case pgtype.NegativeInfinity:
@@ -270,117 +245,62 @@ func attach(ctx context.Context, db DB, p Partition) error {
 	return nil
 }
 
-// DropDetachedTables drops the tables DetachForget left (partitions_detached_left.sql),
-// each in a transaction of its own under the same bounded lock wait as
-// DropPartition, and returns their names. None is a partition any more, so
-// dropping them makes no session plan again.
-func DropDetachedTables(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
-	rows, err := pool.Query(ctx, partitionsDetachedLeftSQL)
+// DetachedTables lists the tables DetachForget left and no one dropped yet
+// (partitions_detached_left.sql). None is a partition any more, so dropping
+// them makes no session plan again.
+func DetachedTables(ctx context.Context, db DB) ([]string, error) {
+	rows, err := db.Query(ctx, partitionsDetachedLeftSQL)
 	if err != nil {
 		return nil, err
 	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, err
-	}
-	for i, name := range names {
-		if err := withLockWait(ctx, pool, name, PartitionLockTries, func(conn *pgx.Conn) error {
-			_, err := conn.Exec(ctx, `DROP TABLE IF EXISTS `+pgx.Identifier{"effectd", name}.Sanitize())
-			return err
-		}); err != nil {
-			return names[:i], err
-		}
-	}
-	return names, nil
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// dropPartition is one try of DropPartition on conn: a detach CONCURRENTLY
-// (outside a transaction, as PostgreSQL wants it) where the parent allows
-// it, then one transaction that detaches p plainly if it is still attached,
-// checks an intents partition (PartitionHeld) and drops and forgets p, or
-// keeps it: the plain detach rolled back, a concurrent one undone by attach.
-func dropPartition(ctx context.Context, conn *pgx.Conn, p Partition, horizon time.Duration) error {
-	if _, err := detach(ctx, conn, p, true); err != nil {
-		return err
+// DropTable drops effectd's table name, if it is there.
+func DropTable(ctx context.Context, db DB, name string) error {
+	if _, err := db.Exec(ctx, `DROP TABLE IF EXISTS `+pgx.Identifier{"effectd", name}.Sanitize()); err != nil {
+		return fmt.Errorf("drop %s: %w", name, err)
 	}
-	kept := false
-	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		plainly, err := detach(ctx, tx, p, false)
-		if err != nil {
-			return err
-		}
-		if p.Parent == "intents" {
-			// no writer reaches the rows now: this check decides
-			held, err := PartitionHeld(ctx, tx, p.Name, horizon)
-			if err != nil {
-				return err
-			}
-			if held {
-				kept = true
-				if plainly {
-					return errKeepDetach // the rollback undoes the detach
-				}
-				return attach(ctx, tx, p)
-			}
-		}
-		if _, err := tx.Exec(ctx, `DROP TABLE IF EXISTS `+pgx.Identifier{"effectd", p.Name}.Sanitize()); err != nil {
-			return fmt.Errorf("drop %s: %w", p.Name, err)
-		}
-		_, err = tx.Exec(ctx, partitionForgetSQL, p.Name, p.Parent, p.Lower, p.Upper)
-		return err
-	})
-	if errors.Is(err, errKeepDetach) {
-		err = nil
-	}
-	if err == nil && kept {
-		return fmt.Errorf("%s: %w", p.Name, ErrPartitionLive)
-	}
-	return err
+	return nil
 }
 
-// lockNotFree says err is a lock that was not free within lock_timeout.
-func lockNotFree(err error) bool {
+// LockNotFree says err is a lock that was not free within lock_timeout.
+func LockNotFree(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
 }
 
-// FinishDetaches finishes the detaches that stopped half way, so their
-// partitions can be dropped (PostgreSQL detaches no other partition of a
-// parent CONCURRENTLY while one is pending), then attaches again each
-// intents partition DropPartition detached without deciding on it
-// (partitions_detached_registered.sql): no writer reaches its rows while it
-// is detached, and the prune's check of what is held would skip it. Each
-// step waits for its locks as DropPartition does.
-func FinishDetaches(ctx context.Context, pool *pgxpool.Pool) error {
-	rows, err := pool.Query(ctx, partitionsPendingSQL)
+// PendingDetaches lists the partitions (Name and Parent only) whose detach
+// began and did not finish (partitions_pending.sql): PostgreSQL detaches no
+// other partition of a parent CONCURRENTLY while one is pending.
+func PendingDetaches(ctx context.Context, db DB) ([]Partition, error) {
+	rows, err := db.Query(ctx, partitionsPendingSQL)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	type pending struct{ Name, Parent string }
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[pending])
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Partition, error) {
+		var p Partition
+		err := row.Scan(&p.Name, &p.Parent)
+		return p, err
+	})
+}
+
+// FinishDetach finishes on db the detach of p that stopped half way
+// (PendingDetaches), so that p can be dropped.
+func FinishDetach(ctx context.Context, db DB, p Partition) error {
+	_, err := db.Exec(ctx, fmt.Sprintf(`ALTER TABLE %s DETACH PARTITION %s FINALIZE`,
+		pgx.Identifier{"effectd", p.Parent}.Sanitize(), pgx.Identifier{"effectd", p.Name}.Sanitize()))
+	return err
+}
+
+// UndecidedPartitions lists the intents partitions DropPartition detached
+// without deciding on them (partitions_detached_registered.sql): no writer
+// reaches their rows while they are detached, and the prune's check of what
+// is held would skip them, so they are to be attached again (Attach).
+func UndecidedPartitions(ctx context.Context, db DB) ([]Partition, error) {
+	rows, err := db.Query(ctx, partitionsDetachedRegisteredSQL)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var errs []error
-	for _, p := range list {
-		errs = append(errs, withLockWait(ctx, pool, p.Name, PartitionLockTries, func(conn *pgx.Conn) error {
-			_, err := conn.Exec(ctx, fmt.Sprintf(`ALTER TABLE %s DETACH PARTITION %s FINALIZE`,
-				pgx.Identifier{"effectd", p.Parent}.Sanitize(), pgx.Identifier{"effectd", p.Name}.Sanitize()))
-			return err
-		}))
-	}
-	rows, err = pool.Query(ctx, partitionsDetachedRegisteredSQL)
-	if err != nil {
-		return errors.Join(append(errs, err)...)
-	}
-	undecided, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Partition])
-	if err != nil {
-		return errors.Join(append(errs, err)...)
-	}
-	for _, p := range undecided {
-		errs = append(errs, withLockWait(ctx, pool, p.Name, PartitionLockTries, func(conn *pgx.Conn) error {
-			return attach(ctx, conn, p)
-		}))
-	}
-	return errors.Join(errs...)
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[Partition])
 }

@@ -1,10 +1,10 @@
 -- Lists the tables of partitions a prune detached and forgot in one
--- transaction and has not dropped yet (query.DropDetachedTables drops them
--- right after; a crash in between leaves them to the next prune): effectd's
--- tables named as add_partition names partitions of intents, attempts and
--- provider events that are no partition and not in the registry. add_partition
--- makes, attaches and registers a partition in one transaction, so no other
--- table answers to this.
+-- transaction and has not dropped yet (the prune drops them right after; a
+-- crash in between leaves them to the next prune): effectd's tables named as
+-- add_partition names partitions of intents, attempts and provider events
+-- that are no partition and not in the registry. add_partition makes,
+-- attaches and registers a partition in one transaction, so no other table
+-- answers to this.
 SELECT c.relname
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace

@@ -1,5 +1,5 @@
 -- Lists the partitions (name, parent) whose detach began and did not finish
--- (DETACH PARTITION … CONCURRENTLY stopped half way), for DropPartition to
+-- (DETACH PARTITION … CONCURRENTLY stopped half way), for FinishDetach to
 -- finish.
 SELECT c.relname, p.relname
 FROM pg_inherits i

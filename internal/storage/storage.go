@@ -62,6 +62,11 @@ type Engine interface {
 	// horizon ago and hold no live or recent intent, and returns those it
 	// dropped and how many intents partitions it held.
 	DropExpiredPartitions(ctx context.Context, horizon time.Duration) (dropped []query.Partition, held int, err error)
+	// FinishDetaches finishes the detaches of partitions a drop left half way
+	// (a crash, a lock not free in time), and attaches again the intents
+	// partitions it detached without deciding on them: the prune's first
+	// step. Both return query.ErrPartitionBusy when a lock was not free.
+	FinishDetaches(ctx context.Context) error
 	// FoldRollups adds the deltas of the minute rollups to the rollups the
 	// console's charts read.
 	FoldRollups(ctx context.Context, db query.TxDB) error

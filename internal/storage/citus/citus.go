@@ -15,9 +15,10 @@ import (
 
 // Store is storage distributed by bucket on a Citus cluster.
 type Store struct {
-	pool    *pgxpool.Pool
-	buckets int
-	owned   func() []int
+	pool      *pgxpool.Pool
+	retention *retention.Pruner
+	buckets   int
+	owned     func() []int
 
 	claimTurn atomic.Int64 // moves every claim round, so that no bucket is always served last
 	pollTurn  atomic.Int64 // the same for delivery polls
@@ -29,7 +30,7 @@ func New(pool *pgxpool.Pool, buckets int, owned func() []int) *Store {
 	if owned == nil {
 		owned = func() []int { return nil }
 	}
-	return &Store{pool: pool, buckets: buckets, owned: owned}
+	return &Store{pool: pool, retention: retention.New(pool), buckets: buckets, owned: owned}
 }
 
 // Mode is effectdtype.Citus.
@@ -169,12 +170,16 @@ func (s *Store) PruneDedupeKeys(ctx context.Context, now time.Time) (int64, erro
 	for b := range scopes {
 		scopes[b] = &b
 	}
-	return retention.PruneDedupeKeys(ctx, s.pool, now, scopes)
+	return s.retention.PruneDedupeKeys(ctx, now, scopes)
 }
 
 // DropExpiredPartitions drops the expired partitions one by one
-// (retention.DropOneByOne): Citus detaches a partition of a distributed
-// table only plainly, on every shard.
+// (retention.Pruner.DropOneByOne): Citus detaches a partition of a
+// distributed table only plainly, on every shard.
 func (s *Store) DropExpiredPartitions(ctx context.Context, horizon time.Duration) ([]query.Partition, int, error) {
-	return retention.DropOneByOne(ctx, s.pool, horizon)
+	return s.retention.DropOneByOne(ctx, horizon)
 }
+
+// FinishDetaches finishes the detaches a drop left half way
+// (retention.Pruner.FinishDetaches).
+func (s *Store) FinishDetaches(ctx context.Context) error { return s.retention.FinishDetaches(ctx) }

@@ -18,11 +18,12 @@ const pollLockKey = 0x65666671 // "effq"
 
 // Store is storage on one PostgreSQL.
 type Store struct {
-	pool *pgxpool.Pool
+	pool      *pgxpool.Pool
+	retention *retention.Pruner
 }
 
 // New returns the store on pool.
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool, retention: retention.New(pool)} }
 
 // Mode is effectdtype.SingleNode.
 func (s *Store) Mode() effectdtype.Storage { return effectdtype.SingleNode }
@@ -95,23 +96,27 @@ func (s *Store) Prune(ctx context.Context, db query.DB, channel string, keep tim
 
 // PruneDedupeKeys prunes the dedupe keys of every channel.
 func (s *Store) PruneDedupeKeys(ctx context.Context, now time.Time) (int64, error) {
-	return retention.PruneDedupeKeys(ctx, s.pool, now, []*int{nil})
+	return s.retention.PruneDedupeKeys(ctx, now, []*int{nil})
 }
 
 // DropExpiredPartitions detaches and forgets the expired partitions in one
-// transaction under the three tables' locks (retention.DropTogether), so that
-// the sessions using the tables plan their statements again once, not at
-// every step of every partition, and the checks of what is held see no row
-// change; then it drops their tables (query.DropDetachedTables, which also
-// drops any a crash left detached). When those locks are not free, it drops
-// the partitions one by one (retention.DropOneByOne).
+// transaction under the three tables' locks (retention.Pruner.DropTogether),
+// so that the sessions using the tables plan their statements again once, not
+// at every step of every partition, and the checks of what is held see no row
+// change; then it drops their tables (retention.Pruner.DropDetachedTables,
+// which also drops any a crash left detached). When those locks are not free,
+// it drops the partitions one by one (retention.Pruner.DropOneByOne).
 func (s *Store) DropExpiredPartitions(ctx context.Context, horizon time.Duration) (dropped []query.Partition, held int, err error) {
-	dropped, held, err = retention.DropTogether(ctx, s.pool, horizon)
+	dropped, held, err = s.retention.DropTogether(ctx, horizon)
 	if errors.Is(err, query.ErrPartitionBusy) {
-		dropped, held, err = retention.DropOneByOne(ctx, s.pool, horizon)
+		dropped, held, err = s.retention.DropOneByOne(ctx, horizon)
 	}
 	if err == nil {
-		_, err = query.DropDetachedTables(ctx, s.pool)
+		_, err = s.retention.DropDetachedTables(ctx)
 	}
 	return dropped, held, err
 }
+
+// FinishDetaches finishes the detaches a drop left half way
+// (retention.Pruner.FinishDetaches).
+func (s *Store) FinishDetaches(ctx context.Context) error { return s.retention.FinishDetaches(ctx) }

@@ -173,11 +173,12 @@ func (h *harness) retentionRound(ctx context.Context, rp *pgxpool.Pool, back int
 	began := time.Now()
 	go func() {
 		// as the pruner does (dispatcher's dropExpired)
-		err := query.FinishDetaches(ctx, rp)
+		store := storage.New(effectdtype.SingleNode, rp, storage.Leases{})
+		err := store.FinishDetaches(ctx)
 		var dropped []query.Partition
 		var held int
 		if err == nil {
-			dropped, held, err = storage.New(effectdtype.SingleNode, rp, storage.Leases{}).DropExpiredPartitions(ctx, horizon)
+			dropped, held, err = store.DropExpiredPartitions(ctx, horizon)
 		}
 		done <- dropOutcome{dropped, held, err}
 	}()
@@ -238,14 +239,14 @@ func (h *harness) recordRound(part, mode, requeued string, raced bool, res dropO
 	h.note("retention round (%s, requeue of %s raced: %v): %s", mode, requeued, raced, op.Detail)
 }
 
-// finishDetaches is the next prune's first step (query.FinishDetaches): a
+// finishDetaches is the next prune's first step (storage.Engine.FinishDetaches): a
 // drop that gave up (its lock not free in time) may leave a partition
 // pending detach, its rows out of every query's sight, or detached
 // undecided, until then. It tries for up to 20 s.
 func (h *harness) finishDetaches(ctx context.Context, rp *pgxpool.Pool) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		err := query.FinishDetaches(ctx, rp)
+		err := storage.New(effectdtype.SingleNode, rp, storage.Leases{}).FinishDetaches(ctx)
 		if err == nil {
 			return
 		}

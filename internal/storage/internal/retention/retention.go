@@ -25,6 +25,16 @@ func InBatches(ctx context.Context, size int, batch func() (int64, error)) (int6
 	return total, ctx.Err()
 }
 
+// Pruner removes what retention lets go from the database behind its pool:
+// dedupe keys and expired day partitions, each step waiting for its locks no
+// longer than LockWait at a time.
+type Pruner struct {
+	pool *pgxpool.Pool
+}
+
+// New returns a Pruner working on pool.
+func New(pool *pgxpool.Pool) *Pruner { return &Pruner{pool: pool} }
+
 // dedupeKeysBatch is how many dedupe keys one DELETE removes.
 const dedupeKeysBatch = 10000
 
@@ -34,8 +44,8 @@ const dedupeKeysBatch = 10000
 // and returns how many it deleted. A key outlives its intent: while the
 // oldest intents partition remains (held by a live row, say), the keys of its
 // days and later stay.
-func PruneDedupeKeys(ctx context.Context, pool *pgxpool.Pool, now time.Time, scopes []*int) (int64, error) {
-	bound, ok, err := query.DedupeKeysBound(ctx, pool)
+func (r *Pruner) PruneDedupeKeys(ctx context.Context, now time.Time, scopes []*int) (int64, error) {
+	bound, ok, err := query.DedupeKeysBound(ctx, r.pool)
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -43,7 +53,7 @@ func PruneDedupeKeys(ctx context.Context, pool *pgxpool.Pool, now time.Time, sco
 	var total int64
 	for _, bucket := range scopes {
 		n, err := InBatches(ctx, dedupeKeysBatch, func() (int64, error) {
-			return query.PruneDedupeKeys(ctx, pool, today, bound, dedupeKeysBatch, bucket)
+			return query.PruneDedupeKeys(ctx, r.pool, today, bound, dedupeKeysBatch, bucket)
 		})
 		total += n
 		if err != nil {
@@ -54,8 +64,9 @@ func PruneDedupeKeys(ctx context.Context, pool *pgxpool.Pool, now time.Time, sco
 }
 
 // dropTogetherTries is how many times DropTogether tries to take the
-// partitioned tables' locks at once (query.DropTogether) before it gives up
-// with query.ErrPartitionBusy.
+// partitioned tables' locks at once (query.LockParents) before it gives up
+// with query.ErrPartitionBusy: the lock of each partition detached waits as
+// long (autovacuum may hold one), the parents' held meanwhile.
 const dropTogetherTries = 3
 
 // partitionCheckedKey keys, in a test's context, a func(query.Partition)
@@ -68,34 +79,47 @@ func WithPartitionChecked(ctx context.Context, f func(query.Partition)) context.
 }
 
 // DropOneByOne drops the partitions that ended more than horizon ago each on
-// its own, concurrently where PostgreSQL allows it (query.DropPartition).
-// The first check of an intents partition is made while writers still reach
-// it; query.DropPartition checks it again in the transaction that drops it,
-// once none can, and keeps it (counted held) when a row became live in
-// between.
-func DropOneByOne(ctx context.Context, pool *pgxpool.Pool, horizon time.Duration) (dropped []query.Partition, held int, err error) {
-	err = dropEach(ctx, pool, horizon, func(p query.Partition) error {
+// its own, concurrently where PostgreSQL allows it (query.DropPartition,
+// under withLockWait). The first check of an intents partition is made while
+// writers still reach it; query.DropPartition checks it again in the
+// transaction that drops it, once none can, and keeps it (counted held) when
+// a row became live in between.
+func (r *Pruner) DropOneByOne(ctx context.Context, horizon time.Duration) (dropped []query.Partition, held int, err error) {
+	err = dropEach(ctx, r.pool, horizon, func(p query.Partition) error {
 		if checked, ok := ctx.Value(partitionCheckedKey{}).(func(query.Partition)); ok {
 			checked(p) // a test's change between the first check and the drop
 		}
-		return query.DropPartition(ctx, pool, p, horizon)
+		return r.dropPartition(ctx, p, horizon)
 	}, &dropped, &held)
 	return dropped, held, err
 }
 
-// DropTogether detaches and forgets in one transaction (query.DropTogether)
-// what DropOneByOne would drop, after a dry run on pool: the tables' locks
-// stop every producer for a moment, and are not taken at a prune that has
-// nothing to drop. The tables detached are left to query.DropDetachedTables.
-// It returns query.ErrPartitionBusy when the locks were not free.
-func DropTogether(ctx context.Context, pool *pgxpool.Pool, horizon time.Duration) (dropped []query.Partition, held int, err error) {
+// dropPartition drops p (query.DropPartition) under withLockWait.
+func (r *Pruner) dropPartition(ctx context.Context, p query.Partition, horizon time.Duration) error {
+	return r.withLockWait(ctx, p.Name, LockTries, func(conn *pgx.Conn) error {
+		return query.DropPartition(ctx, conn, p, horizon)
+	})
+}
+
+// DropTogether detaches and forgets in one transaction what DropOneByOne
+// would drop, after a dry run: the transaction first takes the partitioned
+// tables' locks (query.LockParents, under withLockWait), which stop every
+// producer for a moment, and are not taken at a prune that has nothing to
+// drop. The tables detached are left to DropDetachedTables. It returns
+// query.ErrPartitionBusy when the locks were not free.
+func (r *Pruner) DropTogether(ctx context.Context, horizon time.Duration) (dropped []query.Partition, held int, err error) {
 	var none []query.Partition
-	if err := dropEach(ctx, pool, horizon, func(query.Partition) error { return errSomething }, &none, &held); !errors.Is(err, errSomething) {
+	if err := dropEach(ctx, r.pool, horizon, func(query.Partition) error { return errSomething }, &none, &held); !errors.Is(err, errSomething) {
 		return nil, held, err
 	}
-	err = query.DropTogether(ctx, pool, dropTogetherTries, func(tx pgx.Tx) error {
-		dropped, held = nil, 0 // a try that gave up changed nothing
-		return dropEach(ctx, tx, horizon, func(p query.Partition) error { return query.DetachForget(ctx, tx, p) }, &dropped, &held)
+	err = r.withLockWait(ctx, "intents, attempts and provider_events together", dropTogetherTries, func(conn *pgx.Conn) error {
+		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if err := query.LockParents(ctx, tx); err != nil {
+				return err
+			}
+			dropped, held = nil, 0 // a try that gave up changed nothing
+			return dropEach(ctx, tx, horizon, func(p query.Partition) error { return query.DetachForget(ctx, tx, p) }, &dropped, &held)
+		})
 	})
 	return dropped, held, err
 }
