@@ -45,10 +45,10 @@ func citusPoolDays(t *testing.T, buckets, days int) *pgxpool.Pool {
 	pool := citustest.New(t)
 	ctx := context.Background()
 	citustest.ProducerOrders(t, pool)
-	if err := migrations.Up(ctx, pool); err != nil {
+	if err := migrations.New(pool).Up(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := migrations.Distribute(ctx, pool, migrations.Citus{Schema: "producer", Table: "orders", Column: "bucket", Buckets: buckets, PartitionDays: days}); err != nil {
+	if _, err := migrations.New(pool).Distribute(ctx, migrations.Citus{Schema: "producer", Table: "orders", Column: "bucket", Buckets: buckets, PartitionDays: days}); err != nil {
 		t.Fatal(err)
 	}
 	return pool

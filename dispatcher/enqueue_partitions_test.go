@@ -214,7 +214,7 @@ func TestEnqueueManyInOneTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	if err := migrations.Up(ctx, pool); err != nil {
+	if err := migrations.New(pool).Up(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := dispatcher.Register(ctx, pool, []dispatcher.Channel{{Name: "hook", Kind: "webhook", Policy: policy.Default("webhook")}}); err != nil {

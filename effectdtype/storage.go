@@ -8,7 +8,7 @@ type Storage int
 // The storage modes.
 const (
 	SingleNode Storage = iota // one PostgreSQL
-	Citus                     // distributed on a Citus cluster (migrations.Distribute)
+	Citus                     // distributed on a Citus cluster (migrations.Migrator.Distribute)
 )
 
 // String is the mode as database.storage spells it: single or citus.

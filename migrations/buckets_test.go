@@ -55,10 +55,10 @@ func TestBucketMigrationKeepsProducerRights(t *testing.T) {
 		t.Fatal(err)
 	}
 	app := newRole(t, pool, "bucket_app", "LOGIN")
-	if _, err := migrations.SetProducers(ctx, pool, []migrations.Producer{{Role: app, Channels: []string{"c"}}}); err != nil {
+	if _, err := migrations.New(pool).SetProducers(ctx, []migrations.Producer{{Role: app, Channels: []string{"c"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := migrations.Up(ctx, pool); err != nil {
+	if err := migrations.New(pool).Up(ctx); err != nil {
 		t.Fatal(err)
 	}
 	conn := connectAs(t, pool, app)

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Citus is the distributed mode as database.citus configures it: effectd's
@@ -55,8 +54,8 @@ var lookupsSQL string
 // Up has made current, in one transaction under the migrations' lock, and
 // returns what it changed: nothing on a second run. An error names the
 // database.citus field it is about.
-func Distribute(ctx context.Context, pool *pgxpool.Pool, c Citus) (done []string, err error) {
-	conn, err := pool.Acquire(ctx)
+func (m *Migrator) Distribute(ctx context.Context, c Citus) (done []string, err error) {
+	conn, err := m.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("migrations.Distribute: %w", err)
 	}

@@ -41,11 +41,11 @@ func citusDB(t *testing.T) (*pgxpool.Pool, migrations.Citus) {
 	pool := citustest.New(t)
 	ctx := context.Background()
 	citustest.ProducerOrders(t, pool)
-	if err := migrations.Up(ctx, pool); err != nil {
+	if err := migrations.New(pool).Up(ctx); err != nil {
 		t.Fatal(err)
 	}
 	c := migrations.Citus{Schema: "producer", Table: "orders", Column: "bucket", Buckets: 8, PartitionDays: migrations.DefaultPartitionDays}
-	done, err := migrations.Distribute(ctx, pool, c)
+	done, err := migrations.New(pool).Distribute(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,10 +96,10 @@ WHERE i.inhparent IN ('effectd.intents'::regclass, 'effectd.attempts'::regclass)
 	if err != nil || mode == nil || *mode != c {
 		t.Fatalf("Mode = %+v, %v; want %+v", mode, err, c)
 	}
-	if err := migrations.Up(ctx, pool); err != nil {
+	if err := migrations.New(pool).Up(ctx); err != nil {
 		t.Fatalf("Up after Distribute: %v", err)
 	}
-	done, err := migrations.Distribute(ctx, pool, c)
+	done, err := migrations.New(pool).Distribute(ctx, c)
 	if err != nil || len(done) != 0 {
 		t.Fatalf("second Distribute: %v, %v; want nothing done", done, err)
 	}
@@ -124,7 +124,7 @@ func TestCitusDistributeRefuses(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	if err := migrations.Up(ctx, pool); err != nil {
+	if err := migrations.New(pool).Up(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -135,7 +135,7 @@ func TestCitusDistributeRefuses(t *testing.T) {
 		{"by_id", "bucket", "database.citus.bucket_column: producer.by_id is distributed by id, not by bucket"},
 		{"by_text", "bucket", "database.citus.bucket_column: producer.by_text.bucket is text, want smallint, integer or bigint"},
 	} {
-		_, err := migrations.Distribute(ctx, pool, migrations.Citus{Schema: "producer", Table: tc.table, Column: tc.column, Buckets: 4})
+		_, err := migrations.New(pool).Distribute(ctx, migrations.Citus{Schema: "producer", Table: tc.table, Column: tc.column, Buckets: 4})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v; want %q", tc.table, err, tc.want)
 		}
@@ -336,7 +336,7 @@ func TestCitusPartitionsSpanWeeks(t *testing.T) {
 
 	// one day a partition again, from the next partition made on
 	c.PartitionDays = 1
-	if _, err := migrations.Distribute(ctx, pool, c); err != nil {
+	if _, err := migrations.New(pool).Distribute(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	if mode, err := migrations.Mode(ctx, pool); err != nil || mode.Days() != 1 {

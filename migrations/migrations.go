@@ -32,12 +32,22 @@ const versionTable = "effectd.goose_db_version"
 // lockKey serialises effectd's migrations among instances running them at once.
 const lockKey = 0x65666664 // "effd"
 
-// Up applies every pending migration to the database behind pool. It is
-// idempotent and safe to run from several instances at once: the whole run
-// holds a session advisory lock, which later instances wait on (without polling)
-// and then find nothing left to do.
-func Up(ctx context.Context, pool *pgxpool.Pool) (err error) {
-	db := stdlib.OpenDBFromPool(pool)
+// Migrator changes the schema of the database behind its pool: it applies
+// the migrations (Up), the distributed mode's layout (Distribute) and the
+// producers' rights (SetProducers), each under the migrations' advisory lock.
+type Migrator struct {
+	pool *pgxpool.Pool
+}
+
+// New returns a Migrator of the database behind pool.
+func New(pool *pgxpool.Pool) *Migrator { return &Migrator{pool: pool} }
+
+// Up applies every pending migration. It is idempotent and safe to run from
+// several instances at once: the whole run holds a session advisory lock,
+// which later instances wait on (without polling) and then find nothing left
+// to do.
+func (m *Migrator) Up(ctx context.Context) (err error) {
+	db := stdlib.OpenDBFromPool(m.pool)
 	defer db.Close()
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -75,16 +85,19 @@ WHERE d.retention IS DISTINCT FROM excluded.retention`, retention)
 	return err
 }
 
-// Current reports whether every embedded migration has been applied. It reads
-// the version table in one round trip (serve calls it before its first claim,
-// and /metrics on every scrape).
-func Current(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
+// Current reports whether every embedded migration has been applied to db (a
+// pool, a connection or a transaction). It reads the version table in one
+// round trip (serve calls it before its first claim, and /metrics on every
+// scrape).
+func Current(ctx context.Context, db interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (bool, error) {
 	want, err := embeddedVersions()
 	if err != nil {
 		return false, err
 	}
 	var applied []int64
-	err = pool.QueryRow(ctx, `SELECT coalesce(array_agg(version_id), '{}') FROM `+versionTable+` WHERE is_applied`,
+	err = db.QueryRow(ctx, `SELECT coalesce(array_agg(version_id), '{}') FROM `+versionTable+` WHERE is_applied`,
 		pgx.QueryExecModeSimpleProtocol).Scan(&applied)
 	var pgErr *pgconn.PgError // undefined table or schema: never migrated
 	if errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000") {

@@ -17,7 +17,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 func TestUpConcurrent(t *testing.T) {
 	pool := pgtest.New(t) // already migrated: Up must be a no-op on it
 	ctx := context.Background()
-	if err := migrations.Up(ctx, pool); err != nil {
+	if err := migrations.New(pool).Up(ctx); err != nil {
 		t.Fatalf("second Up: %v", err)
 	}
 
@@ -41,7 +41,7 @@ func TestUpConcurrent(t *testing.T) {
 				return
 			}
 			defer p.Close()
-			errs[i] = migrations.Up(ctx, p)
+			errs[i] = migrations.New(p).Up(ctx)
 		}()
 	}
 	wg.Wait()

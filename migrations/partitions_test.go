@@ -46,7 +46,7 @@ func TestUpgradeToPartitions(t *testing.T) {
 	before := take()
 
 	start := time.Now()
-	if err := migrations.Up(ctx, pool); err != nil {
+	if err := migrations.New(pool).Up(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("migration 013 on %d intents, %d attempts, %d provider events: %s", before.intents, before.attempts, before.events,
@@ -174,7 +174,7 @@ func TestUpgradeWithChecksMadeBefore(t *testing.T) {
 			}
 		}
 	}
-	if err := migrations.Up(ctx, pool); err != nil {
+	if err := migrations.New(pool).Up(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var upper time.Time

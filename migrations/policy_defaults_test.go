@@ -58,7 +58,7 @@ func TestRetentionFromOnePlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("bare", 3*time.Hour+time.Minute, true)
-	if err := migrations.Up(ctx, pool); err != nil {
+	if err := migrations.New(pool).Up(ctx); err != nil {
 		t.Fatal(err)
 	}
 	check("bare", 3*time.Hour+time.Minute, false)

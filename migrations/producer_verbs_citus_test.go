@@ -27,7 +27,7 @@ UPDATE effectd.channels SET notify = '{"channel": "c-notify", "on": ["cancelled"
 		t.Fatal(err)
 	}
 	app := newRole(t, pool, "c_app", "LOGIN")
-	if _, err := migrations.SetProducers(ctx, pool, []migrations.Producer{{Role: app, Channels: []string{"c"}}}); err != nil {
+	if _, err := migrations.New(pool).SetProducers(ctx, []migrations.Producer{{Role: app, Channels: []string{"c"}}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range []string{"e1", "e2", "sending"} {
@@ -99,7 +99,7 @@ func TestCitusStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	app := newRole(t, pool, "c_app", "LOGIN")
-	if _, err := migrations.SetProducers(ctx, pool, []migrations.Producer{{Role: app, Channels: []string{"c"}}}); err != nil {
+	if _, err := migrations.New(pool).SetProducers(ctx, []migrations.Producer{{Role: app, Channels: []string{"c"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `SELECT effectd.enqueue(event_id => 'e1', channel => 'c', payload => '{}', bucket => 5);

@@ -48,7 +48,7 @@ func TestProducerVerbsOfRoles(t *testing.T) {
 		t.Fatal(err)
 	}
 	payments := newRole(t, pool, "payments_app", "LOGIN")
-	grants, err := migrations.SetProducers(ctx, pool, []migrations.Producer{{Role: payments, Channels: []string{"refund"}}})
+	grants, err := migrations.New(pool).SetProducers(ctx, []migrations.Producer{{Role: payments, Channels: []string{"refund"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ UPDATE effectd.channels SET notify = '{"channel": "sms-notify", "on": ["cancelle
 		t.Fatal(err)
 	}
 	smsApp := newRole(t, pool, "sms_app", "LOGIN")
-	if _, err := migrations.SetProducers(ctx, pool, []migrations.Producer{{Role: smsApp, Channels: []string{"sms"}}}); err != nil {
+	if _, err := migrations.New(pool).SetProducers(ctx, []migrations.Producer{{Role: smsApp, Channels: []string{"sms"}}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range []string{"due", "later", "sending", "doubt", "sent", "rolled-back"} {

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Producer is a PostgreSQL role that producers connect as, and the channels
@@ -35,13 +34,13 @@ var Verbs = []string{"enqueue", "enqueue_many", "cancel", "status"}
 // makes the verbs run with their caller's rights again (as before producer roles:
 // the caller needs rights on the tables), granting nothing. It returns the
 // statements it ran that change privileges.
-func SetProducers(ctx context.Context, pool *pgxpool.Pool, producers []Producer) (grants []string, err error) {
+func (m *Migrator) SetProducers(ctx context.Context, producers []Producer) (grants []string, err error) {
 	defer func() {
 		if err != nil {
 			err = fmt.Errorf("access.producers: %w", err)
 		}
 	}()
-	tx, err := pool.Begin(ctx)
+	tx, err := m.pool.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}

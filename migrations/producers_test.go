@@ -106,7 +106,7 @@ func TestProducerRoles(t *testing.T) {
 GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA effectd TO `+payments); err != nil {
 		t.Fatal(err)
 	}
-	grants, err := migrations.SetProducers(ctx, pool, []migrations.Producer{
+	grants, err := migrations.New(pool).SetProducers(ctx, []migrations.Producer{
 		{Role: payments, Channels: []string{"refund", "payout-*"}},
 		{Role: smsApp, Channels: []string{"sms"}},
 	})
@@ -200,7 +200,7 @@ GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA effectd TO `+payments); err
 		t.Errorf("owner → sms: %s %s", code, msg)
 	}
 	// Producers removed: the listed roles lose their channels.
-	if _, err := migrations.SetProducers(ctx, pool, nil); err != nil {
+	if _, err := migrations.New(pool).SetProducers(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	if code, _ := enqueue(pc, "r3", "refund", refundPayload); code != "42501" {
@@ -240,7 +240,7 @@ func TestSetProducersRefuses(t *testing.T) {
 		{Role: super, Channels: []string{"sms"}},
 		{Role: super, Channels: []string{"sms["}},
 	} {
-		if _, err := migrations.SetProducers(ctx, pool, []migrations.Producer{p}); err == nil || !strings.Contains(err.Error(), p.Role) {
+		if _, err := migrations.New(pool).SetProducers(ctx, []migrations.Producer{p}); err == nil || !strings.Contains(err.Error(), p.Role) {
 			t.Errorf("SetProducers(%+v) = %v, want an error naming the role", p, err)
 		}
 	}
@@ -273,7 +273,7 @@ func TestEnqueueRunsAsOwner(t *testing.T) {
 		t.Errorf("enqueue without producers: %v, want SECURITY INVOKER without settings", got)
 	}
 	role := newRole(t, pool, "app", "LOGIN")
-	if _, err := migrations.SetProducers(ctx, pool, []migrations.Producer{{Role: role, Channels: []string{"sms"}}}); err != nil {
+	if _, err := migrations.New(pool).SetProducers(ctx, []migrations.Producer{{Role: role, Channels: []string{"sms"}}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range enqueueAttributes(t, pool) {
@@ -281,7 +281,7 @@ func TestEnqueueRunsAsOwner(t *testing.T) {
 			t.Errorf("enqueue with producers: %q, want SECURITY DEFINER with search_path=effectd, pg_temp", a)
 		}
 	}
-	if _, err := migrations.SetProducers(ctx, pool, nil); err != nil {
+	if _, err := migrations.New(pool).SetProducers(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := enqueueAttributes(t, pool); got[0] != "false " {

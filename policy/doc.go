@@ -12,5 +12,5 @@
 //
 // The configuration, the dispatcher and the admin API read these from here;
 // SQL reads the retention default from effectd.policy_defaults, which
-// migrations.Up copies from DefaultRetention.
+// migrations.Migrator.Up copies from DefaultRetention.
 package policy

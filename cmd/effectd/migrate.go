@@ -44,11 +44,12 @@ func runMigrate(ctx context.Context, args []string, getenv env, stdout, stderr i
 		return err
 	}
 	defer pool.Close()
-	if err := migrations.Up(ctx, pool); err != nil {
+	m := migrations.New(pool)
+	if err := m.Up(ctx); err != nil {
 		return err
 	}
 	if citus != nil {
-		done, err := migrations.Distribute(ctx, pool, *citus)
+		done, err := m.Distribute(ctx, *citus)
 		if err != nil {
 			return err
 		}
@@ -65,7 +66,7 @@ func runMigrate(ctx context.Context, args []string, getenv env, stdout, stderr i
 		return nil
 	}
 	// The YAML is the whole truth about producer roles: none listed, none kept.
-	grants, err := migrations.SetProducers(ctx, pool, access.Producers)
+	grants, err := m.SetProducers(ctx, access.Producers)
 	if err != nil {
 		return err
 	}

@@ -153,7 +153,7 @@ type serveOptions struct {
 	insecure bool
 	tls      *tls.Config // nil: plain HTTP
 	migrate  bool
-	// producers are granted after migrating (see migrations.SetProducers).
+	// producers are granted after migrating (see migrations.Migrator.SetProducers).
 	producers []migrations.Producer
 	drain     time.Duration
 	log       *slog.Logger
@@ -239,15 +239,16 @@ func serve(ctx context.Context, o serveOptions) error {
 // distributed mode's bucket count, 0 in single-node mode.
 func prepareDatabase(ctx context.Context, pool *pgxpool.Pool, o serveOptions) (buckets int, err error) {
 	if o.migrate {
-		if err := migrations.Up(ctx, pool); err != nil {
+		m := migrations.New(pool)
+		if err := m.Up(ctx); err != nil {
 			return 0, err
 		}
 		if o.citus != nil {
-			if _, err := migrations.Distribute(ctx, pool, *o.citus); err != nil {
+			if _, err := m.Distribute(ctx, *o.citus); err != nil {
 				return 0, err
 			}
 		}
-		grants, err := migrations.SetProducers(ctx, pool, o.producers)
+		grants, err := m.SetProducers(ctx, o.producers)
 		if err != nil {
 			return 0, err
 		}

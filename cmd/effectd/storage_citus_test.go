@@ -24,11 +24,11 @@ func TestCitusStorageMode(t *testing.T) {
 	pool := citustest.New(t)
 	ctx := context.Background()
 	citustest.ProducerOrders(t, pool)
-	if err := migrations.Up(ctx, pool); err != nil {
+	if err := migrations.New(pool).Up(ctx); err != nil {
 		t.Fatal(err)
 	}
 	c := migrations.Citus{Schema: "producer", Table: "orders", Column: "bucket", Buckets: 8, PartitionDays: migrations.DefaultPartitionDays}
-	if _, err := migrations.Distribute(ctx, pool, c); err != nil {
+	if _, err := migrations.New(pool).Distribute(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	var logs strings.Builder

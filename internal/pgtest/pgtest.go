@@ -83,7 +83,7 @@ func start() error {
 		return err
 	}
 	defer pool.Close()
-	return migrations.Up(ctx, pool)
+	return migrations.New(pool).Up(ctx)
 }
 
 // URL returns the connection string of a fresh, migrated database that is

@@ -33,10 +33,10 @@ func citusHistory(t testing.TB, shards int) *pgxpool.Pool {
 	if _, err := pool.Exec(ctx, `SELECT create_distributed_table('producer.orders', 'bucket', shard_count => $1)`, shards); err != nil {
 		t.Fatal(err)
 	}
-	if err := migrations.Up(ctx, pool); err != nil {
+	if err := migrations.New(pool).Up(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := migrations.Distribute(ctx, pool, migrations.Citus{Schema: "producer", Table: "orders", Column: "bucket", Buckets: 32}); err != nil {
+	if _, err := migrations.New(pool).Distribute(ctx, migrations.Citus{Schema: "producer", Table: "orders", Column: "bucket", Buckets: 32}); err != nil {
 		t.Fatal(err)
 	}
 	if err := AddChannels(ctx, pool, map[string]string{"bench": "webhook", "pay": "stripe", "sms": "twilio"}); err != nil {

@@ -204,7 +204,7 @@ func (e *env) database(ctx context.Context) (string, *pgxpool.Pool, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	if err := migrations.Up(ctx, pool); err != nil {
+	if err := migrations.New(pool).Up(ctx); err != nil {
 		pool.Close()
 		return "", nil, err
 	}
