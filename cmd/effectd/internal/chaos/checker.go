@@ -93,15 +93,11 @@ func (r *Report) OK() bool { return len(r.Violations) == 0 }
 // target is what an effect is for: one event on one channel.
 type target struct{ channel, event string }
 
-// Check judges the run. events is the producers' log; ledger the sandbox's.
-func Check(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, events map[string]Outcome, ledger sandbox.Snapshot, chans []Channel) (*Report, error) {
-	return check(ctx, pool, mode, events, ledger, chans, nil, decisions{})
-}
-
-// check is Check after a failover that lost what loss says (nil: no failover).
-// Under asynchronous replication the enqueues it lost, with the producers'
-// rows, and the Twilio duplicates of the claims and completions it lost are
-// counted as its cost; under synchronous replication they break the rules.
+// check judges the run. events is the producers' log; ledger the sandbox's;
+// loss what a failover lost (nil: no failover). Under asynchronous
+// replication the enqueues it lost, with the producers' rows, and the Twilio
+// duplicates of the claims and completions it lost are counted as its cost;
+// under synchronous replication they break the rules.
 // dec is what the operators decided (none without actors): it explains
 // extra effects and an intent resolved as sent without one.
 func check(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, events map[string]Outcome, ledger sandbox.Snapshot, chans []Channel, loss *failoverLoss, dec decisions) (*Report, error) {
