@@ -4,7 +4,9 @@
 // hand-written INSERT into effectd's tables outside internal/fixture and
 // migrations/ (TestRowsThroughTheFixtureFactory), and effectdtype, the shared
 // types, importing only the standard library
-// (TestSharedTypesImportOnlyTheStandardLibrary); and of
+// (TestSharedTypesImportOnlyTheStandardLibrary), and no exported function
+// outside constructors taking a *pgxpool.Pool
+// (TestNoExportedFunctionTakesAPool); and of
 // the documentation's: README.md at most 300 lines and linking every docs/
 // page, every relative link resolving, and every command and test the pages
 // name existing.

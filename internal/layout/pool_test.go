@@ -21,39 +21,6 @@ var poolHelpers = map[string]bool{
 	"internal/citustest": true,
 }
 
-// stillTakingAPool lists the exported functions (file: name) that take a pool
-// today and are moving to the operator service, which holds its pool from its
-// constructor on. The map only shrinks: remove an entry when its function
-// stops taking a pool; never add one.
-var stillTakingAPool = map[string]bool{
-	"dispatcher/approval.go: Decide":                      true,
-	"dispatcher/approval.go: GetApproval":                 true,
-	"dispatcher/approval.go: PendingApprovals":            true,
-	"dispatcher/approval.go: RequestOperation":            true,
-	"dispatcher/approval_actions.go: BulkApproval":        true,
-	"dispatcher/approval_actions.go: RequestBulk":         true,
-	"dispatcher/approval_actions.go: RequestPolicyChange": true,
-	"dispatcher/bulk.go: ApplyBulk":                       true,
-	"dispatcher/bulk.go: FreezeBulk":                      true,
-	"dispatcher/channel.go: Register":                     true,
-	"dispatcher/channels.go: ChangePolicy":                true,
-	"dispatcher/channels.go: ChannelExists":               true,
-	"dispatcher/channels.go: ChannelNames":                true,
-	"dispatcher/channels.go: GetChannel":                  true,
-	"dispatcher/channels.go: ListChannels":                true,
-	"dispatcher/channels.go: PauseChannel":                true,
-	"dispatcher/channels.go: Redactions":                  true,
-	"dispatcher/channels.go: ResumeChannel":               true,
-	"dispatcher/charts.go: Charts":                        true,
-	"dispatcher/intents.go: IntentChannel":                true,
-	"dispatcher/intents.go: IntentDetail":                 true,
-	"dispatcher/intents.go: ListIntents":                  true,
-	"dispatcher/intents.go: ListProviderEvents":           true,
-	"dispatcher/operate.go: Operate":                      true,
-	"dispatcher/stats.go: Gauges":                         true,
-	"dispatcher/stats.go: Stats":                          true,
-}
-
 // TestNoExportedFunctionTakesAPool: outside constructors, no exported function
 // or method of a non-test file takes a *pgxpool.Pool. Whoever holds a pool
 // is a value built once: a constructor is a top-level function named New, or
@@ -63,7 +30,6 @@ var stillTakingAPool = map[string]bool{
 // interface with the methods it calls. Unexported functions may take a pool,
 // and so may the test helpers in poolHelpers.
 func TestNoExportedFunctionTakesAPool(t *testing.T) {
-	seen := map[string]bool{}
 	n := 0
 	sources(t, func(file string, f *ast.File, _ *token.FileSet) {
 		if poolHelpers[path.Dir(file)] {
@@ -79,21 +45,11 @@ func TestNoExportedFunctionTakesAPool(t *testing.T) {
 			if !ok || !fd.Name.IsExported() || !takesPool(fd.Type.Params, name) || isConstructor(fd) {
 				continue
 			}
-			key := file + ": " + fd.Name.Name
-			if stillTakingAPool[key] {
-				seen[key] = true
-				continue
-			}
 			t.Errorf("%s: %s takes a *pgxpool.Pool and is no constructor: make it a method of a value built once by a constructor that keeps the pool (New…), or have it take what it uses (a pgx.Tx, query.DB, or a small interface of the methods it calls)", file, funcName(fd))
 		}
 	})
 	if n < 5 {
 		t.Fatalf("only %d files import pgxpool: the walk missed the module", n)
-	}
-	for key := range stillTakingAPool {
-		if !seen[key] {
-			t.Errorf("%s no longer takes a pool (or moved): remove it from stillTakingAPool", key)
-		}
 	}
 }
 
