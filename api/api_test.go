@@ -35,10 +35,10 @@ type fakeReconciler struct {
 	actors []string
 }
 
-func (f *fakeReconciler) Reconcile(_ context.Context, id int64, dryRun bool, actor string) (effectdtype.Settlement, error) {
+func (f *fakeReconciler) Reconcile(_ context.Context, id int64, dryRun bool, actor string) (effectdtype.ReconcileResult, error) {
 	f.calls = append(f.calls, dryRun)
 	f.actors = append(f.actors, actor)
-	return effectdtype.Settlement{IntentID: id, From: statemachine.InDoubt, To: statemachine.Sent,
+	return effectdtype.ReconcileResult{IntentID: id, From: statemachine.InDoubt, To: statemachine.Sent,
 		Outcome: dispatcher.LookupFound, ProviderRef: "re_found", Applied: !dryRun}, nil
 }
 

@@ -21,7 +21,7 @@ import (
 
 // Reconciler settles one in-doubt intent now, or reports what it would do.
 type Reconciler interface {
-	Reconcile(ctx context.Context, id int64, dryRun bool, actor string) (effectdtype.Settlement, error)
+	Reconcile(ctx context.Context, id int64, dryRun bool, actor string) (effectdtype.ReconcileResult, error)
 }
 
 // Config is what NewHandler needs.

@@ -207,7 +207,7 @@ func shownEvent(r *http.Request) (string, error) {
 
 // reconcileIntent answers POST /v1/intents/{id}/reconcile: asks the provider now;
 // with ?dry_run=true it reports the settlement without applying it.
-func (h *handler) reconcileIntent(_ http.ResponseWriter, r *http.Request) (s effectdtype.Settlement, err error) {
+func (h *handler) reconcileIntent(_ http.ResponseWriter, r *http.Request) (s effectdtype.ReconcileResult, err error) {
 	id, err := pathID(r)
 	if err != nil {
 		return s, err

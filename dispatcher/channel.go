@@ -87,7 +87,7 @@ func Register(ctx context.Context, db query.DB, channels []Channel) error {
 		if err := query.SetRedact(ctx, db, c.Name, c.Redact); err != nil {
 			return fmt.Errorf("dispatcher.Register(%q): %w", c.Name, err)
 		}
-		if err := query.EnsureRateBucket(ctx, db, c.Name); err != nil {
+		if err := query.EnsureRateTokens(ctx, db, c.Name); err != nil {
 			return fmt.Errorf("dispatcher.Register(%q): %w", c.Name, err)
 		}
 	}

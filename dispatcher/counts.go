@@ -17,25 +17,25 @@ const foldInterval = 5 * time.Second
 // range (the operator service's Charts) and a day.
 const rollupKeep = 8 * 24 * time.Hour
 
-// folder folds the deltas that every change of a settled intent appends
+// foldLoop folds the deltas that every change of a settled intent appends
 // (migration 012's triggers on one node; in the distributed mode the
 // statements that change intents) into the counts that GET /v1/stats, the channel pages and
 // /metrics read, so those reads stay a few rows whatever history holds; and
 // marks the ids handed out over time (id_marks), where a list from a time on
 // starts.
-type folder struct {
+type foldLoop struct {
 	loop
 	d          *Dispatcher
 	sampledMin time.Time // the minute the backlog was last sampled in
 }
 
 // Start folds every foldInterval until Stop.
-func (f *folder) Start(ctx context.Context) { f.start(ctx, f.run) }
+func (f *foldLoop) Start(ctx context.Context) { f.start(ctx, f.run) }
 
 // Stop ends the loop and waits for a fold in progress.
-func (f *folder) Stop() { f.stop() }
+func (f *foldLoop) Stop() { f.stop() }
 
-func (f *folder) run(ctx context.Context) {
+func (f *foldLoop) run(ctx context.Context) {
 	every(ctx, foldInterval, nil, func() {
 		if err := f.fold(ctx); err != nil {
 			f.d.logDB(ctx, "folding the settled counts", err)
@@ -51,7 +51,7 @@ func (f *folder) run(ctx context.Context) {
 // the others skip), then marks the last id handed out, which
 // a list from a time on starts at, forgetting marks older than any channel
 // keeps its rows.
-func (f *folder) fold(ctx context.Context) error {
+func (f *foldLoop) fold(ctx context.Context) error {
 	if err := f.d.store.FoldSettledCounts(ctx, f.d.pool); err != nil {
 		return err
 	}
@@ -66,7 +66,7 @@ func (f *folder) fold(ctx context.Context) error {
 // roll adds the rollup deltas to the minute rollups the console's charts
 // read and, once a minute, samples every channel's backlog and oldest due
 // age into them and forgets the rollups older than rollupKeep.
-func (f *folder) roll(ctx context.Context) error {
+func (f *foldLoop) roll(ctx context.Context) error {
 	if err := f.d.store.FoldRollups(ctx, f.d.pool); err != nil {
 		return err
 	}

@@ -139,7 +139,7 @@ func (c Config) withDefaults() (Config, error) {
 // It is a set of services that share its pool, channels, logger and metrics:
 // the claimer hands claimed intents to the workers, whose outcomes the
 // completers write; the listener, reconciler, refresher, pruner, poller and
-// folder run beside them.
+// fold loop run beside them.
 type Dispatcher struct {
 	pool   *pgxpool.Pool
 	held   *pgxpool.Pool // the dispatch statements' connections (heldconn.go), from Start to Stop
@@ -164,7 +164,7 @@ type Dispatcher struct {
 	refresher  *refresher    // refresh.go
 	pruner     *pruner       // prune.go
 	poller     *poller       // poll.go
-	folder     *folder       // counts.go
+	foldLoop   *foldLoop     // counts.go
 	sweeper    *sweeper      // sweep_schedule.go
 	buckets    *bucketLeases // buckets.go; nil in single-node mode
 	leaseLoops []service     // the bucket leases' service in the distributed mode, last to stop
@@ -228,7 +228,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Dispatcher, error) {
 	d.refresher = &refresher{d: d, interval: cfg.RefreshInterval}
 	d.pruner = &pruner{d: d, interval: cfg.PruneInterval}
 	d.poller = &poller{d: d, interval: cfg.DeliveryPollInterval}
-	d.folder = &folder{d: d}
+	d.foldLoop = &foldLoop{d: d}
 	d.sweeper = newSweeper(d)
 	mode, leases := effectdtype.SingleNode, storage.Leases{Buckets: cfg.Buckets}
 	if cfg.Buckets > 0 {
@@ -244,7 +244,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Dispatcher, error) {
 // loops are the services that run on their own, in the order Stop ends them:
 // the claimer first, so that no call starts once Stop has begun.
 func (d *Dispatcher) loops() []service {
-	s := []service{d.claimer, d.listener, d.reconciler, d.refresher, d.pruner, d.poller, d.folder, d.sweeper}
+	s := []service{d.claimer, d.listener, d.reconciler, d.refresher, d.pruner, d.poller, d.foldLoop, d.sweeper}
 	// last: the bucket leases are given up once nothing claims any more
 	return append(s, d.leaseLoops...)
 }

@@ -24,7 +24,7 @@
 //   - refresher (refresh.go): rereads policies and pause flags.
 //   - pruner (prune.go): deletes terminal rows past retention.
 //   - poller (poll.go): asks providers what became of accepted effects.
-//   - folder (counts.go): folds the deltas of the settled counts that the
+//   - fold loop (counts.go): folds the deltas of the settled counts that the
 //     stats, channel pages and /metrics read.
 //   - sweeper (sweep_schedule.go): runs each channel's scheduled Sweep (policy
 //     sweep), one instance per channel at a time, each window resuming from
@@ -36,7 +36,7 @@
 //
 // Start reads the channels once, then starts the workers, the completers and
 // the loops. Stop ends them in this order: the claimer first (no call starts
-// after it), then the listener, reconciler, refresher, pruner, poller, folder and sweeper;
+// after it), then the listener, reconciler, refresher, pruner, poller, fold loop and sweeper;
 // then it waits for the workers' calls in flight until its context ends and
 // cancels the rest; then the completers write every queued outcome.
 //

@@ -145,7 +145,7 @@ func (d *Dispatcher) applyEvent(ctx context.Context, tx pgx.Tx, ev ProviderEvent
 		case res.From == statemachine.Unknown:
 			delivery = string(statemachine.Accepted)
 		}
-		settled, err := d.settleByEvent(ctx, tx, in, query.EventSettlement{IntentID: res.IntentID, Key: in.Key, Attempts: in.Attempts,
+		settled, err := d.settleByEvent(ctx, tx, in, query.SettleByEventParams{IntentID: res.IntentID, Key: in.Key, Attempts: in.Attempts,
 			From: string(in.Status), ProviderRef: ev.ObjectRef, Outcome: "settled by a " + ev.Provider + " event: " + ev.Type,
 			Delivery: delivery, Detail: detail})
 		if err != nil {
@@ -181,7 +181,7 @@ func (d *Dispatcher) eventIntent(ctx context.Context, tx pgx.Tx, ev ProviderEven
 }
 
 // settleByEvent applies s to intent in (storage.Engine.SettleByEvent).
-func (d *Dispatcher) settleByEvent(ctx context.Context, tx pgx.Tx, in query.EventTarget, s query.EventSettlement) (bool, error) {
+func (d *Dispatcher) settleByEvent(ctx context.Context, tx pgx.Tx, in query.EventTarget, s query.SettleByEventParams) (bool, error) {
 	return d.store.SettleByEvent(ctx, tx, in, s)
 }
 

@@ -74,11 +74,11 @@ func TestLateOutcomeWhileNewerAttemptSends(t *testing.T) {
 	}
 }
 
-// TestLateOutcomeAfterSettlement: attempt 1 stalls past its lease and the
+// TestLateOutcomeAfterReconcile: attempt 1 stalls past its lease and the
 // reconciler settles the row (policy skip) without a new attempt. When attempt
 // 1's answer arrives its attempt number still matches: only the status fences
 // it out, and the row stays SKIPPED.
-func TestLateOutcomeAfterSettlement(t *testing.T) {
+func TestLateOutcomeAfterReconcile(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	p := &scripted{calls: map[string]int{}, answer: func(string, int) (string, error) {

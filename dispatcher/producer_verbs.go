@@ -9,12 +9,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
 )
 
@@ -49,16 +49,10 @@ func Cancel(ctx context.Context, tx Tx, key IntentKey, reason string) (status st
 	return *s, nil
 }
 
-// IntentStatus is what a producer may read of its intent: never its payload
-// or error text, which may hold values its channel redacts.
-type IntentStatus struct {
-	Status         string     // PENDING, SENDING, IN_DOUBT, SENT, FAILED, SKIPPED, CANCELLED
-	Attempts       int        // provider calls made
-	ProviderRef    string     // the provider's reference; "" = none yet
-	Delivery       string     // what the provider said after accepting it; "" = nothing yet
-	LastErrorClass string     // the outcome of the last attempt that failed: retry, failed, in_doubt, maybe_sent…; "" = none
-	NextAttemptAt  *time.Time // while PENDING: when it is next due
-}
+// IntentStatus is what a producer may read of its intent (effectd.status's
+// answer): never its payload or error text, which may hold values its
+// channel redacts.
+type IntentStatus = effectdtype.IntentStatus
 
 // Status reads the intent key names inside tx. No such intent returns
 // ErrNotFound.
@@ -73,7 +67,7 @@ func Status(ctx context.Context, tx Tx, key IntentKey) (IntentStatus, error) {
 	if err = verbError(err); err != nil {
 		return IntentStatus{}, opError(err, "Status(%q, %q)", key.EventID, key.Channel)
 	}
-	return IntentStatus(s), nil
+	return s, nil
 }
 
 // BatchOptions are EnqueueMany's options.

@@ -114,8 +114,8 @@ func (d *Dispatcher) release(ctx context.Context, r query.Unsettled) {
 // because ctx ended says nothing about the provider: decide returns ctx's
 // error and nothing is settled. On a dry run, a lookup that would repeat the
 // call with its key (Replayer) is not called: it could apply the effect.
-func (d *Dispatcher) decide(ctx context.Context, r query.Unsettled, withPolicy, dryRun bool) (effectdtype.Settlement, error) {
-	s := effectdtype.Settlement{IntentID: r.ID, From: r.Status, Outcome: ByPolicy}
+func (d *Dispatcher) decide(ctx context.Context, r query.Unsettled, withPolicy, dryRun bool) (effectdtype.ReconcileResult, error) {
+	s := effectdtype.ReconcileResult{IntentID: r.ID, From: r.Status, Outcome: ByPolicy}
 	ch := d.byName[r.Channel]
 	p := ch.policy.Load()
 	mode := p.InDoubt
@@ -192,14 +192,14 @@ func mustNext(from statemachine.State, ev statemachine.Event) statemachine.State
 // attempt of kind lookup, in one statement; when an operator asked for it
 // (actor), with its audit entry in the same transaction. s.Applied reports
 // whether this writer won.
-func (d *Dispatcher) apply(ctx context.Context, r query.Unsettled, s *effectdtype.Settlement, actor string) error {
+func (d *Dispatcher) apply(ctx context.Context, r query.Unsettled, s *effectdtype.ReconcileResult, actor string) error {
 	d.m.lookups.WithLabelValues(r.Channel, s.Outcome).Inc()
 	if s.To == s.From {
 		return nil
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.WriteTimeout)
 	defer cancel()
-	q := query.Settlement{IntentID: r.ID, Key: r.Key, Attempts: r.Attempts, From: string(s.From), To: string(s.To),
+	q := query.SettleParams{IntentID: r.ID, Key: r.Key, Attempts: r.Attempts, From: string(s.From), To: string(s.To),
 		ProviderRef: s.ProviderRef, Error: s.Error, StartedAt: time.Now(), Outcome: s.Outcome + " → " + string(s.To)}
 	var err error
 	switch {
@@ -225,22 +225,22 @@ func (d *Dispatcher) apply(ctx context.Context, r query.Unsettled, s *effectdtyp
 // when the lookup cannot tell, an IN_DOUBT row stays for the operator and a
 // SENDING row follows the channel's policy. dryRun reports without changing
 // anything. A change is audited under actor, in the transaction that makes it.
-func (d *Dispatcher) Reconcile(ctx context.Context, id int64, dryRun bool, actor string) (effectdtype.Settlement, error) {
+func (d *Dispatcher) Reconcile(ctx context.Context, id int64, dryRun bool, actor string) (effectdtype.ReconcileResult, error) {
 	r, leaseUntil, err := query.SelectUnsettled(ctx, d.pool, id) // leaseUntil: set while a SENDING row's lease is live
 	if errors.Is(err, pgx.ErrNoRows) {
-		return effectdtype.Settlement{}, opError(ErrNotFound, "Reconcile(%d)", id)
+		return effectdtype.ReconcileResult{}, opError(ErrNotFound, "Reconcile(%d)", id)
 	}
 	if err != nil {
-		return effectdtype.Settlement{}, opError(err, "Reconcile(%d)", id)
+		return effectdtype.ReconcileResult{}, opError(err, "Reconcile(%d)", id)
 	}
 	switch {
 	case r.Status == statemachine.Sending && leaseUntil != nil:
-		return effectdtype.Settlement{IntentID: id, From: r.Status, To: r.Status}, opError(&LeaseError{IntentID: id, Until: *leaseUntil}, "Reconcile(%d)", id)
+		return effectdtype.ReconcileResult{IntentID: id, From: r.Status, To: r.Status}, opError(&LeaseError{IntentID: id, Until: *leaseUntil}, "Reconcile(%d)", id)
 	case r.Status != statemachine.Sending && r.Status != statemachine.InDoubt:
-		return effectdtype.Settlement{}, opError(&statemachine.TransitionError{From: r.Status, Event: statemachine.Found}, "Reconcile(%d)", id)
+		return effectdtype.ReconcileResult{}, opError(&statemachine.TransitionError{From: r.Status, Event: statemachine.Found}, "Reconcile(%d)", id)
 	}
 	if d.byName[r.Channel] == nil {
-		return effectdtype.Settlement{}, opError(fmt.Errorf("%w: channel %q is not configured in this instance", ErrInvalid, r.Channel), "Reconcile(%d)", id)
+		return effectdtype.ReconcileResult{}, opError(fmt.Errorf("%w: channel %q is not configured in this instance", ErrInvalid, r.Channel), "Reconcile(%d)", id)
 	}
 	s, err := d.decide(ctx, r, r.Status == statemachine.Sending, dryRun)
 	if err != nil {

@@ -254,7 +254,7 @@ func TestReconcileRacingResolve(t *testing.T) {
 	}}, pol)
 	id := seedAged(t, r.pool, "c", "twilio", "e", statemachine.InDoubt, time.Minute, true)
 	ctx := context.Background()
-	done := make(chan effectdtype.Settlement, 1)
+	done := make(chan effectdtype.ReconcileResult, 1)
 	go func() {
 		st, err := r.d.Reconcile(ctx, id, false, "first-operator")
 		if err != nil {

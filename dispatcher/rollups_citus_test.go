@@ -12,7 +12,7 @@ import (
 
 // TestCitusRollupsFollowCompletions: in the distributed mode, where no
 // trigger runs, the statements that complete intents on their bucket's shard
-// append the minute rollups' deltas, and the folder adds them to the rollups
+// append the minute rollups' deltas, and the fold loop adds them to the rollups
 // on the coordinator: the charts count exactly what TestRollupsFollowCompletions
 // counts on one node, intents spread over every bucket.
 func TestCitusRollupsFollowCompletions(t *testing.T) {

@@ -62,7 +62,7 @@ func chartTotals(c effectdtype.Chart) effectdtype.ChartPoint {
 	return t
 }
 
-// checkRollups waits for the dispatcher's folder to fold the rollups'
+// checkRollups waits for the dispatcher's fold loop to fold the rollups'
 // deltas, and compares the charts of channel c, and of the whole system,
 // over the last hour (minute rollups) and 24 h and 7 d (hour rollups), with
 // the history rollupEvents makes under rollupScript, the deliveries with the
@@ -96,7 +96,7 @@ FROM effectd.intents WHERE channel = 'c'`).Scan(&accepted, &delivered); err != n
 		}
 		return ok && unlike == 0
 	}
-	deadline := time.Now().Add(30 * time.Second) // the folder folds every 5 s
+	deadline := time.Now().Add(30 * time.Second) // the fold loop folds every 5 s
 	for !read() {
 		if time.Now().After(deadline) {
 			t.Fatalf("the rollups of 1 h (minutes), 24 h and 7 d (hours), for channel c and the whole system ([])\n got %+v\nwant %+v each; hour rows unlike their minutes' sums: %d",

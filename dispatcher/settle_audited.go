@@ -32,7 +32,7 @@ func (e *LeaseError) Unwrap() error { return statemachine.ErrTransition }
 
 // settleAudited applies an operator's reconcile decision and writes its audit
 // entry in one transaction; it reports whether the decision was applied.
-func settleAudited(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, s query.Settlement, actor string) (applied bool, err error) {
+func settleAudited(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, s query.SettleParams, actor string) (applied bool, err error) {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return false, err

@@ -2,7 +2,7 @@
 // as stored and shown (IntentRow) with its states and deliveries (State,
 // Delivery), its attempts, audit entries and provider events, a channel as
 // operators see it with its Policy (and the policy's defaults, checks and
-// retry delay), the stats, a reconcile's Settlement, a sweep's report and the
+// retry delay), the stats, a reconcile's ReconcileResult, a sweep's report and the
 // provider objects it lists, the bodies of bulk actions, and the storage mode
 // decided at start-up. The dispatcher produces them, the admin API answers
 // them as JSON, and the Go client and the console read them back, so each is

@@ -31,6 +31,18 @@ type IntentRow struct {
 	Problems []string `json:"problems,omitempty"`
 }
 
+// IntentStatus is what a producer may read of its intent through
+// effectd.status or the Go client's Status: never its payload or error text,
+// which may hold values its channel redacts.
+type IntentStatus struct {
+	Status         string     // PENDING, SENDING, IN_DOUBT, SENT, FAILED, SKIPPED, CANCELLED
+	Attempts       int        // provider calls made
+	ProviderRef    string     // the provider's reference; "" = none yet
+	Delivery       string     // what the provider said after accepting it; "" = nothing yet
+	LastErrorClass string     // the outcome of the last attempt that failed: retry, failed, in_doubt, maybe_sent…; "" = none
+	NextAttemptAt  *time.Time // while PENDING: when it is next due
+}
+
 // IntentPage is one page of a list of intents.
 type IntentPage struct {
 	Intents []IntentRow `json:"intents"`

@@ -103,8 +103,8 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	return nil
 }
 
-// Intent is one intent as the API shows it.
-type Intent = effectdtype.IntentRow
+// IntentRow is one intent as the API shows it.
+type IntentRow = effectdtype.IntentRow
 
 // Attempt is one provider call, lookup, callback or operator action on an intent.
 type Attempt = effectdtype.Attempt
@@ -188,7 +188,7 @@ type reasonBody struct {
 
 // Retry moves a FAILED, SKIPPED or IN_DOUBT intent back to PENDING; force
 // (with a reason) sends again past the provider's idempotency-key window.
-func (c *Client) Retry(ctx context.Context, id int64, reason string, force bool) (in Intent, err error) {
+func (c *Client) Retry(ctx context.Context, id int64, reason string, force bool) (in IntentRow, err error) {
 	body := struct {
 		Reason string `json:"reason,omitempty"`
 		Force  bool   `json:"force,omitempty"`
@@ -197,7 +197,7 @@ func (c *Client) Retry(ctx context.Context, id int64, reason string, force bool)
 }
 
 // Cancel moves a PENDING intent to CANCELLED.
-func (c *Client) Cancel(ctx context.Context, id int64, reason string) (in Intent, err error) {
+func (c *Client) Cancel(ctx context.Context, id int64, reason string) (in IntentRow, err error) {
 	return in, c.do(ctx, "POST", shown(ctx, fmt.Sprintf("/v1/intents/%d/cancel", id)), reasonBody{reason}, &in)
 }
 
@@ -210,7 +210,7 @@ type Resolution struct {
 }
 
 // Resolve settles an IN_DOUBT (or stuck SENDING) intent.
-func (c *Client) Resolve(ctx context.Context, id int64, r Resolution) (in Intent, err error) {
+func (c *Client) Resolve(ctx context.Context, id int64, r Resolution) (in IntentRow, err error) {
 	return in, c.do(ctx, "POST", shown(ctx, fmt.Sprintf("/v1/intents/%d/resolve", id)), r, &in)
 }
 
@@ -234,11 +234,11 @@ func shown(ctx context.Context, path string) string {
 	return path
 }
 
-// Settlement is what a reconcile found and did.
-type Settlement = effectdtype.Settlement
+// ReconcileResult is what a reconcile found and did.
+type ReconcileResult = effectdtype.ReconcileResult
 
 // Reconcile asks the provider about an intent now; dryRun reports without changing anything.
-func (c *Client) Reconcile(ctx context.Context, id int64, dryRun bool) (s Settlement, err error) {
+func (c *Client) Reconcile(ctx context.Context, id int64, dryRun bool) (s ReconcileResult, err error) {
 	return s, c.do(ctx, "POST", fmt.Sprintf("/v1/intents/%d/reconcile?dry_run=%t", id, dryRun), nil, &s)
 }
 

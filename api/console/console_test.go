@@ -36,8 +36,8 @@ const (
 // fakeReconciler reports that the provider has the effect.
 type fakeReconciler struct{}
 
-func (fakeReconciler) Reconcile(_ context.Context, id int64, dryRun bool, _ string) (effectdtype.Settlement, error) {
-	return effectdtype.Settlement{IntentID: id, From: statemachine.InDoubt, To: statemachine.Sent,
+func (fakeReconciler) Reconcile(_ context.Context, id int64, dryRun bool, _ string) (effectdtype.ReconcileResult, error) {
+	return effectdtype.ReconcileResult{IntentID: id, From: statemachine.InDoubt, To: statemachine.Sent,
 		Outcome: dispatcher.LookupFound, ProviderRef: "SMfound", Applied: !dryRun}, nil
 }
 

@@ -23,7 +23,7 @@ type intentData struct {
 	CanResolve bool
 	CanRetry   bool
 	CanCancel  bool
-	DryRun     *client.Settlement
+	DryRun     *client.ReconcileResult
 	TraceLink  string // the trace UI's page of the intent's trace; "" without one
 }
 
@@ -79,7 +79,7 @@ func (c *console) intentAction(w http.ResponseWriter, r *http.Request) {
 	if e := r.PostFormValue("event_id"); e != "" { // the event the page showed
 		ctx = client.ShownEvent(ctx, e)
 	}
-	var in client.Intent
+	var in client.IntentRow
 	switch action {
 	case "resolve":
 		in, err = api.Resolve(ctx, id, client.Resolution{As: r.PostFormValue("as"),

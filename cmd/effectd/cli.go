@@ -154,8 +154,8 @@ func (c *cli) idArg(fs *flag.FlagSet, args []string) (int64, error) {
 }
 
 // printIntent prints one intent: as a table of one row, or its JSON.
-func (c *cli) printIntent(in client.Intent) error {
-	return c.print(in, func(w io.Writer) { printIntents(w, []client.Intent{in}) })
+func (c *cli) printIntent(in client.IntentRow) error {
+	return c.print(in, func(w io.Writer) { printIntents(w, []client.IntentRow{in}) })
 }
 
 // intentsList runs effectd intents list.
@@ -370,7 +370,7 @@ func table(w io.Writer, headers ...string) *tabwriter.Writer {
 	return tw
 }
 
-func printIntents(w io.Writer, intents []client.Intent) {
+func printIntents(w io.Writer, intents []client.IntentRow) {
 	tw := table(w, "ID", "CHANNEL", "EVENT_ID", "STATUS", "DELIVERY", "ATTEMPTS", "PROVIDER_REF", "UPDATED")
 	for _, in := range intents {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", in.ID, in.Channel, in.EventID, in.Status,

@@ -19,7 +19,7 @@ var mutations = []mutation{
 		pkg: "./internal/query/", run: "^TestCompleteTwoAttemptsOfOneIntent$"},
 	{name: "complete: fence on status removed", file: "internal/query/complete.sql",
 		from: "AND i.status = 'SENDING'", to: "",
-		pkg: "./dispatcher/", run: "^TestLateOutcomeAfterSettlement$"},
+		pkg: "./dispatcher/", run: "^TestLateOutcomeAfterReconcile$"},
 	{name: "settle: fence on the intent's key removed", file: "internal/query/settle.sql",
 		from: "AND idempotency_key = $9 ", to: "AND $9::text IS NOT NULL ",
 		pkg: "./internal/query/", run: "^TestSettleFencesOnTheIntent$"},
@@ -269,8 +269,8 @@ var mutations = []mutation{
 	{name: "buckets: an unexpired lease taken", file: "internal/query/bucket_take.sql",
 		from: "(owner IS NULL OR expires_at <= coalesce($2::timestamptz, now()))", to: "true",
 		pkg: "./dispatcher/", run: "^TestBucketLeases(Concurrent)?$"},
-	{name: "rate: bucket not applied", file: "internal/query/claim.sql",
-		from: "least($3, greatest(0, (SELECT floor(avail)::int FROM bucket)))", to: "$3",
+	{name: "rate: tokens not applied", file: "internal/query/claim.sql",
+		from: "least($3, greatest(0, (SELECT floor(avail)::int FROM rate)))", to: "$3",
 		pkg: "./dispatcher/", run: "^TestRateLimitSharedByInstances$"},
 
 	// The provider contract: one reading of a provider's error, shared by the

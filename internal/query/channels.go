@@ -66,7 +66,7 @@ func Register(ctx context.Context, db DB, r Registration) error {
 var analyzeSmallSQL string
 
 // AnalyzeSmallTables gathers the planner's statistics for the channels and
-// their rate buckets once they are registered.
+// their rate tokens once they are registered.
 func AnalyzeSmallTables(ctx context.Context, db DB) error {
 	_, err := db.Exec(ctx, analyzeSmallSQL)
 	return err

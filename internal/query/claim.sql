@@ -1,8 +1,8 @@
 -- Claim up to $3 due PENDING intents of channel $1 and move them to SENDING
 -- under a lease of $2. A rate-limited channel ($4 tokens a second, at most $5
--- saved up) claims under its token bucket, shared by every instance: the bucket
+-- saved up) claims under its rate tokens, shared by every instance: the tokens'
 -- row's lock serialises the channel's claims, and the rows claimed spend their
--- tokens in this statement. An unlimited channel ($4 = 0) touches no bucket.
+-- tokens in this statement. An unlimited channel ($4 = 0) touches no tokens.
 -- Each claimed row comes with the tokens that were available; when nothing was
 -- claimed one row reports them, with id 0.
 -- A paused channel claims nothing: the claim reads the pause flag under a share
@@ -16,7 +16,7 @@
 -- it reads only the day partitions that hold them, the others pruned once the
 -- rows are known: by id alone, every partition's primary key was searched for
 -- every claimed id (TestClaimReadsOnlyClaimedDays).
-WITH bucket AS (
+WITH rate AS (
     SELECT least($5::float8, tokens + extract(epoch FROM clock_timestamp() - at) * $4::float8) AS avail
     FROM effectd.rate_buckets
     WHERE channel = $1 AND $4::float8 > 0
@@ -41,7 +41,7 @@ due AS (
               WHERE o.channel = i.channel AND o.ordering_key = i.ordering_key
                 AND o.id < i.id AND o.status IN ('PENDING', 'SENDING')))
     ORDER BY next_attempt_at
-    LIMIT (SELECT CASE WHEN $4::float8 > 0 THEN least($3, greatest(0, (SELECT floor(avail)::int FROM bucket))) ELSE $3 END)
+    LIMIT (SELECT CASE WHEN $4::float8 > 0 THEN least($3, greatest(0, (SELECT floor(avail)::int FROM rate))) ELSE $3 END)
     FOR UPDATE SKIP LOCKED
 ),
 claimed AS (
@@ -59,14 +59,14 @@ claimed AS (
 ),
 spent AS (
     UPDATE effectd.rate_buckets
-    SET tokens = (SELECT avail FROM bucket) - (SELECT count(*) FROM claimed),
+    SET tokens = (SELECT avail FROM rate) - (SELECT count(*) FROM claimed),
         at     = clock_timestamp()
     WHERE channel = $1 AND $4::float8 > 0
 )
-SELECT coalesce((SELECT avail FROM bucket), 0), c.id, c.event_id, c.payload, c.attempts, c.idempotency_key,
+SELECT coalesce((SELECT avail FROM rate), 0), c.id, c.event_id, c.payload, c.attempts, c.idempotency_key,
        c.created_at, c.occurred_at, c.traceparent
 FROM claimed c
 UNION ALL
-SELECT b.avail, 0, '', NULL, 0, '', now(), now(), NULL
-FROM bucket b
+SELECT r.avail, 0, '', NULL, 0, '', now(), now(), NULL
+FROM rate r
 WHERE NOT EXISTS (SELECT 1 FROM claimed)

@@ -68,7 +68,7 @@ func TestSettleFencesOnTheIntent(t *testing.T) {
 	fixture.AddChannel(t, pool, "pay", "stripe")
 	fixture.Intent(t, pool, fixture.ID(9), fixture.Event("evt-new"), fixture.Channel("pay"), fixture.Status("SENDING"),
 		fixture.Lease(time.Now().Add(-time.Minute)))
-	s := Settlement{IntentID: 9, Attempts: 1, From: "SENDING", To: "SENT", ProviderRef: "re_x", StartedAt: time.Now(), Outcome: "found → SENT"}
+	s := SettleParams{IntentID: 9, Attempts: 1, From: "SENDING", To: "SENT", ProviderRef: "re_x", StartedAt: time.Now(), Outcome: "found → SENT"}
 	s.Key = "pay:evt-lost"
 	if applied, err := Settle(ctx, pool, s); err != nil || applied {
 		t.Fatalf("another intent's settlement: applied %v, %v", applied, err)

@@ -166,7 +166,7 @@ func TestCitusDeliveryStatementsReturnWhatMoved(t *testing.T) {
 	if err := pool.QueryRow(ctx, eventIntentBucketSQL, 5, id, "sms", "sms:lost").Scan(&locked); !errors.Is(err, pgx.ErrNoRows) {
 		t.Fatalf("the event's lock with another intent's key: intent %d, %v; want no row", locked, err)
 	}
-	settle := EventSettlement{IntentID: id, Key: "sms:e1", Attempts: 1, From: "IN_DOUBT", ProviderRef: "SM1", Outcome: "settled", Delivery: "accepted"}
+	settle := SettleByEventParams{IntentID: id, Key: "sms:e1", Attempts: 1, From: "IN_DOUBT", ProviderRef: "SM1", Outcome: "settled", Delivery: "accepted"}
 	staleSettle := settle
 	staleSettle.Key = "sms:lost"
 	moved("settle with another intent's key", nil)(SettleByEventBucket(ctx, pool, staleSettle, "", 5))

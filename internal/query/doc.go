@@ -3,7 +3,7 @@
 // embedded .sql file that opens with a comment saying what it does; no
 // statement is exported. Callers run one through an exported function with
 // typed parameters (a struct whose fields name them when they are many, e.g.
-// ClaimParams, Settlement, IntentFilter) and typed results: effectdtype's rows
+// ClaimParams, SettleParams, IntentFilter) and typed results: effectdtype's rows
 // where they exist (IntentRow, Attempt, AuditEntry, ProviderEvent), otherwise
 // a struct declared beside the function (Claimed, Unsettled, ChannelRow, ...).
 // A missing row is pgx.ErrNoRows, a fenced-out compare-and-set a false
@@ -15,7 +15,7 @@
 // take and settle, prune), intents_delivery.go (provider events' and polls'
 // changes of delivery), intents_sweep.go, attempts.go, audit.go, bulk.go
 // (bulk_snapshots and bulk_rows), channels.go, counts.go (the settled counts
-// and gauges), id_marks.go, provider_events.go, rate_buckets.go,
+// and gauges), id_marks.go, provider_events.go, rate_tokens.go,
 // sessions.go (console_sessions), partitions.go, sweep_coverage.go
 // (sweep_windows); locks.go and wakeup.go hold
 // the advisory locks and the LISTEN/NOTIFY wake-up. filter.go builds the

@@ -24,7 +24,7 @@ import (
 // made by the fixture factory.
 const cancelTen = "ten CANCELLED intents of b"
 
-// trigger); then folds the counts, as the dispatcher's folder does.
+// trigger); then folds the counts, as the dispatcher's fold loop does.
 func seedHistory(t *testing.T, pool *pgxpool.Pool, from, n int) {
 	t.Helper()
 	ctx := context.Background()

@@ -177,26 +177,27 @@ type IntentFilter struct {
 	Until    *time.Time // created before
 	Channels []string   // among these channels; nil: every channel
 
-	// flat: the distributed mode, where a scope's rare rows are not read
-	// channel by channel (perChannel; set by ListIntents).
-	flat bool
+	// scopeAtOnce: the scope is one condition (channel = ANY), never read
+	// channel by channel (perChannel), as the distributed mode reads it (set
+	// by Distributed).
+	scopeAtOnce bool
 }
 
 // perChannel reports whether f's statement reads a page of a rare status or
 // delivery among a scope's channels channel by channel: a LATERAL join with a
 // LIMIT inside, which Citus refuses ("cannot push down this subquery"), so
-// in the distributed mode (flat) the scope is one condition, channel = ANY,
+// in the distributed mode (scopeAtOnce) the scope is one condition, channel = ANY,
 // and each shard's partial index is read once for the whole scope. A keyed
 // read is never read channel by channel: its key finds a few rows in any scope.
 func (f IntentFilter) perChannel() bool {
 	rare := (f.Status != nil && rareWords[*f.Status]) || (f.Delivery != nil && rareWords[*f.Delivery])
-	return rare && f.Channels != nil && f.Channel == nil && !f.flat && !f.keyed()
+	return rare && f.Channels != nil && f.Channel == nil && !f.scopeAtOnce && !f.keyed()
 }
 
 // Distributed returns f as ListIntents runs it in the distributed mode:
-// flat, the scope one condition read once on each shard.
+// the scope one condition read once on each shard (scopeAtOnce).
 func (f IntentFilter) Distributed() IntentFilter {
-	f.flat = true
+	f.scopeAtOnce = true
 	return f
 }
 

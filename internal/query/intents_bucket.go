@@ -22,11 +22,11 @@ import (
 //go:embed claim_bucket.sql
 var claimBucketSQL string
 
-//go:embed rate_bucket_take.sql
-var rateBucketTakeSQL string
+//go:embed rate_tokens_take.sql
+var rateTokensTakeSQL string
 
-//go:embed rate_bucket_spend.sql
-var rateBucketSpendSQL string
+//go:embed rate_tokens_spend.sql
+var rateTokensSpendSQL string
 
 // ClaimBucket is Claim for the intents of one bucket. A rate-limited
 // channel's tokens are read under the lock of its row on the coordinator,
@@ -39,9 +39,9 @@ func ClaimBucket(ctx context.Context, pool TxDB, p ClaimParams, bucket int64) (c
 		return claimed, 0, err
 	}
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, rateBucketTakeSQL, p.Channel, p.RatePerSecond, p.Burst).Scan(&avail)
+		err := tx.QueryRow(ctx, rateTokensTakeSQL, p.Channel, p.RatePerSecond, p.Burst).Scan(&avail)
 		if errors.Is(err, pgx.ErrNoRows) {
-			avail, claimed = 0, nil // no bucket row: nothing may be claimed, as in claim.sql
+			avail, claimed = 0, nil // no rate tokens: nothing may be claimed, as in claim.sql
 			return nil
 		}
 		if err != nil {
@@ -56,7 +56,7 @@ func ClaimBucket(ctx context.Context, pool TxDB, p ClaimParams, bucket int64) (c
 		if claimed, err = claimBucket(ctx, tx, q, bucket); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, rateBucketSpendSQL, p.Channel, avail-float64(len(claimed)))
+		_, err = tx.Exec(ctx, rateTokensSpendSQL, p.Channel, avail-float64(len(claimed)))
 		return err
 	})
 	return claimed, avail, err
@@ -124,7 +124,7 @@ var settleBucketText string
 var settleBucketSQL = withNotices("settle_bucket.sql", settleBucketText)
 
 // SettleBucket is Settle for an intent of bucket.
-func SettleBucket(ctx context.Context, db DB, s Settlement, bucket int64) (applied bool, err error) {
+func SettleBucket(ctx context.Context, db DB, s SettleParams, bucket int64) (applied bool, err error) {
 	var n int
 	err = db.QueryRow(ctx, settleBucketSQL, s.IntentID, s.Attempts, s.From, s.To, nullString(s.ProviderRef),
 		nullString(s.Error), s.StartedAt, s.Outcome, s.Key, bucket).Scan(&n)
@@ -158,7 +158,7 @@ func IntentBucket(ctx context.Context, db DB, id int64) (bucket int64, err error
 // distributed mode: it reads the intent's bucket first, then settles it on
 // its bucket's shard (SettleBucket), as OperateBucket does. An operator's
 // reconcile runs it.
-func SettleByIDBucket(ctx context.Context, db DB, s Settlement) (applied bool, err error) {
+func SettleByIDBucket(ctx context.Context, db DB, s SettleParams) (applied bool, err error) {
 	bucket, err := IntentBucket(ctx, db, s.IntentID)
 	if err != nil {
 		return false, err

@@ -61,9 +61,10 @@ func EventIntent(ctx context.Context, db DB, channel string, o EventObject) (t E
 	return t, err
 }
 
-// EventSettlement settles a SENDING or IN_DOUBT intent as SENT because a
-// provider event says the provider holds its effect.
-type EventSettlement struct {
+// SettleByEventParams are SettleByEvent's: a SENDING or IN_DOUBT intent
+// settled as SENT because a provider event says the provider holds its
+// effect.
+type SettleByEventParams struct {
 	IntentID    int64
 	Key         string // the intent's idempotency key: the fence, with Attempts and From
 	Attempts    int32  // the fence, with From
@@ -78,7 +79,7 @@ type EventSettlement struct {
 // the same statement so that the notification of SENT tells it, and records
 // an attempt of kind callback. It reports whether s was applied (false:
 // fenced out).
-func SettleByEvent(ctx context.Context, db DB, s EventSettlement) (applied bool, err error) {
+func SettleByEvent(ctx context.Context, db DB, s SettleByEventParams) (applied bool, err error) {
 	var id int64
 	err = db.QueryRow(ctx, settleByEventSQL, s.IntentID, s.Attempts, s.From, s.ProviderRef, s.Outcome, s.Delivery, s.Detail, s.Key).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -94,7 +94,7 @@ func scanMoved(row pgx.Row) (*DeliveryMoved, error) {
 // SettleByEventBucket is SettleByEvent for an intent of bucket whose
 // delivery is still from (the compare-and-set includes it). It returns what
 // moved, nil when fenced out.
-func SettleByEventBucket(ctx context.Context, db DB, s EventSettlement, from string, bucket int64) (*DeliveryMoved, error) {
+func SettleByEventBucket(ctx context.Context, db DB, s SettleByEventParams, from string, bucket int64) (*DeliveryMoved, error) {
 	return scanMoved(db.QueryRow(ctx, settleByEventBucketSQL, s.IntentID, s.Attempts, s.From, s.ProviderRef, s.Outcome,
 		s.Delivery, s.Detail, from, bucket, s.Key))
 }

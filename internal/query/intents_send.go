@@ -43,8 +43,8 @@ type ClaimParams struct {
 	Channel       string
 	Lease         time.Duration
 	Limit         int
-	RatePerSecond float64 // tokens a second of the shared bucket; 0: no bucket
-	Burst         float64 // tokens the bucket saves up at most
+	RatePerSecond float64 // rate tokens a second, shared by every instance; 0: no limit
+	Burst         float64 // rate tokens saved up at most
 }
 
 // Claimed is an intent Claim moved to SENDING, with what its call needs.
@@ -68,7 +68,7 @@ type Claimed struct {
 // Claim moves up to p.Limit due PENDING intents of a channel that is not
 // paused to SENDING under a lease, the earliest due first and none behind an
 // older unsettled intent of its ordering key, spending the tokens of the
-// channel's shared rate bucket. It returns the
+// channel's shared rate tokens. It returns the
 // intents claimed and the tokens the bucket held before them (0 without a
 // bucket). Every row claimed is SENDING once it returns: a time Go cannot
 // carry is clamped and named in Problem rather than failing the read.
@@ -278,8 +278,8 @@ func scanFenced(rows pgx.Rows) ([]Fenced, error) {
 	return fenced, rows.Err()
 }
 
-// Settlement is one reconciler or lookup decision, as Settle writes it.
-type Settlement struct {
+// SettleParams is one reconciler or lookup decision, as Settle writes it.
+type SettleParams struct {
 	IntentID    int64
 	Key         string // the intent's idempotency key: the fence names the intent, not only its id
 	Attempts    int32  // the fence, with From
@@ -292,7 +292,7 @@ type Settlement struct {
 
 // Settle applies s as a fenced compare-and-set and records it as an attempt
 // of kind lookup. It reports whether s was applied (false: fenced out).
-func Settle(ctx context.Context, db DB, s Settlement) (applied bool, err error) {
+func Settle(ctx context.Context, db DB, s SettleParams) (applied bool, err error) {
 	var n int
 	err = db.QueryRow(ctx, settleSQL, s.IntentID, s.Attempts, s.From, s.To, nullString(s.ProviderRef),
 		nullString(s.Error), s.StartedAt, s.Outcome, s.Key).Scan(&n)

@@ -139,9 +139,9 @@ func AttemptTrails(ctx context.Context, db DB, ids []int64) ([]AttemptTrail, err
 	return pgx.CollectRows(rows, pgx.RowToStructByPos[AttemptTrail])
 }
 
-// IntentStatus is an intent's status and claim count, keyed by its channel
+// KeyedStatus is an intent's status and claim count, keyed by its channel
 // and event id.
-type IntentStatus struct {
+type KeyedStatus struct {
 	Channel  string
 	EventID  string
 	Status   statemachine.State
@@ -149,12 +149,12 @@ type IntentStatus struct {
 }
 
 // IntentStatuses reads the status and claim count of every intent.
-func IntentStatuses(ctx context.Context, db DB) ([]IntentStatus, error) {
+func IntentStatuses(ctx context.Context, db DB) ([]KeyedStatus, error) {
 	rows, err := db.Query(ctx, intentStatusesSQL)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[IntentStatus])
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[KeyedStatus])
 }
 
 // CountOpen counts the intents still PENDING or SENDING: zero once a run has

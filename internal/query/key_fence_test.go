@@ -44,7 +44,7 @@ func TestDeliveryWritesFenceOnTheIntent(t *testing.T) {
 	}
 	for _, key := range []string{"sms:lost", "sms:new"} {
 		own := key == "sms:new"
-		settle := EventSettlement{IntentID: 7, Key: key, Attempts: 1, From: "IN_DOUBT", ProviderRef: "SM-" + key, Outcome: "settled", Delivery: "accepted"}
+		settle := SettleByEventParams{IntentID: 7, Key: key, Attempts: 1, From: "IN_DOUBT", ProviderRef: "SM-" + key, Outcome: "settled", Delivery: "accepted"}
 		applied, err := SettleByEvent(ctx, pool, settle)
 		check("settle by "+key, map[bool]string{false: "IN_DOUBT 0", true: "SENT SM-sms:new accepted 1"}[own], applied, err, own)
 	}

@@ -90,7 +90,7 @@ type History struct {
 // statement: over the channels bench, pay and sms in turn (AddChannels); one
 // in 3,000 FAILED with its error, the others SENT, one in 500 outside bench
 // undelivered; one attempt each, a provider event for each sms message, and an
-// id mark per statement as serve's folder writes them. The first load
+// id mark per statement as serve's fold loop writes them. The first load
 // (From 0) adds 3 sms intents IN_DOUBT and 2 orphan provider events.
 // Counts are not folded: run the fold, then VacuumHistory.
 func LoadHistory(ctx context.Context, db DB, h History) error {

@@ -5,6 +5,8 @@ import (
 	_ "embed"
 	"encoding/json"
 	"time"
+
+	"github.com/effectd/effectd/effectdtype"
 )
 
 //go:embed cancel.sql
@@ -33,19 +35,9 @@ func Cancel(ctx context.Context, db RowQuerier, eventID, channel, reason string,
 	return status, err
 }
 
-// ProducerStatus is effectd.status's answer: what a producer may read of its intent.
-type ProducerStatus struct {
-	Status         string
-	Attempts       int
-	ProviderRef    string
-	Delivery       string
-	LastErrorClass string
-	NextAttemptAt  *time.Time
-}
-
 // Status reads an intent through effectd.status; pgx.ErrNoRows (or
 // sql.ErrNoRows) when there is no such intent.
-func Status(ctx context.Context, db RowQuerier, eventID, channel string, bucket *int64) (s ProducerStatus, err error) {
+func Status(ctx context.Context, db RowQuerier, eventID, channel string, bucket *int64) (s effectdtype.IntentStatus, err error) {
 	err = db.QueryRow(ctx, statusSQL, eventID, channel, bucket).
 		Scan(&s.Status, &s.Attempts, &s.ProviderRef, &s.Delivery, &s.LastErrorClass, &s.NextAttemptAt)
 	return s, err

@@ -1,5 +1,5 @@
 -- A provider asked this channel to slow down (429 with Retry-After): empty the
--- shared bucket so that no instance claims for about $2 seconds.
+-- shared rate tokens so that no instance claims for about $2 seconds.
 INSERT INTO effectd.rate_buckets AS b (channel, tokens, at)
 VALUES ($1, -($2::float8 * $3::float8), clock_timestamp())
 ON CONFLICT (channel) DO UPDATE

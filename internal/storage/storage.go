@@ -37,11 +37,11 @@ type Engine interface {
 	TakeExpired(ctx context.Context, run Runner, n int, channels []string, lease time.Duration) ([]query.Unsettled, error)
 	// Settle applies a settlement of an expired lease, fenced on the intent's
 	// key, status and attempts (query.Settle).
-	Settle(ctx context.Context, db query.DB, s query.Settlement, bucket int64) (applied bool, err error)
+	Settle(ctx context.Context, db query.DB, s query.SettleParams, bucket int64) (applied bool, err error)
 	// EventIntent locks the intent a provider event is about (query.EventIntent).
 	EventIntent(ctx context.Context, tx pgx.Tx, channel string, o query.EventObject) (query.EventTarget, error)
 	// SettleByEvent applies a provider event's settlement to in, fenced on its key.
-	SettleByEvent(ctx context.Context, tx pgx.Tx, in query.EventTarget, s query.EventSettlement) (bool, error)
+	SettleByEvent(ctx context.Context, tx pgx.Tx, in query.EventTarget, s query.SettleByEventParams) (bool, error)
 	// SetDelivery applies a provider event's delivery change to in.
 	SetDelivery(ctx context.Context, tx pgx.Tx, in query.EventTarget, c query.DeliveryChange) (bool, error)
 	// LockPolls says whether this instance may poll deliveries now, on conn;
@@ -83,7 +83,7 @@ type Operator interface {
 	RecordOperatorAttempt(ctx context.Context, db query.DB, a query.OperatorAttempt) error
 	// SettleByID applies a settlement to an intent named by id alone, fenced
 	// as Engine.Settle is.
-	SettleByID(ctx context.Context, db query.DB, s query.Settlement) (applied bool, err error)
+	SettleByID(ctx context.Context, db query.DB, s query.SettleParams) (applied bool, err error)
 	// ListIntents reads up to f.Limit intents by id and hands each to yield
 	// until it returns false (query.ListIntents).
 	ListIntents(ctx context.Context, db query.DB, f query.IntentFilter, yield func(effectdtype.IntentRow) bool) error

@@ -91,7 +91,7 @@ func (s *Store) TakeExpired(ctx context.Context, run func(context.Context, func(
 }
 
 // Settle applies st on bucket's shard (query.SettleBucket).
-func (s *Store) Settle(ctx context.Context, db query.DB, st query.Settlement, bucket int64) (bool, error) {
+func (s *Store) Settle(ctx context.Context, db query.DB, st query.SettleParams, bucket int64) (bool, error) {
 	return query.SettleBucket(ctx, db, st, bucket)
 }
 
@@ -103,7 +103,7 @@ func (s *Store) EventIntent(ctx context.Context, tx pgx.Tx, channel string, o qu
 }
 
 // SettleByEvent applies st on in's shard (query.SettleByEventBucket).
-func (s *Store) SettleByEvent(ctx context.Context, tx pgx.Tx, in query.EventTarget, st query.EventSettlement) (bool, error) {
+func (s *Store) SettleByEvent(ctx context.Context, tx pgx.Tx, in query.EventTarget, st query.SettleByEventParams) (bool, error) {
 	moved, err := query.SettleByEventBucket(ctx, tx, st, in.Delivery, in.Bucket)
 	return moved != nil, err
 }

@@ -20,7 +20,7 @@ func (s *Store) RecordOperatorAttempt(ctx context.Context, db query.DB, a query.
 
 // SettleByID reads the intent's bucket, then applies st on its shard
 // (query.SettleByIDBucket).
-func (s *Store) SettleByID(ctx context.Context, db query.DB, st query.Settlement) (bool, error) {
+func (s *Store) SettleByID(ctx context.Context, db query.DB, st query.SettleParams) (bool, error) {
 	return query.SettleByIDBucket(ctx, db, st)
 }
 

@@ -52,7 +52,7 @@ func (s *Store) TakeExpired(ctx context.Context, run func(context.Context, func(
 }
 
 // Settle applies st (query.Settle).
-func (s *Store) Settle(ctx context.Context, db query.DB, st query.Settlement, _ int64) (bool, error) {
+func (s *Store) Settle(ctx context.Context, db query.DB, st query.SettleParams, _ int64) (bool, error) {
 	return query.Settle(ctx, db, st)
 }
 
@@ -62,7 +62,7 @@ func (s *Store) EventIntent(ctx context.Context, tx pgx.Tx, channel string, o qu
 }
 
 // SettleByEvent applies st (query.SettleByEvent).
-func (s *Store) SettleByEvent(ctx context.Context, tx pgx.Tx, _ query.EventTarget, st query.EventSettlement) (bool, error) {
+func (s *Store) SettleByEvent(ctx context.Context, tx pgx.Tx, _ query.EventTarget, st query.SettleByEventParams) (bool, error) {
 	return query.SettleByEvent(ctx, tx, st)
 }
 

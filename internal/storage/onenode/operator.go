@@ -18,7 +18,7 @@ func (s *Store) RecordOperatorAttempt(ctx context.Context, db query.DB, a query.
 }
 
 // SettleByID applies st (query.Settle): the id names the row.
-func (s *Store) SettleByID(ctx context.Context, db query.DB, st query.Settlement) (bool, error) {
+func (s *Store) SettleByID(ctx context.Context, db query.DB, st query.SettleParams) (bool, error) {
 	return query.Settle(ctx, db, st)
 }
 

@@ -124,11 +124,11 @@ func settleOfExpiredLeaseFenced(t *testing.T, h Harness) {
 		t.Fatalf("TakeExpired = %+v; want settle-expired alone (settle-live's lease is live)", taken)
 	}
 	u := taken[0]
-	s := query.Settlement{IntentID: u.ID, Key: u.Key, Attempts: u.Attempts, From: "SENDING", To: "PENDING", StartedAt: time.Now(), Outcome: "absent → PENDING"}
+	s := query.SettleParams{IntentID: u.ID, Key: u.Key, Attempts: u.Attempts, From: "SENDING", To: "PENDING", StartedAt: time.Now(), Outcome: "absent → PENDING"}
 	stale, other := s, s
 	stale.Attempts++
 	other.Key = "another intent's key"
-	for name, x := range map[string]query.Settlement{"another attempt": stale, "another key": other} {
+	for name, x := range map[string]query.SettleParams{"another attempt": stale, "another key": other} {
 		if ok, err := h.Store.Settle(testCtx(t), h.Pool, x, u.Bucket); err != nil || ok {
 			t.Errorf("the settlement of %s: applied %v, %v; want fenced out", name, ok, err)
 		}
@@ -155,7 +155,7 @@ func eventSettle(t *testing.T, h Harness, channel, event, key, delivery string) 
 		if err != nil {
 			return err
 		}
-		applied, err = h.Store.SettleByEvent(ctx, tx, in, query.EventSettlement{IntentID: in.ID, Key: key, Attempts: in.Attempts,
+		applied, err = h.Store.SettleByEvent(ctx, tx, in, query.SettleByEventParams{IntentID: in.ID, Key: key, Attempts: in.Attempts,
 			From: string(in.Status), ProviderRef: "ref-" + event, Outcome: "callback", Delivery: delivery})
 		return err
 	})

@@ -137,7 +137,7 @@ func (e *env) timeAtSizes(ctx context.Context, url string, pool *pgxpool.Pool, c
 		}
 		fmt.Fprintln(e.out, h.describe(ctx, pool, n, n-loaded, time.Since(start)))
 		loaded = n
-		if err := loadChartHistory(ctx, pool); err != nil { // before serve's folder writes rollups too
+		if err := loadChartHistory(ctx, pool); err != nil { // before serve's fold loop writes rollups too
 			return nil, err
 		}
 		in, err := e.serve(ctx, url, cfg, false)
@@ -557,7 +557,7 @@ func timeReads(ctx context.Context, base string, runs int, skip map[string]strin
 }
 
 // loadHistory adds n settled intents after the first `from` into a history of
-// final (query.LoadHistory), folds their counts as serve's folder does, and
+// final (query.LoadHistory), folds their counts as serve's fold loop does, and
 // ends with VACUUM ANALYZE, as autovacuum would have by then, and a CHECKPOINT.
 func loadHistory(ctx context.Context, pool *pgxpool.Pool, from, n, final int) error {
 	if err := query.LoadHistory(ctx, pool, query.History{From: from, N: n, Final: final}); err != nil {

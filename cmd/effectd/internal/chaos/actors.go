@@ -344,7 +344,7 @@ func (o *operator) act(ctx context.Context, c *client.Client, action, status str
 	case actResolveSkip:
 		got, err = c.Resolve(ctx, in.ID, client.Resolution{As: "skip", Reason: reason})
 	case actReconcile:
-		var s client.Settlement
+		var s client.ReconcileResult
 		s, err = c.Reconcile(ctx, in.ID, false)
 		op.Detail = fmt.Sprintf("%+v", s)
 		got = in // a settlement names no row; the fence check is the audit's

@@ -1,8 +1,8 @@
 package effectdtype
 
-// Settlement is what the reconciler decided (or, on a dry run, would decide)
-// for one in-doubt intent.
-type Settlement struct {
+// ReconcileResult is what a reconcile decided (or, on a dry run, would
+// decide) for one in-doubt intent.
+type ReconcileResult struct {
 	IntentID    int64  `json:"intent_id"`
 	From        State  `json:"from"`
 	To          State  `json:"to"`
