@@ -176,7 +176,8 @@ func (cl *claimer) claimRound(ctx context.Context) (total int, full, blocked boo
 }
 
 // claim takes up to n due intents of ch. For a rate-limited channel it also
-// reports how long until the shared bucket has a token again, when it ran dry.
+// reports how long until its shared rate tokens hold a token again, when they
+// ran dry.
 func (cl *claimer) claim(ctx context.Context, ch *channel, n int) ([]claimed, time.Duration, error) {
 	p := ch.policy.Load()
 	// The lease starts at the database's now(), no earlier than this moment on
@@ -405,8 +406,8 @@ func validText(s string) string {
 const maxRetryAfter = 5 * time.Minute
 
 // slowDown honours a provider's Retry-After for the whole channel: this
-// instance stops claiming for it, and a rate-limited channel's shared bucket is
-// emptied so that every instance does.
+// instance stops claiming for it, and a rate-limited channel's shared rate
+// tokens are emptied so that every instance does.
 func (w *workers) slowDown(ch *channel, after time.Duration) {
 	after = min(after, maxRetryAfter)
 	w.d.m.retryAfter.WithLabelValues(ch.Name).Add(after.Seconds())

@@ -63,7 +63,7 @@ func TestPauseTakesEffectInTheClaim(t *testing.T) {
 
 // TestPauseRacingAClaim: a claim statement that began before a pause committed
 // (its snapshot says "not paused") and is still running when the pause returns
-// must not claim anything. The test holds the channel's rate bucket so that a
+// must not claim anything. The test holds the channel's rate tokens' row so that a
 // claim is caught mid-statement, pauses, then lets the claim go on.
 func TestPauseRacingAClaim(t *testing.T) {
 	t.Parallel()

@@ -1,9 +1,10 @@
 // Package effectdtype holds the types every layer of effectd shares: an intent
 // as stored and shown (IntentRow) with its states and deliveries (State,
-// Delivery), its attempts, audit entries and provider events, a channel as
-// operators see it with its Policy (and the policy's defaults, checks and
-// retry delay), the stats, a reconcile's ReconcileResult, a sweep's report and the
-// provider objects it lists, the bodies of bulk actions, and the storage mode
+// Delivery), what its producer may read of it (IntentStatus), its attempts,
+// audit entries and provider events, a channel as operators see it with its
+// Policy (and the policy's defaults, checks and retry delay), the stats, a
+// reconcile's ReconcileResult, a sweep's report and the provider objects it
+// lists, the bodies of bulk actions, and the storage mode
 // decided at start-up. The dispatcher produces them, the admin API answers
 // them as JSON, and the Go client and the console read them back, so each is
 // declared once, here.

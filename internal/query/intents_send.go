@@ -67,11 +67,11 @@ type Claimed struct {
 
 // Claim moves up to p.Limit due PENDING intents of a channel that is not
 // paused to SENDING under a lease, the earliest due first and none behind an
-// older unsettled intent of its ordering key, spending the tokens of the
-// channel's shared rate tokens. It returns the
-// intents claimed and the tokens the bucket held before them (0 without a
-// bucket). Every row claimed is SENDING once it returns: a time Go cannot
-// carry is clamped and named in Problem rather than failing the read.
+// older unsettled intent of its ordering key, spending the channel's shared
+// rate tokens. It returns the intents claimed and the rate tokens held before
+// them (0 without a limit). Every row claimed is SENDING once it returns: a
+// time Go cannot carry is clamped and named in Problem rather than failing
+// the read.
 func Claim(ctx context.Context, db DB, p ClaimParams) (claimed []Claimed, avail float64, err error) {
 	rows, err := db.Query(ctx, claimSQL, p.Channel, interval(p.Lease), p.Limit, p.RatePerSecond, p.Burst)
 	if err != nil {
