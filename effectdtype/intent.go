@@ -32,8 +32,8 @@ type IntentRow struct {
 }
 
 // IntentStatus is what a producer may read of its intent through
-// effectd.status or the Go client's Status: never its payload or error text,
-// which may hold values its channel redacts.
+// effectd.status or dispatcher.Status: never its payload or error text, which
+// may hold values its channel redacts.
 type IntentStatus struct {
 	Status         string     // PENDING, SENDING, IN_DOUBT, SENT, FAILED, SKIPPED, CANCELLED
 	Attempts       int        // provider calls made
