@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/intentdb"
 )
 
 // DefaultBucketLease is how long an instance holds its buckets without
@@ -85,7 +85,7 @@ func (b *bucketLeases) Stop() {
 	b.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), b.ttl)
 	defer cancel()
-	if err := query.ReleaseBuckets(ctx, b.pool, b.id, nil, true); err != nil && b.log != nil {
+	if err := intentdb.ReleaseBuckets(ctx, b.pool, b.id, nil, true); err != nil && b.log != nil {
 		b.log(ctx, "giving up bucket leases", err)
 	}
 	b.set(nil, time.Time{})
@@ -133,11 +133,11 @@ func (b *bucketLeases) rebalance(ctx context.Context) error {
 	if b.clock != nil {
 		at = &start
 	}
-	live, err := query.BucketHeartbeat(ctx, b.pool, b.id, at, b.ttl, b.buckets)
+	live, err := intentdb.BucketHeartbeat(ctx, b.pool, b.id, at, b.ttl, b.buckets)
 	if err != nil {
 		return err
 	}
-	owned, err := query.RenewBuckets(ctx, b.pool, b.id, at, b.ttl, b.buckets)
+	owned, err := intentdb.RenewBuckets(ctx, b.pool, b.id, at, b.ttl, b.buckets)
 	if err != nil {
 		return err
 	}
@@ -149,12 +149,12 @@ func (b *bucketLeases) rebalance(ctx context.Context) error {
 		slices.Sort(owned)
 		keep, extra := owned[:want], owned[want:]
 		b.set(slices.Clone(keep), until) // stop serving them first
-		if err := query.ReleaseBuckets(ctx, b.pool, b.id, extra, false); err != nil {
+		if err := intentdb.ReleaseBuckets(ctx, b.pool, b.id, extra, false); err != nil {
 			return err
 		}
 		owned = keep
 	case len(owned) < want:
-		taken, err := query.TakeBuckets(ctx, b.pool, b.id, at, b.ttl, b.buckets, want-len(owned))
+		taken, err := intentdb.TakeBuckets(ctx, b.pool, b.id, at, b.ttl, b.buckets, want-len(owned))
 		if err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/channeldb"
 	"github.com/effectd/effectd/policy"
 )
 
@@ -80,18 +81,18 @@ func Register(ctx context.Context, db query.DB, channels []Channel) error {
 				return err
 			}
 		}
-		if err := query.Register(ctx, db, query.Registration{Name: c.Name, Provider: c.Kind, Policy: registered,
+		if err := channeldb.Register(ctx, db, channeldb.Registration{Name: c.Name, Provider: c.Kind, Policy: registered,
 			MaxPayload: max, Notify: notify}); err != nil {
 			return fmt.Errorf("dispatcher.Register(%q): %w", c.Name, err)
 		}
-		if err := query.SetRedact(ctx, db, c.Name, c.Redact); err != nil {
+		if err := channeldb.SetRedact(ctx, db, c.Name, c.Redact); err != nil {
 			return fmt.Errorf("dispatcher.Register(%q): %w", c.Name, err)
 		}
-		if err := query.EnsureRateTokens(ctx, db, c.Name); err != nil {
+		if err := channeldb.EnsureRateTokens(ctx, db, c.Name); err != nil {
 			return fmt.Errorf("dispatcher.Register(%q): %w", c.Name, err)
 		}
 	}
-	if err := query.AnalyzeSmallTables(ctx, db); err != nil {
+	if err := channeldb.AnalyzeSmallTables(ctx, db); err != nil {
 		return fmt.Errorf("dispatcher.Register: %w", err)
 	}
 	return nil

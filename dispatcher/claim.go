@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/channeldb"
+	"github.com/effectd/effectd/internal/query/intentdb"
 	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -18,7 +20,7 @@ import (
 // row cannot be sent as stored (a time or a key the call cannot carry): it is
 // quarantined, not called.
 type claimed struct {
-	query.Claimed
+	intentdb.Claimed
 	deadline time.Time // local clock: the call must end by then, well inside the lease
 }
 
@@ -110,7 +112,7 @@ func (cl *claimer) waitingHold() time.Duration {
 
 // setWaiting tells producers whether to NOTIFY on commit.
 func (cl *claimer) setWaiting(ctx context.Context, waiting bool) error {
-	err := cl.conn.use(ctx, func(db query.TxDB) error { return query.SetWaiting(ctx, db, waiting, cl.waitingHold()) })
+	err := cl.conn.use(ctx, func(db query.TxDB) error { return intentdb.SetWaiting(ctx, db, waiting, cl.waitingHold()) })
 	if err == nil && waiting {
 		cl.waitingSet = time.Now()
 	}
@@ -185,7 +187,7 @@ func (cl *claimer) claim(ctx context.Context, ch *channel, n int) ([]claimed, ti
 	// grace after the call before the lease ends, so that the reconciler looks
 	// up only once the provider can no longer be acting on the call.
 	deadline := time.Now().Add(p.Lease.D() - p.GraceAfterCall())
-	params := query.ClaimParams{Channel: ch.Name, Lease: p.Lease.D(), Limit: n,
+	params := intentdb.ClaimParams{Channel: ch.Name, Lease: p.Lease.D(), Limit: n,
 		RatePerSecond: p.RatePerSecond, Burst: burst(p.RatePerSecond)}
 	rows, avail, err := cl.d.store.Claim(ctx, cl.conn.use, params)
 	if err != nil {
@@ -421,7 +423,7 @@ func (w *workers) slowDown(ch *channel, after time.Duration) {
 	if r := ch.policy.Load().RatePerSecond; r > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), w.d.cfg.WriteTimeout)
 		defer cancel()
-		if err := query.SlowDown(ctx, w.d.pool, ch.Name, after, r); err != nil {
+		if err := channeldb.SlowDown(ctx, w.d.pool, ch.Name, after, r); err != nil {
 			w.d.log.Warn("slowing the channel down for every instance", "channel", ch.Name, "error", err)
 		}
 	}

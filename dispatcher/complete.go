@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/intentdb"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -141,9 +142,9 @@ func (d *Dispatcher) writeBucket(conn *heldConn, batch []completion) {
 // completions were not applied, and why; recheck asks for racedOut (see
 // query.Complete). An error is logged here.
 func (d *Dispatcher) complete(conn *heldConn, batch []completion, recheck bool) (map[attemptKey]fence, error) {
-	var b query.CompleteBatch
+	var b intentdb.CompleteBatch
 	for _, c := range batch {
-		q := query.Completion{ID: c.id, Key: c.key, CreatedAt: c.created, Attempts: c.attempts, ProviderRef: c.ref, LastError: c.err, NextAttemptAt: c.finished,
+		q := intentdb.Completion{ID: c.id, Key: c.key, CreatedAt: c.created, Attempts: c.attempts, ProviderRef: c.ref, LastError: c.err, NextAttemptAt: c.finished,
 			StartedAt: c.started, FinishedAt: c.finished, Outcome: c.outcome, Called: c.called}
 		if !c.next.IsZero() {
 			q.NextAttemptAt = c.next
@@ -203,8 +204,8 @@ const (
 )
 
 // runComplete writes b and says which of its completions were not applied, and why.
-func (d *Dispatcher) runComplete(ctx context.Context, conn *heldConn, b *query.CompleteBatch, recheck bool, bucket int64) (map[attemptKey]fence, error) {
-	var rows []query.Fenced
+func (d *Dispatcher) runComplete(ctx context.Context, conn *heldConn, b *intentdb.CompleteBatch, recheck bool, bucket int64) (map[attemptKey]fence, error) {
+	var rows []intentdb.Fenced
 	err := conn.use(ctx, func(db query.TxDB) (err error) {
 		rows, err = d.store.Complete(ctx, db, b, recheck, bucket)
 		return err

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/readdb"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -60,7 +60,7 @@ func (f *foldLoop) fold(ctx context.Context) error {
 		keep = max(keep, ch.policy.Load().Retention.D())
 	}
 	keep += 24 * time.Hour
-	return query.MarkIDs(ctx, f.d.pool, keep)
+	return readdb.MarkIDs(ctx, f.d.pool, keep)
 }
 
 // roll adds the rollup deltas to the minute rollups the console's charts
@@ -80,17 +80,17 @@ func (f *foldLoop) roll(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	samples := make([]query.BacklogSample, len(gauges))
+	samples := make([]readdb.BacklogSample, len(gauges))
 	for i, g := range gauges {
-		samples[i] = query.BacklogSample{Channel: g.Channel, OldestDueSeconds: g.OldestPendingAge}
+		samples[i] = readdb.BacklogSample{Channel: g.Channel, OldestDueSeconds: g.OldestPendingAge}
 		for _, c := range statusCounts {
 			if c.Channel == g.Channel && c.Status == statemachine.Pending {
 				samples[i].Backlog = c.N
 			}
 		}
 	}
-	if err := query.SampleBacklog(ctx, f.d.pool, samples); err != nil {
+	if err := readdb.SampleBacklog(ctx, f.d.pool, samples); err != nil {
 		return err
 	}
-	return query.PruneRollups(ctx, f.d.pool, now.Add(-rollupKeep))
+	return readdb.PruneRollups(ctx, f.d.pool, now.Add(-rollupKeep))
 }

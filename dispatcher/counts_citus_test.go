@@ -18,7 +18,8 @@ import (
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/fixture"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/readdb"
+	"github.com/effectd/effectd/internal/query/retentiondb"
 	"github.com/effectd/effectd/operator"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -182,7 +183,7 @@ func TestCitusCountsFollowChanges(t *testing.T) {
 	operate("later-42", statemachine.Requeue, "")     // SKIPPED → PENDING, then SENT
 	settled("the operator's intents settled", 1)
 	checkCitusCounts(t, pool, "after operator actions")
-	if err := query.FoldSettledCountsBucket(ctx, pool); err != nil {
+	if err := readdb.FoldSettledCountsBucket(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
 	var deltas int
@@ -197,7 +198,7 @@ func TestCitusCountsFollowChanges(t *testing.T) {
 
 	// an intent of the next day's partition, cancelled: its count stays when
 	// today's partition (everything else) is dropped
-	var today query.Partition
+	var today retentiondb.Partition
 	if err := pool.QueryRow(ctx, `SELECT name, parent, lower, upper FROM effectd.partitions WHERE parent = 'intents' AND now() >= lower AND now() < upper`).
 		Scan(&today.Name, &today.Parent, &today.Lower, &today.Upper); err != nil {
 		t.Fatal(err)
@@ -210,7 +211,7 @@ func TestCitusCountsFollowChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer session.Release()
-	if err := query.DropPartition(ctx, session.Conn(), today, 0); err != nil {
+	if err := retentiondb.DropPartition(ctx, session.Conn(), today, 0); err != nil {
 		t.Fatal(err)
 	}
 	checkCitusCounts(t, pool, "after the drop of "+today.Name)

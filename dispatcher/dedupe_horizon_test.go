@@ -7,7 +7,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/pgtest"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/intentdb"
 	"github.com/effectd/effectd/internal/storage/onenode"
 	"github.com/effectd/effectd/policy"
 )
@@ -25,7 +25,7 @@ func TestRedeliveryAfterPruneIsDuplicate(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE effectd.intents SET status = 'SENT', updated_at = now() - interval '2 hours'`); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := query.Prune(ctx, pool, "hook", 10, time.Hour); err != nil || n != 1 {
+	if n, err := intentdb.Prune(ctx, pool, "hook", 10, time.Hour); err != nil || n != 1 {
 		t.Fatalf("Prune = %d, %v; want the intent pruned", n, err)
 	}
 	ok, err := enqueue(t, pool, dispatcher.Intent{EventID: "evt-p", Channel: "hook", Payload: `{}`})

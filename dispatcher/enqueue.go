@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/intentdb"
 )
 
 // Intent is an effect to send once per (EventID, Channel).
@@ -66,7 +66,7 @@ func Enqueue(ctx context.Context, tx Tx, in Intent) (inserted bool, err error) {
 	if err != nil {
 		return false, &InputError{Field: "payload", Message: "effectd.enqueue: payload: " + err.Error(), err: err}
 	}
-	inserted, err = query.Enqueue(ctx, tx, query.NewIntent{EventID: in.EventID, Channel: in.Channel, Payload: payload,
+	inserted, err = intentdb.Enqueue(ctx, tx, intentdb.NewIntent{EventID: in.EventID, Channel: in.Channel, Payload: payload,
 		OccurredAt: nullTime(in.OccurredAt), NotBefore: nullTime(in.NotBefore), OrderingKey: nullString(in.OrderingKey),
 		Traceparent: traceparentOf(ctx)})
 	var pgErr *pgconn.PgError

@@ -11,7 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/eventdb"
+	"github.com/effectd/effectd/internal/query/intentdb"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -80,7 +81,7 @@ func (d *Dispatcher) RecordEvent(ctx context.Context, ev ProviderEvent) (res Eve
 	}
 	defer tx.Rollback(ctx)
 
-	rowID, inserted, err := query.RecordEvent(ctx, tx, query.Event{Provider: ev.Provider, EventID: ev.EventID,
+	rowID, inserted, err := eventdb.RecordEvent(ctx, tx, eventdb.Event{Provider: ev.Provider, EventID: ev.EventID,
 		Channel: ev.Channel, ObjectRef: ev.ObjectRef, Type: ev.Type, Status: ev.Status, Delivery: string(ev.Delivery),
 		Detail: ev.Detail, Payload: ev.Payload})
 	if err != nil {
@@ -93,7 +94,7 @@ func (d *Dispatcher) RecordEvent(ctx context.Context, ev ProviderEvent) (res Eve
 	if err != nil {
 		return res, err
 	}
-	if err := query.SetEventOutcome(ctx, tx, rowID, res.IntentID, res.Outcome); err != nil {
+	if err := eventdb.SetEventOutcome(ctx, tx, rowID, res.IntentID, res.Outcome); err != nil {
 		return res, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -145,7 +146,7 @@ func (d *Dispatcher) applyEvent(ctx context.Context, tx pgx.Tx, ev ProviderEvent
 		case res.From == statemachine.Unknown:
 			delivery = string(statemachine.Accepted)
 		}
-		settled, err := d.settleByEvent(ctx, tx, in, query.SettleByEventParams{IntentID: res.IntentID, Key: in.Key, Attempts: in.Attempts,
+		settled, err := d.settleByEvent(ctx, tx, in, intentdb.SettleByEventParams{IntentID: res.IntentID, Key: in.Key, Attempts: in.Attempts,
 			From: string(in.Status), ProviderRef: ev.ObjectRef, Outcome: "settled by a " + ev.Provider + " event: " + ev.Type,
 			Delivery: delivery, Detail: detail})
 		if err != nil {
@@ -163,7 +164,7 @@ func (d *Dispatcher) applyEvent(ctx context.Context, tx pgx.Tx, ev ProviderEvent
 	if !changed {
 		return res, sentAt, nil
 	}
-	moved, err := d.setDelivery(ctx, tx, in, query.DeliveryChange{IntentID: res.IntentID, Key: in.Key, From: string(res.From), To: string(to), Detail: ev.Detail})
+	moved, err := d.setDelivery(ctx, tx, in, intentdb.DeliveryChange{IntentID: res.IntentID, Key: in.Key, From: string(res.From), To: string(to), Detail: ev.Detail})
 	if err != nil {
 		return res, sentAt, err
 	}
@@ -175,18 +176,18 @@ func (d *Dispatcher) applyEvent(ctx context.Context, tx pgx.Tx, ev ProviderEvent
 
 // eventIntent locks the intent ev is about (storage.Engine.EventIntent),
 // with its idempotency key, which the writes that follow fence on.
-func (d *Dispatcher) eventIntent(ctx context.Context, tx pgx.Tx, ev ProviderEvent) (query.EventTarget, error) {
-	o := query.EventObject{IntentID: ev.IntentID, EventID: ev.IntentEventID, Ref: ev.ObjectRef}
+func (d *Dispatcher) eventIntent(ctx context.Context, tx pgx.Tx, ev ProviderEvent) (intentdb.EventTarget, error) {
+	o := intentdb.EventObject{IntentID: ev.IntentID, EventID: ev.IntentEventID, Ref: ev.ObjectRef}
 	return d.store.EventIntent(ctx, tx, ev.Channel, o)
 }
 
 // settleByEvent applies s to intent in (storage.Engine.SettleByEvent).
-func (d *Dispatcher) settleByEvent(ctx context.Context, tx pgx.Tx, in query.EventTarget, s query.SettleByEventParams) (bool, error) {
+func (d *Dispatcher) settleByEvent(ctx context.Context, tx pgx.Tx, in intentdb.EventTarget, s intentdb.SettleByEventParams) (bool, error) {
 	return d.store.SettleByEvent(ctx, tx, in, s)
 }
 
 // setDelivery applies c to intent in (storage.Engine.SetDelivery).
-func (d *Dispatcher) setDelivery(ctx context.Context, tx pgx.Tx, in query.EventTarget, c query.DeliveryChange) (bool, error) {
+func (d *Dispatcher) setDelivery(ctx context.Context, tx pgx.Tx, in intentdb.EventTarget, c intentdb.DeliveryChange) (bool, error) {
 	return d.store.SetDelivery(ctx, tx, in, c)
 }
 

@@ -7,7 +7,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/intentdb"
+	"github.com/effectd/effectd/internal/query/retentiondb"
 	"github.com/effectd/effectd/internal/storage"
 )
 
@@ -61,7 +62,7 @@ func NewBucketLeases(pool *pgxpool.Pool, buckets int, ttl time.Duration, clock f
 
 func (b *bucketLeases) Rebalance(ctx context.Context) error { return b.rebalance(ctx) }
 func (b *bucketLeases) Release(ctx context.Context) error {
-	return query.ReleaseBuckets(ctx, b.pool, b.id, nil, true)
+	return intentdb.ReleaseBuckets(ctx, b.pool, b.id, nil, true)
 }
 func (b *bucketLeases) Takeovers() float64 {
 	var m dto.Metric
@@ -104,6 +105,6 @@ func HeldPool(ctx context.Context, pool *pgxpool.Pool, c Config) (*pgxpool.Pool,
 // WithPartitionChecked returns ctx carrying f, which DropExpiredPartitions
 // calls between the first check of a partition it drops one by one and the
 // drop.
-func WithPartitionChecked(ctx context.Context, f func(query.Partition)) context.Context {
+func WithPartitionChecked(ctx context.Context, f func(retentiondb.Partition)) context.Context {
 	return storage.WithPartitionChecked(ctx, f)
 }

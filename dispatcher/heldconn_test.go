@@ -15,7 +15,7 @@ import (
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/intentdb"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/providers/sandbox"
 	"github.com/effectd/effectd/providers/webhook"
@@ -187,8 +187,8 @@ func TestHeldPlansReadIndexesAsTheDayFills(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	p := query.ClaimParams{Channel: "hook", Lease: 30 * time.Second, Limit: 10}
-	if _, _, err := query.Claim(ctx, conn, p); err != nil {
+	p := intentdb.ClaimParams{Channel: "hook", Lease: 30 * time.Second, Limit: 10}
+	if _, _, err := intentdb.Claim(ctx, conn, p); err != nil {
 		t.Fatal(err)
 	}
 	// The day fills: 20,000 intents, 5 of them due.

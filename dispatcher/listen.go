@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/intentdb"
 )
 
 // listenRetry is how long the listener waits before reconnecting after its
@@ -49,7 +49,7 @@ func (l *listener) listenOnce(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := query.ListenWakeup(ctx, conn); err != nil {
+	if err := intentdb.ListenWakeup(ctx, conn); err != nil {
 		return err
 	}
 	for {

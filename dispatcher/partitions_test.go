@@ -11,7 +11,9 @@ import (
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/harnessdb"
+	"github.com/effectd/effectd/internal/query/readdb"
+	"github.com/effectd/effectd/internal/query/retentiondb"
 	"github.com/effectd/effectd/internal/storage/onenode"
 	"github.com/effectd/effectd/operator"
 	"github.com/effectd/effectd/policy"
@@ -34,7 +36,7 @@ func TestDropsExpiredPartitions(t *testing.T) {
 	// and a provider event; day 2 also holds an IN_DOUBT intent. The table
 	// the migration made its first partition (everything before tomorrow) is
 	// replaced by partitions of those days.
-	if err := query.DayPartitions(ctx, r.pool, 5); err != nil {
+	if err := harnessdb.DayPartitions(ctx, r.pool, 5); err != nil {
 		t.Fatal(err)
 	}
 	made := fixture.Intents(t, r.pool, 12, func(k int) []fixture.IntentOption {
@@ -51,7 +53,7 @@ func TestDropsExpiredPartitions(t *testing.T) {
 		fixture.AddProviderEvents(t, r.pool, fixture.ProviderEvent{Provider: "twilio", EventID: "ev-" + m.EventID, Channel: "c",
 			IntentID: m.ID, Type: "delivered", Outcome: "applied", ReceivedAt: m.CreatedAt.Add(time.Minute)})
 	}
-	if err := query.FoldSettledCounts(ctx, r.pool); err != nil { // the counts of the days to drop are folded, not only deltas
+	if err := readdb.FoldSettledCounts(ctx, r.pool); err != nil { // the counts of the days to drop are folded, not only deltas
 		t.Fatal(err)
 	}
 	day := func(d int) string { return time.Now().UTC().AddDate(0, 0, -d).Format("20060102") }
@@ -122,7 +124,7 @@ func TestDropsExpiredPartitionsTogether(t *testing.T) {
 	ctx := context.Background()
 	for _, busy := range []bool{false, true} {
 		pool := pgtest.New(t)
-		if err := query.DayPartitions(ctx, pool, 4); err != nil {
+		if err := harnessdb.DayPartitions(ctx, pool, 4); err != nil {
 			t.Fatal(err)
 		}
 		for _, q := range []string{
@@ -183,7 +185,7 @@ func TestDropsExpiredPartitionsTogether(t *testing.T) {
 
 	// a table detached and forgotten, whose drop a crash cut short
 	pool := pgtest.New(t)
-	if err := query.DayPartitions(ctx, pool, 3); err != nil {
+	if err := harnessdb.DayPartitions(ctx, pool, 3); err != nil {
 		t.Fatal(err)
 	}
 	name := "intents_p" + time.Now().UTC().AddDate(0, 0, -1).Format("20060102")
@@ -212,7 +214,7 @@ func TestPruneKeepsRowRequeuedBeforeDetach(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.New(t)
-	if err := query.DayPartitions(ctx, pool, 4); err != nil {
+	if err := harnessdb.DayPartitions(ctx, pool, 4); err != nil {
 		t.Fatal(err)
 	}
 	fixture.AddChannel(t, pool, "c", "webhook")
@@ -229,7 +231,7 @@ func TestPruneKeepsRowRequeuedBeforeDetach(t *testing.T) {
 	}
 	day3 := "intents_p" + time.Now().UTC().AddDate(0, 0, -3).Format("20060102")
 	requeued := false
-	ctx = dispatcher.WithPartitionChecked(ctx, func(p query.Partition) {
+	ctx = dispatcher.WithPartitionChecked(ctx, func(p retentiondb.Partition) {
 		if p.Name != day3 || requeued {
 			return
 		}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/intentdb"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -104,7 +105,7 @@ func (pl *poller) pollDeliveries(ctx context.Context) (int, error) {
 
 // pollOne asks the provider about one intent and records the answer, in a
 // span of the intent's trace when tracing is on (startPoll, endPollSpan).
-func (pl *poller) pollOne(ctx context.Context, conn query.DB, ch *channel, x query.DuePoll) (err error) {
+func (pl *poller) pollOne(ctx context.Context, conn query.DB, ch *channel, x intentdb.DuePoll) (err error) {
 	from := statemachine.Delivery(x.Delivery)
 	to, changed, moved := from, false, false
 	var pollErr error
@@ -130,7 +131,7 @@ func (pl *poller) pollOne(ctx context.Context, conn query.DB, ch *channel, x que
 	}
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), pl.d.cfg.WriteTimeout)
 	defer wcancel()
-	poll := query.Poll{IntentID: x.ID, Key: x.Key, Attempts: x.Attempts, From: string(from), To: target,
+	poll := intentdb.Poll{IntentID: x.ID, Key: x.Key, Attempts: x.Attempts, From: string(from), To: target,
 		Detail: detail, StartedAt: started, Outcome: outcome, Error: errText, ProviderRef: x.ProviderRef}
 	moved, err = pl.d.store.RecordPoll(wctx, conn, poll, x.Bucket)
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/effectd/effectd/effectdtype"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/intentdb"
 )
 
 // IntentKey names one intent of the producer: its event and channel and, in
@@ -39,7 +39,7 @@ func Cancel(ctx context.Context, tx Tx, key IntentKey, reason string) (status st
 	if err := checkKey(key); err != nil {
 		return "", err
 	}
-	s, err := query.Cancel(ctx, tx, key.EventID, key.Channel, reason, key.Bucket)
+	s, err := intentdb.Cancel(ctx, tx, key.EventID, key.Channel, reason, key.Bucket)
 	if err = verbError(err); err != nil {
 		return "", opError(err, "Cancel(%q, %q)", key.EventID, key.Channel)
 	}
@@ -60,7 +60,7 @@ func Status(ctx context.Context, tx Tx, key IntentKey) (IntentStatus, error) {
 	if err := checkKey(key); err != nil {
 		return IntentStatus{}, err
 	}
-	s, err := query.Status(ctx, tx, key.EventID, key.Channel, key.Bucket)
+	s, err := intentdb.Status(ctx, tx, key.EventID, key.Channel, key.Bucket)
 	if errors.Is(err, pgx.ErrNoRows) || errors.Is(err, sql.ErrNoRows) {
 		err = ErrNotFound
 	}
@@ -130,7 +130,7 @@ func (e *BatchError) Unwrap() error { return e.err }
 // whole batch (a *pgconn.PgError with code 42501), KeepValid or not.
 func EnqueueMany(ctx context.Context, tx Tx, intents []Intent, opts BatchOptions) ([]BatchResult, error) {
 	results := make([]BatchResult, len(intents))
-	var batch query.NewIntents
+	var batch intentdb.NewIntents
 	var sent []int // the index in intents of each intent sent to the database
 	var refused []RowError
 	for i, in := range intents {
@@ -162,11 +162,11 @@ func EnqueueMany(ctx context.Context, tx Tx, intents []Intent, opts BatchOptions
 		return results, nil
 	}
 	if tp := traceparentOf(ctx); tp != "" {
-		if err := query.SetTraceparent(ctx, tx, tp); err != nil {
+		if err := intentdb.SetTraceparent(ctx, tx, tp); err != nil {
 			return nil, fmt.Errorf("dispatcher.EnqueueMany: %w", err)
 		}
 	}
-	answers, err := query.EnqueueMany(ctx, tx, batch, opts.KeepValid, opts.Bucket)
+	answers, err := intentdb.EnqueueMany(ctx, tx, batch, opts.KeepValid, opts.Bucket)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "22023" && pgErr.ColumnName == "intents" {
 		var rows []struct {

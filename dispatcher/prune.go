@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/retentiondb"
 )
 
 // pruneLockKey lets one instance at a time prune.
@@ -63,12 +64,12 @@ func (pr *pruner) prune(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	defer query.Unlock(context.WithoutCancel(ctx), conn, pruneLockKey)
-	_, until, err := query.AddPartitions(ctx, conn, partitionsAhead)
+	_, until, err := retentiondb.AddPartitions(ctx, conn, partitionsAhead)
 	if err != nil {
 		return 0, err
 	}
 	pr.d.m.partitionsUntil.Set(float64(until.Unix()))
-	horizon, ok, err := query.RetentionHorizon(ctx, conn)
+	horizon, ok, err := retentiondb.RetentionHorizon(ctx, conn)
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -104,7 +105,7 @@ func (pr *pruner) pruneChannel(ctx context.Context, db query.DB, channel string,
 // except an intents partition that still holds a live row or one changed
 // within the horizon (counted in effectd_retention_held_partitions).
 func (pr *pruner) dropExpired(ctx context.Context, horizon time.Duration) error {
-	var dropped []query.Partition
+	var dropped []retentiondb.Partition
 	held := 0
 	err := pr.d.store.FinishDetaches(ctx)
 	if err == nil {
@@ -114,7 +115,7 @@ func (pr *pruner) dropExpired(ctx context.Context, horizon time.Duration) error 
 		pr.d.m.partitionsDropped.WithLabelValues(p.Parent).Inc()
 		pr.d.log.Info("dropped an expired day partition", "partition", p.Name, "until", p.Upper.Time)
 	}
-	if errors.Is(err, query.ErrPartitionBusy) {
+	if errors.Is(err, retentiondb.ErrPartitionBusy) {
 		pr.d.m.partitionsBusy.Inc()
 		pr.d.log.Info("an expired day partition stays until the next prune", "reason", err)
 		return nil

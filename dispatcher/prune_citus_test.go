@@ -12,7 +12,8 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/harnessdb"
+	"github.com/effectd/effectd/internal/query/retentiondb"
 	"github.com/effectd/effectd/internal/storage/citus"
 	"github.com/effectd/effectd/operator"
 	"github.com/effectd/effectd/policy"
@@ -54,7 +55,7 @@ func TestCitusDropExpiredPartitions(t *testing.T) {
 	if intents != 2 || held != 0 {
 		t.Errorf("dropped %v (%d of intents), held %d; want the two oldest intents partitions, none held", names, intents, held)
 	}
-	if left, err := query.ShardsLeft(ctx, pool, names); err != nil || left != 0 {
+	if left, err := harnessdb.ShardsLeft(ctx, pool, names); err != nil || left != 0 {
 		t.Errorf("tables of the dropped partitions left on the workers: %d, %v; want 0", left, err)
 	}
 	if n := count(`true`); n != total-expired {
@@ -92,13 +93,13 @@ func loadedHistory(t *testing.T, days int) *pgxpool.Pool {
 	t.Helper()
 	pool := citusPoolDays(t, 32, days)
 	ctx := context.Background()
-	if err := query.AddChannels(ctx, pool, map[string]string{"bench": "webhook", "pay": "stripe", "sms": "twilio"}); err != nil {
+	if err := harnessdb.AddChannels(ctx, pool, map[string]string{"bench": "webhook", "pay": "stripe", "sms": "twilio"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := query.DayPartitions(ctx, pool, 15); err != nil {
+	if err := harnessdb.DayPartitions(ctx, pool, 15); err != nil {
 		t.Fatal(err)
 	}
-	if err := query.LoadHistoryBuckets(ctx, pool, query.History{N: 3000, Final: 3000}, 32); err != nil {
+	if err := harnessdb.LoadHistoryBuckets(ctx, pool, harnessdb.History{N: 3000, Final: 3000}, 32); err != nil {
 		t.Fatal(err)
 	}
 	return pool
@@ -113,11 +114,11 @@ func TestCitusDropExpiredWeeks(t *testing.T) {
 	pool := loadedHistory(t, 7)
 	ctx := context.Background()
 	count := intentCounter(t, pool)
-	parts, err := query.ExpiredPartitions(ctx, pool, -30*24*time.Hour) // every partition, oldest first
+	parts, err := retentiondb.ExpiredPartitions(ctx, pool, -30*24*time.Hour) // every partition, oldest first
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ended, weeks []query.Partition
+	var ended, weeks []retentiondb.Partition
 	for _, p := range parts {
 		if p.Parent != "intents" || !p.Upper.Time.Before(time.Now()) {
 			continue
@@ -156,7 +157,7 @@ func TestCitusDropExpiredWeeks(t *testing.T) {
 	if len(names) == 0 || held != 0 {
 		t.Fatalf("dropped %v, held %d; want the first week", names, held)
 	}
-	if left, err := query.ShardsLeft(ctx, pool, names); err != nil || left != 0 {
+	if left, err := harnessdb.ShardsLeft(ctx, pool, names); err != nil || left != 0 {
 		t.Errorf("tables of the dropped partitions left on the workers: %d, %v; want 0", left, err)
 	}
 	if n := count(`true`); n != total-inFirst {
@@ -188,7 +189,7 @@ func TestCitusPruneKeepsRowRequeuedBeforeDetach(t *testing.T) {
 	count := intentCounter(t, pool)
 	const day = 24 * time.Hour
 	cut := time.Now().UTC().Truncate(day).Add(-13 * day)
-	var oldest query.Partition
+	var oldest retentiondb.Partition
 	if err := pool.QueryRow(ctx, `SELECT name, parent, lower, upper FROM effectd.partitions
 		WHERE parent = 'intents' AND upper <= $1 AND lower <= (SELECT min(created_at) FROM effectd.intents)
 		ORDER BY lower DESC LIMIT 1`, cut).
@@ -205,7 +206,7 @@ RETURNING id`, oldest.Lower.Time, oldest.Upper.Time).Scan(&id); err != nil {
 	inOldest := count(`created_at >= $1 AND created_at < $2`, oldest.Lower.Time, oldest.Upper.Time)
 
 	requeued := false
-	ctx = dispatcher.WithPartitionChecked(ctx, func(p query.Partition) {
+	ctx = dispatcher.WithPartitionChecked(ctx, func(p retentiondb.Partition) {
 		if p.Name != oldest.Name || requeued {
 			return
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/effectd/effectd/effectdtype"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/intentdb"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/statemachine"
@@ -98,10 +98,10 @@ func (rc *reconciler) settleBatch(ctx context.Context, n int) (int, error) {
 
 // release gives back a row that settleBatch took, its lease ended now, when
 // shutdown cut its lookup short.
-func (d *Dispatcher) release(ctx context.Context, r query.Unsettled) {
+func (d *Dispatcher) release(ctx context.Context, r intentdb.Unsettled) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.WriteTimeout)
 	defer cancel()
-	if err := query.ReleaseLease(wctx, d.pool, r); err != nil {
+	if err := intentdb.ReleaseLease(wctx, d.pool, r); err != nil {
 		d.intentLog(r.Traceparent).Warn("giving back an in-doubt intent whose lookup shutdown cut short", "intent", r.ID, "channel", r.Channel, "error", err)
 		return
 	}
@@ -114,7 +114,7 @@ func (d *Dispatcher) release(ctx context.Context, r query.Unsettled) {
 // because ctx ended says nothing about the provider: decide returns ctx's
 // error and nothing is settled. On a dry run, a lookup that would repeat the
 // call with its key (Replayer) is not called: it could apply the effect.
-func (d *Dispatcher) decide(ctx context.Context, r query.Unsettled, withPolicy, dryRun bool) (effectdtype.ReconcileResult, error) {
+func (d *Dispatcher) decide(ctx context.Context, r intentdb.Unsettled, withPolicy, dryRun bool) (effectdtype.ReconcileResult, error) {
 	s := effectdtype.ReconcileResult{IntentID: r.ID, From: r.Status, Outcome: ByPolicy}
 	ch := d.byName[r.Channel]
 	p := ch.policy.Load()
@@ -192,14 +192,14 @@ func mustNext(from statemachine.State, ev statemachine.Event) statemachine.State
 // attempt of kind lookup, in one statement; when an operator asked for it
 // (actor), with its audit entry in the same transaction. s.Applied reports
 // whether this writer won.
-func (d *Dispatcher) apply(ctx context.Context, r query.Unsettled, s *effectdtype.ReconcileResult, actor string) error {
+func (d *Dispatcher) apply(ctx context.Context, r intentdb.Unsettled, s *effectdtype.ReconcileResult, actor string) error {
 	d.m.lookups.WithLabelValues(r.Channel, s.Outcome).Inc()
 	if s.To == s.From {
 		return nil
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.WriteTimeout)
 	defer cancel()
-	q := query.SettleParams{IntentID: r.ID, Key: r.Key, Attempts: r.Attempts, From: string(s.From), To: string(s.To),
+	q := intentdb.SettleParams{IntentID: r.ID, Key: r.Key, Attempts: r.Attempts, From: string(s.From), To: string(s.To),
 		ProviderRef: s.ProviderRef, Error: s.Error, StartedAt: time.Now(), Outcome: s.Outcome + " → " + string(s.To)}
 	var err error
 	switch {
@@ -226,7 +226,7 @@ func (d *Dispatcher) apply(ctx context.Context, r query.Unsettled, s *effectdtyp
 // SENDING row follows the channel's policy. dryRun reports without changing
 // anything. A change is audited under actor, in the transaction that makes it.
 func (d *Dispatcher) Reconcile(ctx context.Context, id int64, dryRun bool, actor string) (effectdtype.ReconcileResult, error) {
-	r, leaseUntil, err := query.SelectUnsettled(ctx, d.pool, id) // leaseUntil: set while a SENDING row's lease is live
+	r, leaseUntil, err := intentdb.SelectUnsettled(ctx, d.pool, id) // leaseUntil: set while a SENDING row's lease is live
 	if errors.Is(err, pgx.ErrNoRows) {
 		return effectdtype.ReconcileResult{}, opError(ErrNotFound, "Reconcile(%d)", id)
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/channeldb"
 	"github.com/effectd/effectd/policy"
 )
 
@@ -35,7 +35,7 @@ func (r *refresher) run(ctx context.Context) {
 // refresh rereads every channel's policy and pause flag.
 func (r *refresher) refresh(ctx context.Context) error {
 	d := r.d
-	rows, err := query.ChannelPolicies(ctx, d.pool)
+	rows, err := channeldb.ChannelPolicies(ctx, d.pool)
 	if err != nil {
 		return fmt.Errorf("read channels: %w", err)
 	}

@@ -10,7 +10,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/effectdtype"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/accessdb"
+	"github.com/effectd/effectd/internal/query/intentdb"
+	"github.com/effectd/effectd/internal/query/readdb"
 	"github.com/effectd/effectd/internal/storage"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -32,7 +34,7 @@ func (e *LeaseError) Unwrap() error { return statemachine.ErrTransition }
 
 // settleAudited applies an operator's reconcile decision and writes its audit
 // entry in one transaction; it reports whether the decision was applied.
-func settleAudited(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, s query.SettleParams, actor string) (applied bool, err error) {
+func settleAudited(ctx context.Context, pool *pgxpool.Pool, store storage.Operator, s intentdb.SettleParams, actor string) (applied bool, err error) {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return false, err
@@ -52,8 +54,8 @@ func settleAudited(ctx context.Context, pool *pgxpool.Pool, store storage.Operat
 	if err != nil {
 		return false, err
 	}
-	if err := query.WriteAudit(ctx, tx, query.Audit{Actor: actor, Action: "intent.reconcile", IntentID: s.IntentID,
-		Channel: after.Channel, Before: query.IntentAudit(before), After: query.IntentAudit(after), Outcome: s.Outcome}); err != nil {
+	if err := accessdb.WriteAudit(ctx, tx, accessdb.Audit{Actor: actor, Action: "intent.reconcile", IntentID: s.IntentID,
+		Channel: after.Channel, Before: accessdb.IntentAudit(before), After: accessdb.IntentAudit(after), Outcome: s.Outcome}); err != nil {
 		return false, err
 	}
 	return true, tx.Commit(ctx)
@@ -61,7 +63,7 @@ func settleAudited(ctx context.Context, pool *pgxpool.Pool, store storage.Operat
 
 // readIntent reads intent id in tx; ErrNotFound when there is none.
 func readIntent(ctx context.Context, tx pgx.Tx, id int64) (effectdtype.IntentRow, error) {
-	r, err := query.SelectIntent(ctx, tx, id)
+	r, err := readdb.SelectIntent(ctx, tx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, fmt.Errorf("intent %d: %w", id, ErrNotFound)
 	}

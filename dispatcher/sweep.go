@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/effectdtype"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/readdb"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/statemachine"
@@ -102,7 +102,7 @@ func (d *Dispatcher) Sweep(ctx context.Context, channel string, since, until tim
 		rep.Counts[k] = 0
 	}
 
-	rows, err := query.SweepIntents(ctx, d.pool, query.SweepWindow{Channel: channel, Since: since, Until: until, Limit: SweepMaxIntents + 1})
+	rows, err := readdb.SweepIntents(ctx, d.pool, readdb.SweepWindow{Channel: channel, Since: since, Until: until, Limit: SweepMaxIntents + 1})
 	if err != nil {
 		return rep, err
 	}
@@ -198,11 +198,11 @@ func (d *Dispatcher) joinOutsideWindow(ctx context.Context, j *join, lister List
 		refs = append(refs, o.Ref)
 		first, last = minTime(first, o.Created), maxTime(last, o.Created)
 	}
-	rows, err := query.SweepIntentsBy(ctx, d.pool, ids, refs)
+	rows, err := readdb.SweepIntentsBy(ctx, d.pool, ids, refs)
 	if err != nil {
 		return nil, err
 	}
-	unsettled, err := query.SweepIntentsUnsettled(ctx, d.pool, query.SweepUnsettled{Channel: j.channel,
+	unsettled, err := readdb.SweepIntentsUnsettled(ctx, d.pool, readdb.SweepUnsettled{Channel: j.channel,
 		First: first.Add(-sweepSkew), Last: last.Add(sweepSkew), Limit: sweepMaxUnsettled + 1})
 	if err != nil {
 		return nil, err
@@ -272,7 +272,7 @@ func maxTime(a, b time.Time) time.Time {
 // [since, until): the windows they covered, merged where they overlap or
 // adjoin and cut to the span, and the gaps between.
 func (d *Dispatcher) sweepCoverage(ctx context.Context, channel string, since, until time.Time) (effectdtype.SweepCoverage, error) {
-	windows, err := query.SweptWindows(ctx, d.pool, channel, since, until, sweepMaxWindows)
+	windows, err := readdb.SweptWindows(ctx, d.pool, channel, since, until, sweepMaxWindows)
 	if err != nil {
 		return effectdtype.SweepCoverage{}, err
 	}
@@ -311,7 +311,7 @@ func (d *Dispatcher) countSweep(ctx context.Context, rep *effectdtype.SweepRepor
 }
 
 // swept returns the intents the sweep joins, as read.
-func swept(rows []query.SweptIntent) []*sweptIntent {
+func swept(rows []readdb.SweptIntent) []*sweptIntent {
 	out := make([]*sweptIntent, len(rows))
 	for i, r := range rows {
 		out[i] = &sweptIntent{id: r.ID, eventID: r.EventID, channel: r.Channel, payload: r.Payload, status: r.Status,

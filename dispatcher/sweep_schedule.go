@@ -7,6 +7,7 @@ import (
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/readdb"
 )
 
 // sweepLockBase is the high half of a channel's sweep lock key (see
@@ -122,7 +123,7 @@ func (s *sweeper) sweep(ctx context.Context, channel string, slot time.Time, win
 		return err
 	}
 	defer query.Unlock(context.WithoutCancel(ctx), conn, key)
-	last, err := query.SweptUntil(ctx, conn, channel)
+	last, err := readdb.SweptUntil(ctx, conn, channel)
 	if err != nil {
 		return err
 	}
@@ -136,7 +137,7 @@ func (s *sweeper) sweep(ctx context.Context, channel string, slot time.Time, win
 		if err != nil {
 			return err
 		}
-		if err := query.AddSweptWindow(ctx, conn, channel, query.SweptWindow{Since: w.since, Until: w.until}, len(rep.Findings)); err != nil {
+		if err := readdb.AddSweptWindow(ctx, conn, channel, readdb.SweptWindow{Since: w.since, Until: w.until}, len(rep.Findings)); err != nil {
 			return err
 		}
 		for _, k := range effectdtype.FindingKinds {

@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/intentdb"
+	"github.com/effectd/effectd/internal/query/readdb"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -133,7 +135,7 @@ func (d *Dispatcher) startAttempt(ctx context.Context, ch *channel, c *claimed, 
 }
 
 // startSettle starts the span of the reconciler's settlement of r.
-func (d *Dispatcher) startSettle(ctx context.Context, r query.Unsettled) (context.Context, trace.Span) {
+func (d *Dispatcher) startSettle(ctx context.Context, r intentdb.Unsettled) (context.Context, trace.Span) {
 	if d.tracer == nil {
 		return ctx, nil
 	}
@@ -145,7 +147,7 @@ func (d *Dispatcher) startSettle(ctx context.Context, r query.Unsettled) (contex
 // intent's trace as its attempts are, or returns ctx and nil when tracing is
 // off. The provider's HTTP requests (instrumented by the wiring) are its
 // children.
-func (d *Dispatcher) startPoll(ctx context.Context, ch *channel, x query.DuePoll) (context.Context, trace.Span) {
+func (d *Dispatcher) startPoll(ctx context.Context, ch *channel, x intentdb.DuePoll) (context.Context, trace.Span) {
 	if d.tracer == nil {
 		return ctx, nil
 	}
@@ -257,7 +259,7 @@ func OperatorSpan(ctx context.Context, db query.DB, action string, id int64) (co
 	ctx, span := otel.Tracer(TracerName).Start(ctx, SpanOperator,
 		trace.WithAttributes(attribute.String("effectd.action", action), AttrIntentID.Int64(id)))
 	if span.IsRecording() {
-		if tp, _, err := query.IntentTraceparent(ctx, db, id); err == nil {
+		if tp, _, err := readdb.IntentTraceparent(ctx, db, id); err == nil {
 			if sc := producerSpan(tp); sc.IsValid() {
 				span.AddLink(trace.Link{SpanContext: sc})
 			}
@@ -300,7 +302,7 @@ func (t tracedEvents) RecordEvent(ctx context.Context, ev ProviderEvent) (EventR
 	var traceparent string
 	created := start
 	if res.IntentID != 0 {
-		traceparent, created, _ = query.IntentTraceparent(ctx, t.d.pool, res.IntentID)
+		traceparent, created, _ = readdb.IntentTraceparent(ctx, t.d.pool, res.IntentID)
 	}
 	outcome := res.Outcome
 	if res.Duplicate {

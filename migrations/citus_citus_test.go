@@ -16,7 +16,7 @@ import (
 	"github.com/effectd/effectd/internal/citustest"
 	"github.com/effectd/effectd/internal/localpg"
 	"github.com/effectd/effectd/internal/pgtest"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/retentiondb"
 	"github.com/effectd/effectd/migrations"
 )
 
@@ -244,7 +244,7 @@ FROM effectd.partitions p WHERE p.parent = 'intents' ORDER BY p.lower DESC LIMIT
 	if _, err := pool.Exec(ctx, `ALTER TABLE effectd.intents DETACH PARTITION effectd.`+name+` CONCURRENTLY`); err == nil {
 		t.Log("Citus now detaches CONCURRENTLY: DropPartition could again")
 	}
-	var part query.Partition
+	var part retentiondb.Partition
 	if err := pool.QueryRow(ctx, `SELECT name, parent, lower, upper FROM effectd.partitions WHERE name = $1`, name).
 		Scan(&part.Name, &part.Parent, &part.Lower, &part.Upper); err != nil {
 		t.Fatal(err)
@@ -254,7 +254,7 @@ FROM effectd.partitions p WHERE p.parent = 'intents' ORDER BY p.lower DESC LIMIT
 		t.Fatal(err)
 	}
 	defer session.Release()
-	if err := query.DropPartition(ctx, session.Conn(), part, 0); err != nil {
+	if err := retentiondb.DropPartition(ctx, session.Conn(), part, 0); err != nil {
 		t.Fatalf("DropPartition %s: %v", name, err)
 	}
 	var left int

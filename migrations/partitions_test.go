@@ -12,7 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/internal/pgtest"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/intentdb"
+	"github.com/effectd/effectd/internal/query/readdb"
 	"github.com/effectd/effectd/migrations"
 )
 
@@ -61,7 +62,7 @@ func TestUpgradeToPartitions(t *testing.T) {
 		t.Fatalf("intents has %d partitions, want the table it was and the days ahead", parts)
 	}
 	// the kept counts still equal the rows
-	if err := query.FoldSettledCounts(ctx, pool); err != nil {
+	if err := readdb.FoldSettledCounts(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
 	var kept int64
@@ -91,10 +92,10 @@ func TestUpgradeToPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	var b query.CompleteBatch
-	b.Add(query.Completion{ID: id, Key: key, CreatedAt: created, Attempts: 1, Status: "SENT", ProviderRef: "SMdone",
+	var b intentdb.CompleteBatch
+	b.Add(intentdb.Completion{ID: id, Key: key, CreatedAt: created, Attempts: 1, Status: "SENT", ProviderRef: "SMdone",
 		NextAttemptAt: now, StartedAt: now, FinishedAt: now, Outcome: "sent", Called: true})
-	fenced, err := query.Complete(ctx, pool, &b, false)
+	fenced, err := intentdb.Complete(ctx, pool, &b, false)
 	if err != nil || len(fenced) != 0 {
 		t.Fatalf("completing a call in flight over the upgrade: fenced %+v, %v", fenced, err)
 	}

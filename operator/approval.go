@@ -12,6 +12,8 @@ import (
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/accessdb"
+	"github.com/effectd/effectd/internal/query/channeldb"
 	"github.com/effectd/effectd/internal/storage"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
@@ -79,7 +81,7 @@ func (op Operation) refuseAlone(ctx context.Context, tx pgx.Tx, channel string) 
 
 // channelPolicy reads channel's effective policy; ErrNotFound when it is not registered.
 func channelPolicy(ctx context.Context, db query.DB, channel string) (policy.Policy, error) {
-	c, err := query.SelectChannel(ctx, db, channel)
+	c, err := channeldb.SelectChannel(ctx, db, channel)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return policy.Policy{}, fmt.Errorf("channel %q: %w", truncate(channel, 64), ErrNotFound)
 	}
@@ -139,24 +141,24 @@ func (svc *Service) RequestOperation(ctx context.Context, op Operation) (a effec
 		return a, err
 	}
 	target := &effectdtype.ApprovalTarget{ID: r.ID, EventID: r.EventID, Status: string(r.Status), Attempts: r.Attempts, IdempotencyKey: r.IdempotencyKey}
-	return insertApproval(ctx, tx, query.NewApproval{Channel: r.Channel, Action: "intent." + string(op.Event), Requester: op.Actor,
+	return insertApproval(ctx, tx, accessdb.NewApproval{Channel: r.Channel, Action: "intent." + string(op.Event), Requester: op.Actor,
 		Reason: op.Reason, Intent: target, Parameters: params, Expiry: time.Duration(p.ApprovalExpiry)})
 }
 
 // insertApproval records a, after marking expired the channel's requests
 // whose time ran out, and commits tx; it returns the request as stored.
-func insertApproval(ctx context.Context, tx pgx.Tx, a query.NewApproval) (effectdtype.ApprovalRequest, error) {
+func insertApproval(ctx context.Context, tx pgx.Tx, a accessdb.NewApproval) (effectdtype.ApprovalRequest, error) {
 	if !isText(a.Requester) || !isText(a.Reason) {
 		return effectdtype.ApprovalRequest{}, fmt.Errorf("%w: reason: must be UTF-8 text without NUL bytes", ErrInvalid)
 	}
-	if err := query.ExpireApprovals(ctx, tx, a.Channel); err != nil {
+	if err := accessdb.ExpireApprovals(ctx, tx, a.Channel); err != nil {
 		return effectdtype.ApprovalRequest{}, err
 	}
-	id, err := query.InsertApproval(ctx, tx, a)
+	id, err := accessdb.InsertApproval(ctx, tx, a)
 	if err != nil {
 		return effectdtype.ApprovalRequest{}, err
 	}
-	out, err := query.SelectApproval(ctx, tx, id)
+	out, err := accessdb.SelectApproval(ctx, tx, id)
 	if err != nil {
 		return out, err
 	}
@@ -165,7 +167,7 @@ func insertApproval(ctx context.Context, tx pgx.Tx, a query.NewApproval) (effect
 
 // GetApproval returns approval request id; ErrNotFound when there is none.
 func (svc *Service) GetApproval(ctx context.Context, id int64) (effectdtype.ApprovalRequest, error) {
-	a, err := query.SelectApproval(ctx, svc.pool, id)
+	a, err := accessdb.SelectApproval(ctx, svc.pool, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return a, fmt.Errorf("approval request %d: %w", id, ErrNotFound)
 	}
@@ -180,7 +182,7 @@ const MaxApprovalPage = 500
 // first; it reads only pending requests, however many decided ones are kept.
 func (svc *Service) PendingApprovals(ctx context.Context, channels []string, after int64, limit int) (effectdtype.ApprovalPage, error) {
 	limit = min(max(limit, 1), MaxApprovalPage)
-	list, err := query.PendingApprovals(ctx, svc.pool, channels, after, limit+1)
+	list, err := accessdb.PendingApprovals(ctx, svc.pool, channels, after, limit+1)
 	if err != nil {
 		return effectdtype.ApprovalPage{}, fmt.Errorf("pending approvals: %w", err)
 	}
@@ -233,7 +235,7 @@ func (svc *Service) Decide(ctx context.Context, d Decision) (a effectdtype.Appro
 		return a, err
 	}
 	if !d.Approve {
-		return record(ctx, tx, query.Decision{ID: a.ID, State: effectdtype.ApprovalRejected, Decider: &d.Decider, Reason: d.Reason, Outcome: "rejected"})
+		return record(ctx, tx, accessdb.Decision{ID: a.ID, State: effectdtype.ApprovalRejected, Decider: &d.Decider, Reason: d.Reason, Outcome: "rejected"})
 	}
 	if a.Action == actionBulk {
 		return svc.approveBulk(ctx, tx, a, d)
@@ -243,7 +245,7 @@ func (svc *Service) Decide(ctx context.Context, d Decision) (a effectdtype.Appro
 		tx.Rollback(context.WithoutCancel(ctx))
 		return svc.failApproval(ctx, a, d, runErr)
 	}
-	return record(ctx, tx, query.Decision{ID: a.ID, State: effectdtype.ApprovalApproved, Decider: &d.Decider, Reason: d.Reason, Outcome: outcome})
+	return record(ctx, tx, accessdb.Decision{ID: a.ID, State: effectdtype.ApprovalApproved, Decider: &d.Decider, Reason: d.Reason, Outcome: outcome})
 }
 
 // checkDecision refuses a decision the caller got wrong, naming the field.
@@ -264,7 +266,7 @@ func checkDecision(d Decision) error {
 // (ErrNotFound), decided, the decider's own (ErrSelfApproval) or expired
 // (ErrExpired, after recording it expired, committed).
 func lockPending(ctx context.Context, tx pgx.Tx, d Decision) (effectdtype.ApprovalRequest, error) {
-	a, err := query.LockApproval(ctx, tx, d.Request)
+	a, err := accessdb.LockApproval(ctx, tx, d.Request)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return a, fmt.Errorf("approval request %d: %w", d.Request, ErrNotFound)
 	}
@@ -280,7 +282,7 @@ func lockPending(ctx context.Context, tx pgx.Tx, d Decision) (effectdtype.Approv
 		return a, nil
 	case effectdtype.ApprovalExpired:
 		if a.DecidedAt == nil { // read as expired, not yet recorded so
-			if _, err := query.DecideApproval(ctx, tx, query.Decision{ID: a.ID, State: effectdtype.ApprovalExpired,
+			if _, err := accessdb.DecideApproval(ctx, tx, accessdb.Decision{ID: a.ID, State: effectdtype.ApprovalExpired,
 				Outcome: "expired undecided at " + a.ExpiresAt.UTC().Format(time.RFC3339)}); err != nil {
 				return a, err
 			}
@@ -295,15 +297,15 @@ func lockPending(ctx context.Context, tx pgx.Tx, d Decision) (effectdtype.Approv
 
 // record writes decision x on the locked request in tx, commits, and
 // returns the request as it is afterwards.
-func record(ctx context.Context, tx pgx.Tx, x query.Decision) (effectdtype.ApprovalRequest, error) {
-	ok, err := query.DecideApproval(ctx, tx, x)
+func record(ctx context.Context, tx pgx.Tx, x accessdb.Decision) (effectdtype.ApprovalRequest, error) {
+	ok, err := accessdb.DecideApproval(ctx, tx, x)
 	if err != nil {
 		return effectdtype.ApprovalRequest{}, err
 	}
 	if !ok { // the statement's own fence: pending, and not the requester's
 		return effectdtype.ApprovalRequest{}, fmt.Errorf("%w: approval request %d is no longer pending", statemachine.ErrTransition, x.ID)
 	}
-	a, err := query.SelectApproval(ctx, tx, x.ID)
+	a, err := accessdb.SelectApproval(ctx, tx, x.ID)
 	if err != nil {
 		return a, err
 	}
@@ -324,7 +326,7 @@ func (svc *Service) failApproval(ctx context.Context, a effectdtype.ApprovalRequ
 		return a, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if a, err = record(context.WithoutCancel(ctx), tx, query.Decision{ID: a.ID, State: effectdtype.ApprovalFailed,
+	if a, err = record(context.WithoutCancel(ctx), tx, accessdb.Decision{ID: a.ID, State: effectdtype.ApprovalFailed,
 		Decider: &d.Decider, Reason: d.Reason, Outcome: msg}); err != nil {
 		return a, err
 	}
@@ -356,7 +358,7 @@ const (
 // runApproved runs approved request a's action in tx, by d's decider, and
 // says what it did.
 func runApproved(ctx context.Context, tx pgx.Tx, store storage.Operator, a effectdtype.ApprovalRequest, d Decision) (string, error) {
-	approval := &query.AuditApproval{Request: a.ID, RequestedBy: a.Requester, ApprovedBy: d.Decider}
+	approval := &accessdb.AuditApproval{Request: a.ID, RequestedBy: a.Requester, ApprovedBy: d.Decider}
 	if a.Action == actionPolicy {
 		return approvePolicy(ctx, tx, store, a, approval)
 	}

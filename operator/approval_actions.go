@@ -12,7 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/effectd/effectd/effectdtype"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/accessdb"
+	"github.com/effectd/effectd/internal/query/channeldb"
 	"github.com/effectd/effectd/internal/storage"
 	"github.com/effectd/effectd/policy"
 )
@@ -47,7 +48,7 @@ func (svc *Service) RequestPolicyChange(ctx context.Context, c PolicyChange, rea
 		return a, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	row, err := query.LockChannel(ctx, tx, c.Channel)
+	row, err := channeldb.LockChannel(ctx, tx, c.Channel)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return a, fmt.Errorf("channel %q: %w", truncate(c.Channel, 64), ErrNotFound)
 	}
@@ -68,20 +69,20 @@ func (svc *Service) RequestPolicyChange(ctx context.Context, c PolicyChange, rea
 	if err != nil {
 		return a, err
 	}
-	return insertApproval(ctx, tx, query.NewApproval{Channel: row.Name, Action: actionPolicy, Requester: c.Actor,
+	return insertApproval(ctx, tx, accessdb.NewApproval{Channel: row.Name, Action: actionPolicy, Requester: c.Actor,
 		Reason: reason, Parameters: params, Expiry: time.Duration(p.ApprovalExpiry)})
 }
 
 // approvePolicy applies approved policy change a in tx through
 // ChangePolicy's path (changeChannelIn), audited with both people.
-func approvePolicy(ctx context.Context, tx pgx.Tx, store storage.Operator, a effectdtype.ApprovalRequest, approval *query.AuditApproval) (string, error) {
+func approvePolicy(ctx context.Context, tx pgx.Tx, store storage.Operator, a effectdtype.ApprovalRequest, approval *accessdb.AuditApproval) (string, error) {
 	var params policyParams
 	if err := json.Unmarshal(a.Parameters, &params); err != nil {
 		return "", fmt.Errorf("approval request %d: parameters: %w", a.ID, err)
 	}
 	change := PolicyChange{Channel: a.Channel, Actor: approval.ApprovedBy, Patch: params.Patch}
-	_, err := changeChannelIn(ctx, tx, store, query.Audit{Actor: approval.ApprovedBy, Action: actionPolicy, Channel: a.Channel,
-		Reason: a.Reason, Approval: approval}, func(row query.ChannelRow) (channelUpdate, error) {
+	_, err := changeChannelIn(ctx, tx, store, accessdb.Audit{Actor: approval.ApprovedBy, Action: actionPolicy, Channel: a.Channel,
+		Reason: a.Reason, Approval: approval}, func(row channeldb.ChannelRow) (channelUpdate, error) {
 		if !sameJSON(row.Override, params.OverrideBefore) {
 			return nil, fmt.Errorf("%w: its override was %s, now %s", errPolicyMoved, jsonOrNull(params.OverrideBefore), jsonOrNull(row.Override))
 		}
@@ -128,7 +129,7 @@ type bulkParams struct {
 // one channel's, filter.channel, so that a request names one channel). A
 // snapshot out of sees' sight is left to ApplyBulk to refuse.
 func (svc *Service) BulkApproval(ctx context.Context, id string, sees func(channel string) bool) (*BulkApprovalNeed, error) {
-	s, err := query.SelectSnapshotForApproval(ctx, svc.pool, id)
+	s, err := accessdb.SelectSnapshotForApproval(ctx, svc.pool, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("snapshot %s: %w", id, ErrNotFound)
 	}
@@ -158,7 +159,7 @@ type BulkApprovalNeed struct {
 
 // refuseMixedBulk refuses a snapshot frozen without a channel filter among
 // channels one of which is two-person.
-func (svc *Service) refuseMixedBulk(ctx context.Context, s query.SnapshotForApproval) error {
+func (svc *Service) refuseMixedBulk(ctx context.Context, s accessdb.SnapshotForApproval) error {
 	channels := s.Channels
 	if channels == nil {
 		names, err := svc.ChannelNames(ctx)
@@ -199,10 +200,10 @@ func (svc *Service) RequestBulk(ctx context.Context, need BulkApprovalNeed, requ
 		return a, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if err := query.ExtendSnapshot(ctx, tx, need.Snapshot, time.Now().Add(need.Expiry+time.Minute)); err != nil {
+	if err := accessdb.ExtendSnapshot(ctx, tx, need.Snapshot, time.Now().Add(need.Expiry+time.Minute)); err != nil {
 		return a, err
 	}
-	return insertApproval(ctx, tx, query.NewApproval{Channel: need.Channel, Action: actionBulk, Requester: requester,
+	return insertApproval(ctx, tx, accessdb.NewApproval{Channel: need.Channel, Action: actionBulk, Requester: requester,
 		Reason: reason, Parameters: params, Expiry: need.Expiry})
 }
 
@@ -215,11 +216,11 @@ func (svc *Service) approveBulk(ctx context.Context, tx pgx.Tx, a effectdtype.Ap
 	if err := json.Unmarshal(a.Parameters, &params); err != nil {
 		return a, fmt.Errorf("approval request %d: parameters: %w", a.ID, err)
 	}
-	if err := query.WriteAudit(ctx, tx, query.Audit{Actor: d.Decider, Action: actionBulk, Channel: a.Channel, Reason: a.Reason,
-		Snapshot: params.Snapshot, Approval: &query.AuditApproval{Request: a.ID, RequestedBy: a.Requester, ApprovedBy: d.Decider}}); err != nil {
+	if err := accessdb.WriteAudit(ctx, tx, accessdb.Audit{Actor: d.Decider, Action: actionBulk, Channel: a.Channel, Reason: a.Reason,
+		Snapshot: params.Snapshot, Approval: &accessdb.AuditApproval{Request: a.ID, RequestedBy: a.Requester, ApprovedBy: d.Decider}}); err != nil {
 		return a, err
 	}
-	if _, err := record(ctx, tx, query.Decision{ID: a.ID, State: effectdtype.ApprovalApproved, Decider: &d.Decider,
+	if _, err := record(ctx, tx, accessdb.Decision{ID: a.ID, State: effectdtype.ApprovalApproved, Decider: &d.Decider,
 		Reason: d.Reason, Outcome: "applying snapshot " + params.Snapshot}); err != nil {
 		return a, err
 	}
@@ -228,7 +229,7 @@ func (svc *Service) approveBulk(ctx context.Context, tx pgx.Tx, a effectdtype.Ap
 	if applyErr != nil && res.Event == "" {
 		state, outcome = effectdtype.ApprovalFailed, message(applyErr)
 	}
-	if err := query.SetApprovalOutcome(context.WithoutCancel(ctx), svc.pool, a.ID, state, outcome); err != nil {
+	if err := accessdb.SetApprovalOutcome(context.WithoutCancel(ctx), svc.pool, a.ID, state, outcome); err != nil {
 		return a, err
 	}
 	a, err := svc.GetApproval(ctx, a.ID)

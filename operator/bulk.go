@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/effectd/effectd/effectdtype"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/intentdb"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -176,29 +176,29 @@ func (svc *Service) freeze(ctx context.Context, req effectdtype.BulkRequest, sta
 		return snap, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if err := query.PruneBulk(ctx, tx, bulkKeep); err != nil {
+	if err := intentdb.PruneBulk(ctx, tx, bulkKeep); err != nil {
 		return snap, err
 	}
-	if snap.Snapshot, snap.ExpiresAt, err = query.CreateBulk(ctx, tx, query.NewBulk{Action: req.Action, As: req.As,
+	if snap.Snapshot, snap.ExpiresAt, err = intentdb.CreateBulk(ctx, tx, intentdb.NewBulk{Action: req.Action, As: req.As,
 		Filter: filter, Reason: req.Reason, Actor: actor, Lifetime: bulkLifetime}); err != nil {
 		return snap, err
 	}
-	n, err := query.FreezeBulk(ctx, tx, query.BulkFilter{Snapshot: snap.Snapshot, Limit: MaxBulk + 1, States: states,
+	n, err := intentdb.FreezeBulk(ctx, tx, intentdb.BulkFilter{Snapshot: snap.Snapshot, Limit: MaxBulk + 1, States: states,
 		Channel: nullable(req.Filter.Channel), EventIDPrefix: nullable(req.Filter.EventIDPrefix), Channels: visible})
 	if err != nil {
 		return snap, err
 	}
 	snap.Matched, snap.More = int(n), n > MaxBulk
 	if snap.More {
-		if err := query.DropBulkExtra(ctx, tx, snap.Snapshot); err != nil {
+		if err := intentdb.DropBulkExtra(ctx, tx, snap.Snapshot); err != nil {
 			return snap, err
 		}
 		snap.Matched = MaxBulk
 	}
-	if err := query.SetBulkMatched(ctx, tx, snap.Snapshot, snap.Matched); err != nil {
+	if err := intentdb.SetBulkMatched(ctx, tx, snap.Snapshot, snap.Matched); err != nil {
 		return snap, err
 	}
-	if snap.Sample, err = query.SampleBulk(ctx, tx, snap.Snapshot, BulkSample); err != nil {
+	if snap.Sample, err = intentdb.SampleBulk(ctx, tx, snap.Snapshot, BulkSample); err != nil {
 		return snap, err
 	}
 	return snap, tx.Commit(ctx)
@@ -249,7 +249,7 @@ func (svc *Service) ApplyBulk(ctx context.Context, a BulkApply) (AppliedBulk, er
 		return AppliedBulk{}, err
 	}
 	var out AppliedBulk
-	claim, err := query.ClaimBulk(ctx, svc.pool, id, a.Actor)
+	claim, err := intentdb.ClaimBulk(ctx, svc.pool, id, a.Actor)
 	if errors.Is(err, pgx.ErrNoRows) { // applied or expired since it was read
 		if st, err = svc.readSnapshot(ctx, id); err == nil {
 			err = st.whyNotApplicable(id)
@@ -268,7 +268,7 @@ func (svc *Service) ApplyBulk(ctx context.Context, a BulkApply) (AppliedBulk, er
 		return AppliedBulk{}, fmt.Errorf("bulk apply %s: %w", id, err)
 	}
 	out.Event = ev
-	if err := query.FinishBulk(context.WithoutCancel(ctx), svc.pool, id, out.Applied, out.Skipped); err != nil {
+	if err := intentdb.FinishBulk(context.WithoutCancel(ctx), svc.pool, id, out.Applied, out.Skipped); err != nil {
 		return out, fmt.Errorf("bulk apply %s: %w", id, err)
 	}
 	return out, nil
@@ -281,8 +281,8 @@ func (svc *Service) ApplyBulk(ctx context.Context, a BulkApply) (AppliedBulk, er
 // others.
 func (svc *Service) applyRows(ctx context.Context, a BulkApply, ev statemachine.Event, reason string) (res effectdtype.BulkResult, err error) {
 	_, checkErr := (Operation{Event: ev, Actor: a.Actor, Reason: reason}).check()
-	one := func(f query.FrozenRow) error { return svc.applyOne(ctx, a, ev, reason, f, &res) }
-	batch := func(bucket int64, rows []query.FrozenRow) error {
+	one := func(f intentdb.FrozenRow) error { return svc.applyOne(ctx, a, ev, reason, f, &res) }
+	batch := func(bucket int64, rows []intentdb.FrozenRow) error {
 		if checkErr != nil {
 			return checkErr // each row is refused on its own
 		}
@@ -300,7 +300,7 @@ func (svc *Service) applyRows(ctx context.Context, a BulkApply, ev statemachine.
 
 // applyOne applies ev to frozen row f in its own transaction (Operate) and
 // counts it in res, applied or skipped; it fails only when ctx is done.
-func (svc *Service) applyOne(ctx context.Context, a BulkApply, ev statemachine.Event, reason string, f query.FrozenRow, res *effectdtype.BulkResult) error {
+func (svc *Service) applyOne(ctx context.Context, a BulkApply, ev statemachine.Event, reason string, f intentdb.FrozenRow, res *effectdtype.BulkResult) error {
 	if !seen(a.Sees, f.Channel) { // gone (channel ""): nothing left to act on
 		res.Skipped++
 		return nil
@@ -331,7 +331,7 @@ type snapshotState struct {
 
 // readSnapshot reads snapshot id; ErrNotFound when there is none.
 func (svc *Service) readSnapshot(ctx context.Context, id string) (st snapshotState, err error) {
-	row, err := query.SelectBulk(ctx, svc.pool, id)
+	row, err := intentdb.SelectBulk(ctx, svc.pool, id)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return st, fmt.Errorf("snapshot %s: %w", id, ErrNotFound)

@@ -6,7 +6,8 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/accessdb"
+	"github.com/effectd/effectd/internal/query/intentdb"
 	"github.com/effectd/effectd/statemachine"
 )
 
@@ -18,7 +19,7 @@ import (
 // send again), changes the rows that pass in one statement with their count
 // deltas and operator attempts, and writes an audit entry for each row
 // changed. It returns how many it changed.
-func (svc *Service) applyBatch(ctx context.Context, a BulkApply, ev statemachine.Event, reason string, bucket int64, rows []query.FrozenRow) (int, error) {
+func (svc *Service) applyBatch(ctx context.Context, a BulkApply, ev statemachine.Event, reason string, bucket int64, rows []intentdb.FrozenRow) (int, error) {
 	tx, err := svc.pool.Begin(ctx)
 	if err != nil {
 		return 0, err
@@ -30,7 +31,7 @@ func (svc *Service) applyBatch(ctx context.Context, a BulkApply, ev statemachine
 			ids = append(ids, f.ID)
 		}
 	}
-	locked, err := query.LockIntentsBucket(ctx, tx, bucket, ids)
+	locked, err := intentdb.LockIntentsBucket(ctx, tx, bucket, ids)
 	if err != nil {
 		return 0, err
 	}
@@ -38,7 +39,7 @@ func (svc *Service) applyBatch(ctx context.Context, a BulkApply, ev statemachine
 	for _, r := range locked {
 		before[r.ID] = r
 	}
-	var moves []query.Move
+	var moves []intentdb.Move
 	for _, f := range rows {
 		r, ok := before[f.ID]
 		if !ok || r.IdempotencyKey != f.Key || r.Status != f.Status || r.Attempts != f.Attempts {
@@ -56,18 +57,18 @@ func (svc *Service) applyBatch(ctx context.Context, a BulkApply, ev statemachine
 				return 0, err
 			}
 		}
-		moves = append(moves, query.Move{ID: r.ID, From: r.Status, Attempts: r.Attempts, Delivery: deref(r.Delivery), Key: r.IdempotencyKey, To: to})
+		moves = append(moves, intentdb.Move{ID: r.ID, From: r.Status, Attempts: r.Attempts, Delivery: deref(r.Delivery), Key: r.IdempotencyKey, To: to})
 	}
 	if len(moves) == 0 {
 		return 0, nil
 	}
-	after, err := query.OperateBulkBucket(ctx, tx, bucket, string(ev), moves)
+	after, err := intentdb.OperateBulkBucket(ctx, tx, bucket, string(ev), moves)
 	if err != nil {
 		return 0, err
 	}
 	for _, r := range after {
-		if err := query.WriteAudit(ctx, tx, query.Audit{Actor: a.Actor, Action: "intent." + string(ev), IntentID: r.ID,
-			Channel: r.Channel, Before: query.IntentAudit(before[r.ID]), After: query.IntentAudit(r), Reason: reason, Snapshot: a.Snapshot}); err != nil {
+		if err := accessdb.WriteAudit(ctx, tx, accessdb.Audit{Actor: a.Actor, Action: "intent." + string(ev), IntentID: r.ID,
+			Channel: r.Channel, Before: accessdb.IntentAudit(before[r.ID]), After: accessdb.IntentAudit(r), Reason: reason, Snapshot: a.Snapshot}); err != nil {
 			return 0, err
 		}
 	}

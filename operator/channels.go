@@ -10,13 +10,16 @@ import (
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/accessdb"
+	"github.com/effectd/effectd/internal/query/channeldb"
+	"github.com/effectd/effectd/internal/query/readdb"
 	"github.com/effectd/effectd/internal/storage"
 	"github.com/effectd/effectd/policy"
 	"github.com/effectd/effectd/statemachine"
 )
 
 // channelView returns c as operators see it, with counts.
-func channelView(c query.ChannelRow, counts map[statemachine.State]int64) (effectdtype.Channel, error) {
+func channelView(c channeldb.ChannelRow, counts map[statemachine.State]int64) (effectdtype.Channel, error) {
 	p, err := policy.Effective(c.Provider, c.Policy, c.Override)
 	if err != nil {
 		return effectdtype.Channel{}, fmt.Errorf("channel %q: stored policy: %w", c.Name, err)
@@ -54,7 +57,7 @@ func channelCounts(ctx context.Context, db query.DB, store storage.Operator, nam
 
 // countsByChannel returns counts by channel and status, every state of a
 // channel with a count listed.
-func countsByChannel(counts []query.StatusCount) map[string]map[statemachine.State]int64 {
+func countsByChannel(counts []readdb.StatusCount) map[string]map[statemachine.State]int64 {
 	out := map[string]map[statemachine.State]int64{}
 	for _, c := range counts {
 		if out[c.Channel] == nil {
@@ -68,7 +71,7 @@ func countsByChannel(counts []query.StatusCount) map[string]map[statemachine.Sta
 // ListChannels returns, by name, every channel that sees admits (nil: every
 // channel), with its counts.
 func (svc *Service) ListChannels(ctx context.Context, sees func(name string) bool) ([]effectdtype.Channel, error) {
-	chans, err := query.ListChannels(ctx, svc.pool)
+	chans, err := channeldb.ListChannels(ctx, svc.pool)
 	if err != nil {
 		return nil, fmt.Errorf("list channels: %w", err)
 	}
@@ -92,7 +95,7 @@ func (svc *Service) ListChannels(ctx context.Context, sees func(name string) boo
 
 // GetChannel returns channel name with its counts; ErrNotFound when there is none.
 func (svc *Service) GetChannel(ctx context.Context, name string) (effectdtype.Channel, error) {
-	c, err := query.SelectChannel(ctx, svc.pool, name)
+	c, err := channeldb.SelectChannel(ctx, svc.pool, name)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return effectdtype.Channel{}, fmt.Errorf("channel %q: %w", truncate(name, 64), ErrNotFound)
 	}
@@ -108,12 +111,12 @@ func (svc *Service) GetChannel(ctx context.Context, name string) (effectdtype.Ch
 
 // ChannelExists reports whether channel name is registered.
 func (svc *Service) ChannelExists(ctx context.Context, name string) (bool, error) {
-	return query.ChannelExists(ctx, svc.pool, name)
+	return channeldb.ChannelExists(ctx, svc.pool, name)
 }
 
 // ChannelNames returns the name of every registered channel.
 func (svc *Service) ChannelNames(ctx context.Context) ([]string, error) {
-	return query.ChannelNames(ctx, svc.pool)
+	return channeldb.ChannelNames(ctx, svc.pool)
 }
 
 // Redaction is the payload fields a channel masks for those who may not read them.
@@ -124,7 +127,7 @@ type Redaction struct {
 
 // Redactions returns every channel's redacted payload fields, by channel name.
 func (svc *Service) Redactions(ctx context.Context) ([]Redaction, error) {
-	rows, err := query.Redactions(ctx, svc.pool)
+	rows, err := channeldb.Redactions(ctx, svc.pool)
 	if err != nil {
 		return nil, err
 	}
@@ -139,21 +142,21 @@ func (svc *Service) Redactions(ctx context.Context) ([]Redaction, error) {
 // (within the refresher's period), audited as actor's; it returns the channel
 // as it is afterwards.
 func (svc *Service) PauseChannel(ctx context.Context, name, actor string) (effectdtype.Channel, error) {
-	return svc.changeChannel(ctx, name, actor, "channel.pause", func(query.ChannelRow) (channelUpdate, error) {
+	return svc.changeChannel(ctx, name, actor, "channel.pause", func(channeldb.ChannelRow) (channelUpdate, error) {
 		return setPaused(name, true), nil
 	})
 }
 
 // ResumeChannel restarts claiming channel name's intents, audited as actor's.
 func (svc *Service) ResumeChannel(ctx context.Context, name, actor string) (effectdtype.Channel, error) {
-	return svc.changeChannel(ctx, name, actor, "channel.resume", func(query.ChannelRow) (channelUpdate, error) {
+	return svc.changeChannel(ctx, name, actor, "channel.resume", func(channeldb.ChannelRow) (channelUpdate, error) {
 		return setPaused(name, false), nil
 	})
 }
 
 // setPaused is the update that pauses or resumes channel name.
 func setPaused(name string, paused bool) channelUpdate {
-	return func(ctx context.Context, tx query.DB) error { return query.SetPaused(ctx, tx, name, paused) }
+	return func(ctx context.Context, tx query.DB) error { return channeldb.SetPaused(ctx, tx, name, paused) }
 }
 
 // PolicyChange is an operator's change of a channel's run-time policy override.
@@ -171,7 +174,7 @@ type PolicyChange struct {
 // (MergePolicy) and stores it, audited; it returns the channel as it is
 // afterwards. Every instance applies it within the refresher's period.
 func (svc *Service) ChangePolicy(ctx context.Context, c PolicyChange) (effectdtype.Channel, error) {
-	return svc.changeChannel(ctx, c.Channel, c.Actor, "channel.policy", func(row query.ChannelRow) (channelUpdate, error) {
+	return svc.changeChannel(ctx, c.Channel, c.Actor, "channel.policy", func(row channeldb.ChannelRow) (channelUpdate, error) {
 		if err := refuseTwoPerson(row); err != nil {
 			return nil, err
 		}
@@ -181,7 +184,7 @@ func (svc *Service) ChangePolicy(ctx context.Context, c PolicyChange) (effectdty
 
 // update vets c.Patch (Check), merges it into row's override and returns
 // the update that stores the result.
-func (c PolicyChange) update(row query.ChannelRow) (channelUpdate, error) {
+func (c PolicyChange) update(row channeldb.ChannelRow) (channelUpdate, error) {
 	if c.Check != nil {
 		if err := c.Check(c.Patch); err != nil {
 			return nil, err
@@ -191,13 +194,15 @@ func (c PolicyChange) update(row query.ChannelRow) (channelUpdate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, tx query.DB) error { return query.SetOverride(ctx, tx, c.Channel, override) }, nil
+	return func(ctx context.Context, tx query.DB) error {
+		return channeldb.SetOverride(ctx, tx, c.Channel, override)
+	}, nil
 }
 
 // refuseTwoPerson refuses, with ErrApprovalRequired, to change alone the
 // policy of a channel whose policy says approval: two-person (a patch that
 // turns it off included).
-func refuseTwoPerson(row query.ChannelRow) error {
+func refuseTwoPerson(row channeldb.ChannelRow) error {
 	p, err := policy.Effective(row.Provider, row.Policy, row.Override)
 	if err != nil || !p.TwoPerson() {
 		return err
@@ -212,14 +217,14 @@ type channelUpdate func(ctx context.Context, tx query.DB) error
 // writes an audit entry of action with the channel before and after, in one
 // transaction (changeChannelIn). Its errors name action.
 func (svc *Service) changeChannel(ctx context.Context, name, actor, action string,
-	change func(query.ChannelRow) (channelUpdate, error)) (effectdtype.Channel, error) {
+	change func(channeldb.ChannelRow) (channelUpdate, error)) (effectdtype.Channel, error) {
 	v, err := func() (v effectdtype.Channel, err error) {
 		tx, err := svc.pool.Begin(ctx)
 		if err != nil {
 			return v, err
 		}
 		defer tx.Rollback(context.WithoutCancel(ctx))
-		if v, err = changeChannelIn(ctx, tx, svc.store, query.Audit{Actor: actor, Action: action, Channel: name}, change); err != nil {
+		if v, err = changeChannelIn(ctx, tx, svc.store, accessdb.Audit{Actor: actor, Action: action, Channel: name}, change); err != nil {
 			return v, err
 		}
 		return v, tx.Commit(ctx)
@@ -233,9 +238,9 @@ func (svc *Service) changeChannel(ctx context.Context, name, actor, action strin
 // changeChannelIn is changeChannel's work in the transaction tx, on channel
 // e.Channel, audited as e with the channel before and after; it returns the
 // channel as it is afterwards, uncommitted.
-func changeChannelIn(ctx context.Context, tx pgx.Tx, store storage.Operator, e query.Audit, change func(query.ChannelRow) (channelUpdate, error)) (v effectdtype.Channel, err error) {
+func changeChannelIn(ctx context.Context, tx pgx.Tx, store storage.Operator, e accessdb.Audit, change func(channeldb.ChannelRow) (channelUpdate, error)) (v effectdtype.Channel, err error) {
 	name := e.Channel
-	before, err := query.LockChannel(ctx, tx, name)
+	before, err := channeldb.LockChannel(ctx, tx, name)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return v, fmt.Errorf("channel %q: %w", truncate(name, 64), ErrNotFound)
 	}
@@ -249,7 +254,7 @@ func changeChannelIn(ctx context.Context, tx pgx.Tx, store storage.Operator, e q
 	if err := update(ctx, tx); err != nil {
 		return v, err
 	}
-	after, err := query.SelectChannel(ctx, tx, name)
+	after, err := channeldb.SelectChannel(ctx, tx, name)
 	if err != nil {
 		return v, err
 	}
@@ -264,28 +269,28 @@ func changeChannelIn(ctx context.Context, tx pgx.Tx, store storage.Operator, e q
 }
 
 // auditChannel writes e with the channel before and after the change.
-func auditChannel(ctx context.Context, tx pgx.Tx, e query.Audit, before, after query.ChannelRow) (err error) {
+func auditChannel(ctx context.Context, tx pgx.Tx, e accessdb.Audit, before, after channeldb.ChannelRow) (err error) {
 	if e.Before, err = channelAudit(before); err != nil {
 		return err
 	}
 	if e.After, err = channelAudit(after); err != nil {
 		return err
 	}
-	return query.WriteAudit(ctx, tx, e)
+	return accessdb.WriteAudit(ctx, tx, e)
 }
 
 // channelAudit is what an audit entry records of c: its effective policy,
 // its override and whether it is paused.
-func channelAudit(c query.ChannelRow) (query.AuditState, error) {
+func channelAudit(c channeldb.ChannelRow) (accessdb.AuditState, error) {
 	p, err := policy.Effective(c.Provider, c.Policy, c.Override)
 	if err != nil {
-		return query.AuditState{}, err
+		return accessdb.AuditState{}, err
 	}
 	effective, err := json.Marshal(p)
 	if err != nil {
-		return query.AuditState{}, err
+		return accessdb.AuditState{}, err
 	}
-	return query.AuditState{ChannelState: &query.ChannelState{Paused: c.Paused, Policy: effective, PolicyOverride: c.Override}}, nil
+	return accessdb.AuditState{ChannelState: &accessdb.ChannelState{Paused: c.Paused, Policy: effective, PolicyOverride: c.Override}}, nil
 }
 
 // MergePolicy returns a channel's new run-time override after patch, a JSON

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/effectdtype"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/readdb"
 )
 
 // Charts reads the chart of channels over rangeName ending at now's next
@@ -24,13 +24,13 @@ func (svc *Service) Charts(ctx context.Context, channels []string, rangeName str
 	from := to.Add(-rg.Range)
 	rollupChannels, markChannels := channels, channels
 	if channels == nil {
-		rollupChannels = []string{query.AllChannels}
+		rollupChannels = []string{readdb.AllChannels}
 	}
-	rows, slots, err := query.ChartRows(ctx, svc.pool, rollupChannels, from, to, rg.Step)
+	rows, slots, err := readdb.ChartRows(ctx, svc.pool, rollupChannels, from, to, rg.Step)
 	if err != nil {
 		return effectdtype.Chart{}, fmt.Errorf("charts: %w", err)
 	}
-	marks, err := query.ChartMarks(ctx, svc.pool, markChannels, from, to, effectdtype.ChartMarksLimit)
+	marks, err := readdb.ChartMarks(ctx, svc.pool, markChannels, from, to, effectdtype.ChartMarksLimit)
 	if err != nil {
 		return effectdtype.Chart{}, fmt.Errorf("charts: marks: %w", err)
 	}
@@ -44,7 +44,7 @@ func (svc *Service) Charts(ctx context.Context, channels []string, rangeName str
 
 // chartPoints returns a point for every step from from to to, filled from
 // the rows and latency slots read (a step without rows counts nothing).
-func chartPoints(from, to time.Time, step time.Duration, rows []query.ChartRow, slots []query.LatencySlots) []effectdtype.ChartPoint {
+func chartPoints(from, to time.Time, step time.Duration, rows []readdb.ChartRow, slots []readdb.LatencySlots) []effectdtype.ChartPoint {
 	points := make([]effectdtype.ChartPoint, 0, int(to.Sub(from)/step))
 	index := map[int64]int{}
 	for at := from; at.Before(to); at = at.Add(step) {
@@ -60,7 +60,7 @@ func chartPoints(from, to time.Time, step time.Duration, rows []query.ChartRow, 
 			Skipped: r.Skipped, Accepted: r.Accepted, Delivered: r.Delivered, Undelivered: r.Undelivered,
 			ProviderErrors: r.ProviderErrors, Backoffs: r.Backoffs, Backlog: r.Backlog, OldestDueSeconds: r.OldestDueSeconds}
 	}
-	histograms := map[int][]query.LatencySlots{}
+	histograms := map[int][]readdb.LatencySlots{}
 	for _, s := range slots {
 		if i, ok := index[s.At.Unix()]; ok {
 			histograms[i] = append(histograms[i], s)
@@ -75,7 +75,7 @@ func chartPoints(from, to time.Time, step time.Duration, rows []query.ChartRow, 
 // latencyQuantiles returns how many decisions a histogram holds and its p50
 // and p99 in milliseconds: the geometric middle of the slot the quantile
 // falls in (slot i from 2^(i/2) ms to 2^((i+1)/2) ms; slot 0 from 0).
-func latencyQuantiles(h []query.LatencySlots) (int64, *float64, *float64) {
+func latencyQuantiles(h []readdb.LatencySlots) (int64, *float64, *float64) {
 	sort.Slice(h, func(a, b int) bool { return h[a].Slot < h[b].Slot })
 	var total int64
 	for _, s := range h {

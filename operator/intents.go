@@ -10,7 +10,9 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/accessdb"
+	"github.com/effectd/effectd/internal/query/intentdb"
+	"github.com/effectd/effectd/internal/query/readdb"
 )
 
 // Bounds of the operator's reads: a page of intents ends early, with Next
@@ -42,7 +44,7 @@ type IntentFilter struct {
 func (svc *Service) ListIntents(ctx context.Context, f IntentFilter) (effectdtype.IntentPage, error) {
 	page := effectdtype.IntentPage{Intents: []effectdtype.IntentRow{}}
 	size := 0
-	q := query.IntentFilter{After: f.After, Limit: f.Limit + 1, Status: f.Status, Channel: f.Channel, EventID: f.EventID,
+	q := readdb.IntentFilter{After: f.After, Limit: f.Limit + 1, Status: f.Status, Channel: f.Channel, EventID: f.EventID,
 		Delivery: f.Delivery, Search: f.Search, Since: f.Since, Until: f.Until, Channels: f.Channels}
 	err := svc.store.ListIntents(ctx, svc.pool, q, func(it effectdtype.IntentRow) bool {
 		n := rowBytes(it)
@@ -83,20 +85,20 @@ func (svc *Service) IntentDetail(ctx context.Context, id int64) (d effectdtype.I
 		return d, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	d.Intent, err = query.SelectIntent(ctx, tx, id)
+	d.Intent, err = readdb.SelectIntent(ctx, tx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return d, ErrNotFound
 	}
 	if err != nil {
 		return d, err
 	}
-	if d.Attempts, err = query.ListAttempts(ctx, tx, id, MaxDetailRows+1); err != nil {
+	if d.Attempts, err = intentdb.ListAttempts(ctx, tx, id, MaxDetailRows+1); err != nil {
 		return d, err
 	}
-	if d.Audit, err = query.ListAudit(ctx, tx, id, MaxDetailRows+1); err != nil {
+	if d.Audit, err = accessdb.ListAudit(ctx, tx, id, MaxDetailRows+1); err != nil {
 		return d, err
 	}
-	traceparent, _, err := query.IntentTraceparent(ctx, tx, id)
+	traceparent, _, err := readdb.IntentTraceparent(ctx, tx, id)
 	if err != nil {
 		return d, err
 	}
@@ -114,7 +116,7 @@ func (svc *Service) IntentDetail(ctx context.Context, id int64) (d effectdtype.I
 // IntentChannel returns the channel of intent id; ErrNotFound when there is
 // no such intent.
 func (svc *Service) IntentChannel(ctx context.Context, id int64) (string, error) {
-	channel, err := query.IntentChannel(ctx, svc.pool, id)
+	channel, err := readdb.IntentChannel(ctx, svc.pool, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", ErrNotFound
 	}
@@ -135,7 +137,7 @@ type EventFilter struct {
 // ListProviderEvents reads up to f.Limit provider events by id.
 func (svc *Service) ListProviderEvents(ctx context.Context, f EventFilter) (effectdtype.ProviderEventPage, error) {
 	var page effectdtype.ProviderEventPage
-	events, err := query.ListEvents(ctx, svc.pool, query.EventFilter{After: f.After, Limit: f.Limit + 1, OrphansOnly: f.OrphansOnly,
+	events, err := readdb.ListEvents(ctx, svc.pool, readdb.EventFilter{After: f.After, Limit: f.Limit + 1, OrphansOnly: f.OrphansOnly,
 		Channel: f.Channel, IntentID: f.IntentID, Channels: f.Channels})
 	if err != nil {
 		return page, err

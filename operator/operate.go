@@ -11,7 +11,9 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/accessdb"
+	"github.com/effectd/effectd/internal/query/intentdb"
+	"github.com/effectd/effectd/internal/query/readdb"
 	"github.com/effectd/effectd/internal/storage"
 	"github.com/effectd/effectd/statemachine"
 )
@@ -41,7 +43,7 @@ type Operation struct {
 	Force bool
 	// approval, set when the operation runs at a two-person approval
 	// (Decide), names the request and both people in the audit entry.
-	approval *query.AuditApproval
+	approval *accessdb.AuditApproval
 }
 
 // Expected is the state an intent must still be in for an Operation to
@@ -156,7 +158,7 @@ func operateIn(ctx context.Context, tx pgx.Tx, store storage.Operator, op Operat
 			return before, after, err
 		}
 	}
-	after, err = store.Operate(ctx, tx, query.Transition{IntentID: op.IntentID, Key: before.IdempotencyKey, From: before.Status, Attempts: before.Attempts,
+	after, err = store.Operate(ctx, tx, intentdb.Transition{IntentID: op.IntentID, Key: before.IdempotencyKey, From: before.Status, Attempts: before.Attempts,
 		To: to, ProviderRef: ref})
 	if errors.Is(err, pgx.ErrNoRows) {
 		now, err := refused(ctx, tx, op, before)
@@ -166,12 +168,12 @@ func operateIn(ctx context.Context, tx pgx.Tx, store storage.Operator, op Operat
 		return before, after, err
 	}
 
-	if err := store.RecordOperatorAttempt(ctx, tx, query.OperatorAttempt{IntentID: op.IntentID, Attempt: before.Attempts,
+	if err := store.RecordOperatorAttempt(ctx, tx, intentdb.OperatorAttempt{IntentID: op.IntentID, Attempt: before.Attempts,
 		Event: string(op.Event), ProviderRef: ref}); err != nil {
 		return before, after, err
 	}
-	if err := query.WriteAudit(ctx, tx, query.Audit{Actor: op.Actor, Action: "intent." + string(op.Event),
-		IntentID: op.IntentID, Channel: after.Channel, Before: query.IntentAudit(before), After: query.IntentAudit(after),
+	if err := accessdb.WriteAudit(ctx, tx, accessdb.Audit{Actor: op.Actor, Action: "intent." + string(op.Event),
+		IntentID: op.IntentID, Channel: after.Channel, Before: accessdb.IntentAudit(before), After: accessdb.IntentAudit(after),
 		Reason: op.Reason, Snapshot: op.Snapshot, Force: op.Force, Approval: op.approval}); err != nil {
 		return before, after, err
 	}
@@ -221,7 +223,7 @@ func refused(ctx context.Context, tx pgx.Tx, op Operation, before effectdtype.In
 }
 
 func readIntent(ctx context.Context, tx pgx.Tx, id int64) (effectdtype.IntentRow, error) {
-	r, err := query.SelectIntent(ctx, tx, id)
+	r, err := readdb.SelectIntent(ctx, tx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, fmt.Errorf("intent %d: %w", id, ErrNotFound)
 	}
@@ -235,7 +237,7 @@ func checkKeyWindow(ctx context.Context, tx pgx.Tx, r effectdtype.IntentRow) err
 	if r.Status != statemachine.InDoubt && r.Status != statemachine.Sending && r.Status != statemachine.Skipped {
 		return nil
 	}
-	h, err := query.MaybeApplied(ctx, tx, r.ID, r.Channel)
+	h, err := intentdb.MaybeApplied(ctx, tx, r.ID, r.Channel)
 	if err != nil {
 		return err
 	}

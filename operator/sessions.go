@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/accessdb"
 )
 
 // Sessions keeps the console's login sessions in effectd.console_sessions,
@@ -17,15 +17,15 @@ type Sessions struct{ Pool *pgxpool.Pool }
 
 // FindCtx returns the data of an unexpired session.
 func (s Sessions) FindCtx(ctx context.Context, token string) ([]byte, bool, error) {
-	return query.FindSession(ctx, s.Pool, token)
+	return accessdb.FindSession(ctx, s.Pool, token)
 }
 
 // CommitCtx saves a session, and drops sessions that expired an hour ago.
 func (s Sessions) CommitCtx(ctx context.Context, token string, b []byte, expiry time.Time) error {
-	return query.CommitSession(ctx, s.Pool, token, b, expiry)
+	return accessdb.CommitSession(ctx, s.Pool, token, b, expiry)
 }
 
 // DeleteCtx removes a session.
 func (s Sessions) DeleteCtx(ctx context.Context, token string) error {
-	return query.DeleteSession(ctx, s.Pool, token)
+	return accessdb.DeleteSession(ctx, s.Pool, token)
 }

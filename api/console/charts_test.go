@@ -12,7 +12,7 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/readdb"
 )
 
 // chartHistory builds a known history in the minute rollups through the
@@ -25,10 +25,10 @@ func chartHistory(t *testing.T, e env) (tenAgo, fiveAgo time.Time) {
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Minute)
 	tenAgo, fiveAgo = now.Add(-10*time.Minute), now.Add(-5*time.Minute)
-	d := func(channel string, at time.Time, measure string, slot int16, n int64) query.RollupDelta {
-		return query.RollupDelta{Channel: channel, Minute: at, Measure: measure, Slot: slot, N: n}
+	d := func(channel string, at time.Time, measure string, slot int16, n int64) readdb.RollupDelta {
+		return readdb.RollupDelta{Channel: channel, Minute: at, Measure: measure, Slot: slot, N: n}
 	}
-	if err := query.AddRollups(ctx, e.pool, []query.RollupDelta{
+	if err := readdb.AddRollups(ctx, e.pool, []readdb.RollupDelta{
 		d("sms", tenAgo, "sent", 0, 5), d("sms", tenAgo, "failed", 0, 1), d("sms", tenAgo, "delivered", 0, 3),
 		d("sms", tenAgo, "provider_errors", 0, 1), d("sms", tenAgo, "backoffs", 0, 2), d("sms", tenAgo, "latency", 20, 6),
 		d("sms", fiveAgo, "sent", 0, 2), d("sms", fiveAgo, "in_doubt", 0, 1), d("sms", fiveAgo, "skipped", 0, 1),
@@ -37,7 +37,7 @@ func chartHistory(t *testing.T, e env) (tenAgo, fiveAgo time.Time) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := query.SampleBacklog(ctx, e.pool, []query.BacklogSample{{Channel: "sms", Backlog: 7, OldestDueSeconds: 42}}); err != nil {
+	if err := readdb.SampleBacklog(ctx, e.pool, []readdb.BacklogSample{{Channel: "sms", Backlog: 7, OldestDueSeconds: 42}}); err != nil {
 		t.Fatal(err)
 	}
 	operator, admin := browserless(t), browserless(t)

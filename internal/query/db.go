@@ -20,3 +20,9 @@ type TxDB interface {
 	DB
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
+
+// RowQuerier runs a statement that returns one row: a pgx.Tx, a *pgxpool.Pool
+// or a producer's own transaction adapted to it.
+type RowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}

@@ -1,32 +1,35 @@
-// Package query is effectd's data layer: the SQL it runs on its own tables,
-// and the only code that reads a row by column position. Each statement is an
-// embedded .sql file that opens with a comment saying what it does; no
-// statement is exported. Callers run one through an exported function with
-// typed parameters (a struct whose fields name them when they are many, e.g.
-// ClaimParams, SettleParams, IntentFilter) and typed results: effectdtype's rows
-// where they exist (IntentRow, Attempt, AuditEntry, ProviderEvent), otherwise
-// a struct declared beside the function (Claimed, Unsettled, ChannelRow, ...).
-// A missing row is pgx.ErrNoRows, a fenced-out compare-and-set a false
-// "applied" or "moved". Each function takes the caller's DB: a pool, a
-// connection or a transaction, so a change and its audit entry share one.
+// Package query is the base of effectd's data layer: what every statement
+// runs on (DB, TxDB, RowQuerier) and what the statements of several concerns
+// share: the one scan of a whole intent (ScanIntent, in the order of
+// intent_columns.sql), the builder of statements whose conditions depend on
+// the filters given (Stmt), timestamps read without failing (LooseTime),
+// interval and NULL parameters, and the advisory locks.
 //
-// The Go files are organised by table: intents.go (whole intents: select,
-// list, operate, enqueue), intents_send.go (claim, complete, the reconciler's
-// take and settle, prune), intents_delivery.go (provider events' and polls'
-// changes of delivery), intents_sweep.go, attempts.go, audit.go, bulk.go
-// (bulk_snapshots and bulk_rows), channels.go, counts.go (the settled counts
-// and gauges), id_marks.go, provider_events.go, rate_tokens.go,
-// sessions.go (console_sessions), partitions.go, sweep_coverage.go
-// (sweep_windows); locks.go and wakeup.go hold
-// the advisory locks and the LISTEN/NOTIFY wake-up. filter.go builds the
-// statements of the lists whose conditions depend on the filters given.
-// Three files serve the harnesses rather than serve: whole-table reads that
-// check a run (inventory.go, for the chaos checker), history loads for the
-// benches and tests (load.go), and table sizes (sizes.go).
+// The statements live in one package per concern, each beside its embedded
+// .sql files, each importing this package and no other concern:
 //
-// WriteAudit is the one writer of effectd.audit, and AuditState its one shape:
-// before and after hold the subject's fields (an intent's status, attempts,
-// provider_ref and next_attempt_at; a channel's paused, policy and
-// policy_override), and after also why it changed (reason, snapshot, force,
-// outcome).
+//	intentdb     whole intents: enqueue and the producers' verbs, claim,
+//	             complete, settle, operate, delivery changes, attempts,
+//	             bulk snapshots, bucket leases, the LISTEN/NOTIFY wake-up
+//	eventdb      provider events: record one, set its outcome
+//	channeldb    channels, their policies and rate tokens
+//	accessdb     who may act and what they did: console sessions, two-person
+//	             approvals, the audit trail
+//	retentiondb  partitions and dedupe keys, added and dropped by age
+//	readdb       what operators and Prometheus read: single intents and
+//	             lists, provider event lists, settled counts and gauges,
+//	             rollups and charts, id marks, the sweep's reads and coverage
+//	harnessdb    what the harnesses run, not serve: history loads, whole-table
+//	             inventories for the chaos checker, table sizes
+//	querytest    the EXPLAIN helpers the plan tests share
+//
+// No statement is exported. Callers run one through an exported function
+// with typed parameters (a struct whose fields name them when they are many,
+// e.g. ClaimParams, SettleParams, IntentFilter) and typed results:
+// effectdtype's rows where they exist (IntentRow, Attempt, AuditEntry,
+// ProviderEvent), otherwise a struct declared beside the function (Claimed,
+// Unsettled, ChannelRow, ...). A missing row is pgx.ErrNoRows, a fenced-out
+// compare-and-set a false "applied" or "moved". Each function takes the
+// caller's DB: a pool, a connection or a transaction, so a change and its
+// audit entry share one.
 package query

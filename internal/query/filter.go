@@ -7,39 +7,39 @@ import (
 	"strings"
 )
 
-// stmt is a statement built from the filters a caller gives: a head read from
+// Stmt is a statement built from the filters a caller gives: a head read from
 // a .sql file, then one condition for each filter present, so no condition of
 // the form `$n IS NULL OR col = $n` is ever planned. ListIntents, ListEvents
 // and FreezeBulk build theirs with it and run them as unnamed statements,
 // planned for their values at every call.
-type stmt struct {
+type Stmt struct {
 	b    strings.Builder
-	args []any
+	Args []any // the arguments, $1 first
 }
 
-// newStmt starts a statement with head, whose own parameters are args ($1…).
-func newStmt(head string, args ...any) *stmt {
-	s := &stmt{args: args}
+// NewStmt starts a statement with head, whose own parameters are args ($1…).
+func NewStmt(head string, args ...any) *Stmt {
+	s := &Stmt{Args: args}
 	s.b.WriteString(head)
 	return s
 }
 
-// arg adds v as the next argument and returns its placeholder.
-func (s *stmt) arg(v any) string {
-	s.args = append(s.args, v)
-	return "$" + strconv.Itoa(len(s.args))
+// Arg adds v as the next argument and returns its placeholder.
+func (s *Stmt) Arg(v any) string {
+	s.Args = append(s.Args, v)
+	return "$" + strconv.Itoa(len(s.Args))
 }
 
-// and adds "AND cond", where each %s of cond is the placeholder of the next
+// And adds "AND cond", where each %s of cond is the placeholder of the next
 // of vals; without vals, cond is added as it is.
-func (s *stmt) and(cond string, vals ...any) {
+func (s *Stmt) And(cond string, vals ...any) {
 	if len(vals) == 0 {
 		s.b.WriteString("  AND " + cond + "\n")
 		return
 	}
 	ph := make([]any, len(vals))
 	for i, v := range vals {
-		ph[i] = s.arg(v)
+		ph[i] = s.Arg(v)
 	}
 	fmt.Fprintf(&s.b, "  AND "+cond+"\n", ph...)
 }
@@ -49,12 +49,12 @@ func (s *stmt) and(cond string, vals ...any) {
 // the planner sees it and picks the partial index made for it.
 var closedWord = regexp.MustCompile(`^[A-Za-z_]{1,32}$`)
 
-// word is the SQL for `col = v`, v written in when it is a closed word and an
+// Word is the SQL for `col = v`, v written in when it is a closed word and an
 // argument otherwise. A SENDING row always has a lease (constraint
 // intents_sending_leased); saying so lets the planner read intents_lease.
-func (s *stmt) word(col, v string) string {
+func (s *Stmt) Word(col, v string) string {
 	if !closedWord.MatchString(v) {
-		return col + " = " + s.arg(v)
+		return col + " = " + s.Arg(v)
 	}
 	if col == "status" && v == "SENDING" {
 		return "(status = 'SENDING' AND lease_expires_at IS NOT NULL)"
@@ -62,8 +62,8 @@ func (s *stmt) word(col, v string) string {
 	return fmt.Sprintf("%s = '%s'", col, v)
 }
 
-// raw adds text as it is.
-func (s *stmt) raw(text string) { s.b.WriteString(text) }
+// Raw adds text as it is.
+func (s *Stmt) Raw(text string) { s.b.WriteString(text) }
 
-// sql returns the statement.
-func (s *stmt) sql() string { return s.b.String() }
+// SQL returns the statement.
+func (s *Stmt) SQL() string { return s.b.String() }

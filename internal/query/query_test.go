@@ -8,14 +8,34 @@ import (
 	"testing"
 )
 
-// TestSQLFiles: every .sql file here says what it does in a leading comment
-// and is embedded by a Go file of the package; no Go file embeds a missing one.
+// TestSQLFiles: in each package of the data layer, every .sql file says what
+// it does in a leading comment and is embedded by a Go file of its package;
+// no Go file embeds a missing one.
 func TestSQLFiles(t *testing.T) {
-	sqls, err := filepath.Glob("*.sql")
-	if err != nil || len(sqls) == 0 {
-		t.Fatalf("no .sql files: %v", err)
+	dirs, err := filepath.Glob("*")
+	if err != nil {
+		t.Fatal(err)
 	}
-	gos, _ := filepath.Glob("*.go")
+	total := 0
+	for _, d := range append(dirs, ".") {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			continue
+		}
+		total += sqlFiles(t, d)
+	}
+	if total == 0 {
+		t.Fatal("no .sql files")
+	}
+}
+
+// sqlFiles checks the .sql files of dir against the embeds of its Go files
+// And returns how many there are.
+func sqlFiles(t *testing.T, dir string) int {
+	sqls, err := filepath.Glob(filepath.Join(dir, "*.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gos, _ := filepath.Glob(filepath.Join(dir, "*.go"))
 	embedded := map[string]bool{}
 	for _, g := range gos {
 		b, err := os.ReadFile(g)
@@ -23,7 +43,7 @@ func TestSQLFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, m := range regexp.MustCompile(`(?m)^\s*//go:embed (\S+\.sql)$`).FindAllStringSubmatch(string(b), -1) {
-			embedded[m[1]] = true
+			embedded[filepath.Join(dir, m[1])] = true
 		}
 	}
 	for _, f := range sqls {
@@ -42,14 +62,15 @@ func TestSQLFiles(t *testing.T) {
 	for f := range embedded {
 		t.Errorf("%s: embedded but not in the package", f)
 	}
+	return len(sqls)
 }
 
 // TestIntentColumns: each statement that returns whole intents spells out
-// the select list of intent_columns.sql, which scanIntent reads.
+// the select list of intent_columns.sql, which ScanIntent reads.
 func TestIntentColumns(t *testing.T) {
 	cols := body(t, "intent_columns.sql")
-	for _, f := range []string{"select_intent.sql", "operate.sql", "list_intents.sql", "bulk_sample.sql",
-		"operate_bucket.sql", "intents_lock_bucket.sql", "operate_bulk_bucket.sql"} {
+	for _, f := range []string{"readdb/select_intent.sql", "intentdb/operate.sql", "readdb/list_intents.sql",
+		"intentdb/bulk_sample.sql", "intentdb/operate_bucket.sql", "intentdb/intents_lock_bucket.sql", "intentdb/operate_bulk_bucket.sql"} {
 		if !strings.Contains(body(t, f), cols) {
 			t.Errorf("%s does not spell out the select list of intent_columns.sql:\n%s", f, cols)
 		}

@@ -15,10 +15,10 @@ var (
 	maxTime = time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)
 )
 
-// looseTime is a timestamptz scan target that never fails: a value Go and JSON
+// LooseTime is a timestamptz scan target that never fails: a value Go and JSON
 // cannot carry (infinity, a year past 9999) is clamped into range and
 // described in Problem. NULL leaves Valid false.
-type looseTime struct {
+type LooseTime struct {
 	Field   string // the column, named in Problem
 	Time    time.Time
 	Valid   bool
@@ -26,7 +26,7 @@ type looseTime struct {
 }
 
 // ScanTimestamptz implements pgtype.TimestamptzScanner.
-func (l *looseTime) ScanTimestamptz(v pgtype.Timestamptz) error {
+func (l *LooseTime) ScanTimestamptz(v pgtype.Timestamptz) error {
 	l.Time, l.Valid, l.Problem = time.Time{}, v.Valid, ""
 	if !v.Valid {
 		return nil
@@ -48,8 +48,8 @@ func (l *looseTime) ScanTimestamptz(v pgtype.Timestamptz) error {
 	return nil
 }
 
-// ptr returns the time, or nil for NULL.
-func (l *looseTime) ptr() *time.Time {
+// Ptr returns the time, or nil for NULL.
+func (l *LooseTime) Ptr() *time.Time {
 	if !l.Valid {
 		return nil
 	}
@@ -58,7 +58,7 @@ func (l *looseTime) ptr() *time.Time {
 }
 
 // problems returns the problems of ts, in order, or nil.
-func problems(ts ...*looseTime) []string {
+func problems(ts ...*LooseTime) []string {
 	var out []string
 	for _, t := range ts {
 		if t.Problem != "" {
@@ -68,13 +68,13 @@ func problems(ts ...*looseTime) []string {
 	return out
 }
 
-// interval is d as a PostgreSQL interval parameter.
-func interval(d time.Duration) pgtype.Interval {
+// Interval is d as a PostgreSQL interval parameter.
+func Interval(d time.Duration) pgtype.Interval {
 	return pgtype.Interval{Microseconds: d.Microseconds(), Valid: true}
 }
 
-// nullString is s, or NULL when s is "".
-func nullString(s string) *string {
+// NullString is s, or NULL when s is "".
+func NullString(s string) *string {
 	if s == "" {
 		return nil
 	}

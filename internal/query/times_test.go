@@ -12,7 +12,7 @@ import (
 )
 
 // TestLooseTime: every timestamptz scans, and one Go cannot carry is clamped
-// and named.
+// And named.
 func TestLooseTime(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.New(t)
@@ -29,7 +29,7 @@ func TestLooseTime(t *testing.T) {
 		{"'9999-12-31 23:00:00+00'", time.Date(9999, 12, 31, 23, 0, 0, 0, time.UTC), ""},
 	}
 	for _, c := range cases {
-		lt := looseTime{Field: "x"}
+		lt := LooseTime{Field: "x"}
 		if err := pool.QueryRow(context.Background(), `SELECT `+c.sql+`::timestamptz`).Scan(&lt); err != nil {
 			t.Errorf("%s: %v", c.sql, err)
 			continue
@@ -41,8 +41,8 @@ func TestLooseTime(t *testing.T) {
 			t.Errorf("%s: %v does not marshal: %v", c.sql, lt.Time, err)
 		}
 	}
-	var null looseTime
-	if err := null.ScanTimestamptz(pgtype.Timestamptz{}); err != nil || null.Valid || null.ptr() != nil {
+	var null LooseTime
+	if err := null.ScanTimestamptz(pgtype.Timestamptz{}); err != nil || null.Valid || null.Ptr() != nil {
 		t.Errorf("NULL: %+v, %v", null, err)
 	}
 }

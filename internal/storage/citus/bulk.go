@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/intentdb"
 )
 
 // bulkBatch is how many intents of one bucket a bulk action changes in one
@@ -15,12 +16,12 @@ const bulkBatch = 500
 // its bucket's shard; a batch that fails as a whole goes to one row by row,
 // so one row's failure never stops the others. A row whose intent is gone
 // (no bucket) goes to one.
-func (s *Store) ApplyBulk(ctx context.Context, db query.DB, snapshot string, one func(query.FrozenRow) error, batch func(int64, []query.FrozenRow) error) error {
-	list, err := query.BulkRowsBucket(ctx, db, snapshot)
+func (s *Store) ApplyBulk(ctx context.Context, db query.DB, snapshot string, one func(intentdb.FrozenRow) error, batch func(int64, []intentdb.FrozenRow) error) error {
+	list, err := intentdb.BulkRowsBucket(ctx, db, snapshot)
 	if err != nil {
 		return err
 	}
-	byBucket := map[int64][]query.FrozenRow{}
+	byBucket := map[int64][]intentdb.FrozenRow{}
 	var order []int64
 	for _, f := range list {
 		if f.Bucket < 0 {

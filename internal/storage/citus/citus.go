@@ -10,6 +10,8 @@ import (
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/intentdb"
+	"github.com/effectd/effectd/internal/query/retentiondb"
 	"github.com/effectd/effectd/internal/storage/internal/retention"
 )
 
@@ -39,7 +41,7 @@ func (s *Store) Mode() effectdtype.Storage { return effectdtype.Citus }
 // Claim claims up to p.Limit intents of the buckets this instance holds, one
 // single-shard claim per bucket, starting at a bucket that moves on every
 // round; avail is the channel's tokens as the last claim saw them.
-func (s *Store) Claim(ctx context.Context, run func(context.Context, func(query.TxDB) error) error, p query.ClaimParams) (rows []query.Claimed, avail float64, err error) {
+func (s *Store) Claim(ctx context.Context, run func(context.Context, func(query.TxDB) error) error, p intentdb.ClaimParams) (rows []intentdb.Claimed, avail float64, err error) {
 	owned := s.owned()
 	turn := int(s.claimTurn.Add(1))
 	for i := range owned {
@@ -47,10 +49,10 @@ func (s *Store) Claim(ctx context.Context, run func(context.Context, func(query.
 			break
 		}
 		b := owned[(i+turn)%len(owned)]
-		var got []query.Claimed
+		var got []intentdb.Claimed
 		var left float64
 		err := run(ctx, func(db query.TxDB) (err error) {
-			got, left, err = query.ClaimBucket(ctx, db, p, int64(b))
+			got, left, err = intentdb.ClaimBucket(ctx, db, p, int64(b))
 			return err
 		})
 		if err != nil {
@@ -66,20 +68,20 @@ func (s *Store) Claim(ctx context.Context, run func(context.Context, func(query.
 }
 
 // Complete writes b on bucket's shard (query.CompleteBucket).
-func (s *Store) Complete(ctx context.Context, db query.TxDB, b *query.CompleteBatch, recheck bool, bucket int64) ([]query.Fenced, error) {
-	return query.CompleteBucket(ctx, db, b, recheck, bucket)
+func (s *Store) Complete(ctx context.Context, db query.TxDB, b *intentdb.CompleteBatch, recheck bool, bucket int64) ([]intentdb.Fenced, error) {
+	return intentdb.CompleteBucket(ctx, db, b, recheck, bucket)
 }
 
 // TakeExpired takes up to n expired leases of the buckets this instance
 // holds, one single-shard statement per bucket.
-func (s *Store) TakeExpired(ctx context.Context, run func(context.Context, func(query.TxDB) error) error, n int, channels []string, lease time.Duration) (taken []query.Unsettled, err error) {
+func (s *Store) TakeExpired(ctx context.Context, run func(context.Context, func(query.TxDB) error) error, n int, channels []string, lease time.Duration) (taken []intentdb.Unsettled, err error) {
 	for _, b := range s.owned() {
 		if len(taken) >= n {
 			break
 		}
-		var got []query.Unsettled
+		var got []intentdb.Unsettled
 		err := run(ctx, func(db query.TxDB) (err error) {
-			got, err = query.TakeExpiredBucket(ctx, db, n-len(taken), channels, lease, int64(b))
+			got, err = intentdb.TakeExpiredBucket(ctx, db, n-len(taken), channels, lease, int64(b))
 			return err
 		})
 		if err != nil {
@@ -91,26 +93,26 @@ func (s *Store) TakeExpired(ctx context.Context, run func(context.Context, func(
 }
 
 // Settle applies st on bucket's shard (query.SettleBucket).
-func (s *Store) Settle(ctx context.Context, db query.DB, st query.SettleParams, bucket int64) (bool, error) {
-	return query.SettleBucket(ctx, db, st, bucket)
+func (s *Store) Settle(ctx context.Context, db query.DB, st intentdb.SettleParams, bucket int64) (bool, error) {
+	return intentdb.SettleBucket(ctx, db, st, bucket)
 }
 
 // EventIntent finds the event's intent's bucket first, by an index probe on
 // every shard (the event carries none), then locks the intent on its shard
 // (query.EventIntentBucket); the writes that follow name that bucket.
-func (s *Store) EventIntent(ctx context.Context, tx pgx.Tx, channel string, o query.EventObject) (query.EventTarget, error) {
-	return query.EventIntentBucket(ctx, tx, channel, o)
+func (s *Store) EventIntent(ctx context.Context, tx pgx.Tx, channel string, o intentdb.EventObject) (intentdb.EventTarget, error) {
+	return intentdb.EventIntentBucket(ctx, tx, channel, o)
 }
 
 // SettleByEvent applies st on in's shard (query.SettleByEventBucket).
-func (s *Store) SettleByEvent(ctx context.Context, tx pgx.Tx, in query.EventTarget, st query.SettleByEventParams) (bool, error) {
-	moved, err := query.SettleByEventBucket(ctx, tx, st, in.Delivery, in.Bucket)
+func (s *Store) SettleByEvent(ctx context.Context, tx pgx.Tx, in intentdb.EventTarget, st intentdb.SettleByEventParams) (bool, error) {
+	moved, err := intentdb.SettleByEventBucket(ctx, tx, st, in.Delivery, in.Bucket)
 	return moved != nil, err
 }
 
 // SetDelivery applies c on in's shard (query.SetDeliveryBucket).
-func (s *Store) SetDelivery(ctx context.Context, tx pgx.Tx, in query.EventTarget, c query.DeliveryChange) (bool, error) {
-	moved, err := query.SetDeliveryBucket(ctx, tx, c, in.Bucket)
+func (s *Store) SetDelivery(ctx context.Context, tx pgx.Tx, in intentdb.EventTarget, c intentdb.DeliveryChange) (bool, error) {
+	moved, err := intentdb.SetDeliveryBucket(ctx, tx, c, in.Bucket)
 	return moved != nil, err
 }
 
@@ -123,13 +125,13 @@ func (s *Store) LockPolls(context.Context, query.DB) (unlock func(), ok bool, er
 // buckets this instance holds, one single-shard statement per bucket,
 // starting at a bucket that moves each round so that none waits behind the
 // others.
-func (s *Store) PollDue(ctx context.Context, db query.DB, channel string, delays []time.Duration, limit int) ([]query.DuePoll, error) {
-	var out []query.DuePoll
+func (s *Store) PollDue(ctx context.Context, db query.DB, channel string, delays []time.Duration, limit int) ([]intentdb.DuePoll, error) {
+	var out []intentdb.DuePoll
 	owned := s.owned()
 	first := int(s.pollTurn.Add(1))
 	for i := range owned {
 		b := int64(owned[(first+i)%len(owned)])
-		list, err := query.PollDueBucket(ctx, db, channel, delays, limit-len(out), b)
+		list, err := intentdb.PollDueBucket(ctx, db, channel, delays, limit-len(out), b)
 		if err != nil {
 			return out, err
 		}
@@ -145,8 +147,8 @@ func (s *Store) PollDue(ctx context.Context, db query.DB, channel string, delays
 }
 
 // RecordPoll records p on bucket's shard (query.RecordPollBucket).
-func (s *Store) RecordPoll(ctx context.Context, db query.DB, p query.Poll, bucket int64) (bool, error) {
-	m, err := query.RecordPollBucket(ctx, db, p, bucket)
+func (s *Store) RecordPoll(ctx context.Context, db query.DB, p intentdb.Poll, bucket int64) (bool, error) {
+	m, err := intentdb.RecordPollBucket(ctx, db, p, bucket)
 	return m != nil, err
 }
 
@@ -155,7 +157,7 @@ func (s *Store) RecordPoll(ctx context.Context, db query.DB, p query.Poll, bucke
 func (s *Store) Prune(ctx context.Context, db query.DB, channel string, keep time.Duration, batch int) (int64, error) {
 	var total int64
 	for b := range s.buckets {
-		n, err := retention.InBatches(ctx, batch, func() (int64, error) { return query.PruneBucket(ctx, db, channel, batch, keep, b) })
+		n, err := retention.InBatches(ctx, batch, func() (int64, error) { return intentdb.PruneBucket(ctx, db, channel, batch, keep, b) })
 		total += n
 		if err != nil {
 			return total, err
@@ -176,7 +178,7 @@ func (s *Store) PruneDedupeKeys(ctx context.Context, now time.Time) (int64, erro
 // DropExpiredPartitions drops the expired partitions one by one
 // (retention.Pruner.DropOneByOne): Citus detaches a partition of a
 // distributed table only plainly, on every shard.
-func (s *Store) DropExpiredPartitions(ctx context.Context, horizon time.Duration) ([]query.Partition, int, error) {
+func (s *Store) DropExpiredPartitions(ctx context.Context, horizon time.Duration) ([]retentiondb.Partition, int, error) {
 	return s.retention.DropOneByOne(ctx, horizon)
 }
 

@@ -5,55 +5,57 @@ import (
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/intentdb"
+	"github.com/effectd/effectd/internal/query/readdb"
 )
 
 // Operate applies t on its intent's shard (query.OperateBucket).
-func (s *Store) Operate(ctx context.Context, db query.DB, t query.Transition) (effectdtype.IntentRow, error) {
-	return query.OperateBucket(ctx, db, t)
+func (s *Store) Operate(ctx context.Context, db query.DB, t intentdb.Transition) (effectdtype.IntentRow, error) {
+	return intentdb.OperateBucket(ctx, db, t)
 }
 
 // RecordOperatorAttempt records a on its intent's shard
 // (query.RecordOperatorAttemptBucket).
-func (s *Store) RecordOperatorAttempt(ctx context.Context, db query.DB, a query.OperatorAttempt) error {
-	return query.RecordOperatorAttemptBucket(ctx, db, a)
+func (s *Store) RecordOperatorAttempt(ctx context.Context, db query.DB, a intentdb.OperatorAttempt) error {
+	return intentdb.RecordOperatorAttemptBucket(ctx, db, a)
 }
 
 // SettleByID reads the intent's bucket, then applies st on its shard
 // (query.SettleByIDBucket).
-func (s *Store) SettleByID(ctx context.Context, db query.DB, st query.SettleParams) (bool, error) {
-	return query.SettleByIDBucket(ctx, db, st)
+func (s *Store) SettleByID(ctx context.Context, db query.DB, st intentdb.SettleParams) (bool, error) {
+	return intentdb.SettleByIDBucket(ctx, db, st)
 }
 
 // ListIntents reads the intents f selects, its scope read once on each shard
 // (query.IntentFilter.Distributed).
-func (s *Store) ListIntents(ctx context.Context, db query.DB, f query.IntentFilter, yield func(effectdtype.IntentRow) bool) error {
-	return query.ListIntents(ctx, db, f.Distributed(), yield)
+func (s *Store) ListIntents(ctx context.Context, db query.DB, f readdb.IntentFilter, yield func(effectdtype.IntentRow) bool) error {
+	return readdb.ListIntents(ctx, db, f.Distributed(), yield)
 }
 
 // ChannelCounts counts intents by status (query.ChannelCountsBucket).
-func (s *Store) ChannelCounts(ctx context.Context, db query.DB, channel *string) ([]query.StatusCount, error) {
-	return query.ChannelCountsBucket(ctx, db, channel)
+func (s *Store) ChannelCounts(ctx context.Context, db query.DB, channel *string) ([]readdb.StatusCount, error) {
+	return readdb.ChannelCountsBucket(ctx, db, channel)
 }
 
 // Gauges reads the channels' gauges (query.GaugesBucket).
-func (s *Store) Gauges(ctx context.Context, db query.DB) ([]query.ChannelGauges, error) {
-	return query.GaugesBucket(ctx, db)
+func (s *Store) Gauges(ctx context.Context, db query.DB) ([]readdb.ChannelGauges, error) {
+	return readdb.GaugesBucket(ctx, db)
 }
 
 // Figures reads the counts and the gauges in one round of tasks over the
 // shards (query.FiguresBucket).
-func (s *Store) Figures(ctx context.Context, db query.DB) ([]query.StatusCount, []query.ChannelGauges, error) {
-	return query.FiguresBucket(ctx, db)
+func (s *Store) Figures(ctx context.Context, db query.DB) ([]readdb.StatusCount, []readdb.ChannelGauges, error) {
+	return readdb.FiguresBucket(ctx, db)
 }
 
 // FoldSettledCounts folds the settled counts' deltas while no other
 // instance does (query.FoldSettledCountsBucket).
 func (s *Store) FoldSettledCounts(ctx context.Context, db query.TxDB) error {
-	return query.FoldSettledCountsBucket(ctx, db)
+	return readdb.FoldSettledCountsBucket(ctx, db)
 }
 
 // FoldRollups folds the rollups' deltas while no other instance does
 // (query.FoldRollupsBucket).
 func (s *Store) FoldRollups(ctx context.Context, db query.TxDB) error {
-	return query.FoldRollupsBucket(ctx, db)
+	return readdb.FoldRollupsBucket(ctx, db)
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/intentdb"
+	"github.com/effectd/effectd/internal/query/retentiondb"
 	"github.com/effectd/effectd/internal/storage/internal/retention"
 )
 
@@ -29,46 +31,46 @@ func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool, retention: reten
 func (s *Store) Mode() effectdtype.Storage { return effectdtype.SingleNode }
 
 // Claim takes due intents in one statement (query.Claim).
-func (s *Store) Claim(ctx context.Context, run func(context.Context, func(query.TxDB) error) error, p query.ClaimParams) (rows []query.Claimed, avail float64, err error) {
+func (s *Store) Claim(ctx context.Context, run func(context.Context, func(query.TxDB) error) error, p intentdb.ClaimParams) (rows []intentdb.Claimed, avail float64, err error) {
 	err = run(ctx, func(db query.TxDB) (err error) {
-		rows, avail, err = query.Claim(ctx, db, p)
+		rows, avail, err = intentdb.Claim(ctx, db, p)
 		return err
 	})
 	return rows, avail, err
 }
 
 // Complete writes b (query.Complete); every row is of bucket 0.
-func (s *Store) Complete(ctx context.Context, db query.TxDB, b *query.CompleteBatch, recheck bool, _ int64) ([]query.Fenced, error) {
-	return query.Complete(ctx, db, b, recheck)
+func (s *Store) Complete(ctx context.Context, db query.TxDB, b *intentdb.CompleteBatch, recheck bool, _ int64) ([]intentdb.Fenced, error) {
+	return intentdb.Complete(ctx, db, b, recheck)
 }
 
 // TakeExpired takes expired leases in one statement (query.TakeExpired).
-func (s *Store) TakeExpired(ctx context.Context, run func(context.Context, func(query.TxDB) error) error, n int, channels []string, lease time.Duration) (taken []query.Unsettled, err error) {
+func (s *Store) TakeExpired(ctx context.Context, run func(context.Context, func(query.TxDB) error) error, n int, channels []string, lease time.Duration) (taken []intentdb.Unsettled, err error) {
 	err = run(ctx, func(db query.TxDB) (err error) {
-		taken, err = query.TakeExpired(ctx, db, n, channels, lease)
+		taken, err = intentdb.TakeExpired(ctx, db, n, channels, lease)
 		return err
 	})
 	return taken, err
 }
 
 // Settle applies st (query.Settle).
-func (s *Store) Settle(ctx context.Context, db query.DB, st query.SettleParams, _ int64) (bool, error) {
-	return query.Settle(ctx, db, st)
+func (s *Store) Settle(ctx context.Context, db query.DB, st intentdb.SettleParams, _ int64) (bool, error) {
+	return intentdb.Settle(ctx, db, st)
 }
 
 // EventIntent locks the event's intent (query.EventIntent).
-func (s *Store) EventIntent(ctx context.Context, tx pgx.Tx, channel string, o query.EventObject) (query.EventTarget, error) {
-	return query.EventIntent(ctx, tx, channel, o)
+func (s *Store) EventIntent(ctx context.Context, tx pgx.Tx, channel string, o intentdb.EventObject) (intentdb.EventTarget, error) {
+	return intentdb.EventIntent(ctx, tx, channel, o)
 }
 
 // SettleByEvent applies st (query.SettleByEvent).
-func (s *Store) SettleByEvent(ctx context.Context, tx pgx.Tx, _ query.EventTarget, st query.SettleByEventParams) (bool, error) {
-	return query.SettleByEvent(ctx, tx, st)
+func (s *Store) SettleByEvent(ctx context.Context, tx pgx.Tx, _ intentdb.EventTarget, st intentdb.SettleByEventParams) (bool, error) {
+	return intentdb.SettleByEvent(ctx, tx, st)
 }
 
 // SetDelivery applies c (query.SetDelivery).
-func (s *Store) SetDelivery(ctx context.Context, tx pgx.Tx, _ query.EventTarget, c query.DeliveryChange) (bool, error) {
-	return query.SetDelivery(ctx, tx, c)
+func (s *Store) SetDelivery(ctx context.Context, tx pgx.Tx, _ intentdb.EventTarget, c intentdb.DeliveryChange) (bool, error) {
+	return intentdb.SetDelivery(ctx, tx, c)
 }
 
 // LockPolls takes the advisory lock that lets one instance at a time poll.
@@ -80,18 +82,18 @@ func (s *Store) LockPolls(ctx context.Context, conn query.DB) (unlock func(), ok
 }
 
 // PollDue lists the intents whose poll is due (query.PollDue).
-func (s *Store) PollDue(ctx context.Context, db query.DB, channel string, delays []time.Duration, limit int) ([]query.DuePoll, error) {
-	return query.PollDue(ctx, db, channel, delays, limit)
+func (s *Store) PollDue(ctx context.Context, db query.DB, channel string, delays []time.Duration, limit int) ([]intentdb.DuePoll, error) {
+	return intentdb.PollDue(ctx, db, channel, delays, limit)
 }
 
 // RecordPoll records p (query.RecordPoll).
-func (s *Store) RecordPoll(ctx context.Context, db query.DB, p query.Poll, _ int64) (bool, error) {
-	return query.RecordPoll(ctx, db, p)
+func (s *Store) RecordPoll(ctx context.Context, db query.DB, p intentdb.Poll, _ int64) (bool, error) {
+	return intentdb.RecordPoll(ctx, db, p)
 }
 
 // Prune deletes channel's expired terminal intents in batches (query.Prune).
 func (s *Store) Prune(ctx context.Context, db query.DB, channel string, keep time.Duration, batch int) (int64, error) {
-	return retention.InBatches(ctx, batch, func() (int64, error) { return query.Prune(ctx, db, channel, batch, keep) })
+	return retention.InBatches(ctx, batch, func() (int64, error) { return intentdb.Prune(ctx, db, channel, batch, keep) })
 }
 
 // PruneDedupeKeys prunes the dedupe keys of every channel.
@@ -106,9 +108,9 @@ func (s *Store) PruneDedupeKeys(ctx context.Context, now time.Time) (int64, erro
 // change; then it drops their tables (retention.Pruner.DropDetachedTables,
 // which also drops any a crash left detached). When those locks are not free,
 // it drops the partitions one by one (retention.Pruner.DropOneByOne).
-func (s *Store) DropExpiredPartitions(ctx context.Context, horizon time.Duration) (dropped []query.Partition, held int, err error) {
+func (s *Store) DropExpiredPartitions(ctx context.Context, horizon time.Duration) (dropped []retentiondb.Partition, held int, err error) {
 	dropped, held, err = s.retention.DropTogether(ctx, horizon)
-	if errors.Is(err, query.ErrPartitionBusy) {
+	if errors.Is(err, retentiondb.ErrPartitionBusy) {
 		dropped, held, err = s.retention.DropOneByOne(ctx, horizon)
 	}
 	if err == nil {

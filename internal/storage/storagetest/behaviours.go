@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/intentdb"
 )
 
 // claimTakesDueSkipsHeld: a claim moves due PENDING intents to SENDING
@@ -24,7 +24,7 @@ func claimTakesDueSkipsHeld(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	if _, err := h.Store.EventIntent(ctx, tx, "claim", query.EventObject{IntentID: held.ID, EventID: "claim-held"}); err != nil {
+	if _, err := h.Store.EventIntent(ctx, tx, "claim", intentdb.EventObject{IntentID: held.ID, EventID: "claim-held"}); err != nil {
 		t.Fatalf("locking claim-held: %v", err)
 	}
 	rows := claim(t, h, "claim", 10, time.Minute)
@@ -51,16 +51,16 @@ func claimTakesDueSkipsHeld(t *testing.T, h Harness) {
 }
 
 // completion is a SENT outcome of c.
-func completion(c query.Claimed) query.Completion {
+func completion(c intentdb.Claimed) intentdb.Completion {
 	now := time.Now()
-	return query.Completion{ID: c.ID, Key: c.Key, CreatedAt: c.CreatedAt, Attempts: c.Attempts, Status: "SENT",
+	return intentdb.Completion{ID: c.ID, Key: c.Key, CreatedAt: c.CreatedAt, Attempts: c.Attempts, Status: "SENT",
 		ProviderRef: "ref-" + c.EventID, NextAttemptAt: now, StartedAt: now, FinishedAt: now, Outcome: "sent", Called: true}
 }
 
 // complete writes one completion and reports whether it was applied.
-func complete(t *testing.T, h Harness, q query.Completion, bucket int64) bool {
+func complete(t *testing.T, h Harness, q intentdb.Completion, bucket int64) bool {
 	t.Helper()
-	var b query.CompleteBatch
+	var b intentdb.CompleteBatch
 	b.Add(q)
 	fenced, err := h.Store.Complete(testCtx(t), h.Pool, &b, false, bucket)
 	if err != nil {
@@ -82,7 +82,7 @@ func completeFencedOnKeyAttemptsStatus(t *testing.T, h Harness) {
 	stale.Attempts++
 	other := completion(c)
 	other.Key = "another intent's key"
-	for name, q := range map[string]query.Completion{"another attempt": stale, "another key": other} {
+	for name, q := range map[string]intentdb.Completion{"another attempt": stale, "another key": other} {
 		if complete(t, h, q, c.Bucket) {
 			t.Errorf("the completion of %s was applied", name)
 		}
@@ -111,7 +111,7 @@ func settleOfExpiredLeaseFenced(t *testing.T, h Harness) {
 	claim(t, h, "settle", 1, time.Hour)
 	h.Enqueue(t, "settle", "settle-expired", 1)
 	claim(t, h, "settle", 1, time.Millisecond)
-	var taken []query.Unsettled
+	var taken []intentdb.Unsettled
 	deadline := time.Now().Add(10 * time.Second)
 	for len(taken) == 0 && time.Now().Before(deadline) {
 		var err error
@@ -124,11 +124,11 @@ func settleOfExpiredLeaseFenced(t *testing.T, h Harness) {
 		t.Fatalf("TakeExpired = %+v; want settle-expired alone (settle-live's lease is live)", taken)
 	}
 	u := taken[0]
-	s := query.SettleParams{IntentID: u.ID, Key: u.Key, Attempts: u.Attempts, From: "SENDING", To: "PENDING", StartedAt: time.Now(), Outcome: "absent → PENDING"}
+	s := intentdb.SettleParams{IntentID: u.ID, Key: u.Key, Attempts: u.Attempts, From: "SENDING", To: "PENDING", StartedAt: time.Now(), Outcome: "absent → PENDING"}
 	stale, other := s, s
 	stale.Attempts++
 	other.Key = "another intent's key"
-	for name, x := range map[string]query.SettleParams{"another attempt": stale, "another key": other} {
+	for name, x := range map[string]intentdb.SettleParams{"another attempt": stale, "another key": other} {
 		if ok, err := h.Store.Settle(testCtx(t), h.Pool, x, u.Bucket); err != nil || ok {
 			t.Errorf("the settlement of %s: applied %v, %v; want fenced out", name, ok, err)
 		}
@@ -151,11 +151,11 @@ func eventSettle(t *testing.T, h Harness, channel, event, key, delivery string) 
 	var applied bool
 	inTx(t, h, func(ctx context.Context, tx pgx.Tx) error {
 		id := intent(t, h, event).ID
-		in, err := h.Store.EventIntent(ctx, tx, channel, query.EventObject{IntentID: id, EventID: event, Ref: "ref-" + event})
+		in, err := h.Store.EventIntent(ctx, tx, channel, intentdb.EventObject{IntentID: id, EventID: event, Ref: "ref-" + event})
 		if err != nil {
 			return err
 		}
-		applied, err = h.Store.SettleByEvent(ctx, tx, in, query.SettleByEventParams{IntentID: in.ID, Key: key, Attempts: in.Attempts,
+		applied, err = h.Store.SettleByEvent(ctx, tx, in, intentdb.SettleByEventParams{IntentID: in.ID, Key: key, Attempts: in.Attempts,
 			From: string(in.Status), ProviderRef: "ref-" + event, Outcome: "callback", Delivery: delivery})
 		return err
 	})
@@ -183,11 +183,11 @@ func settleByEventFencedOnKey(t *testing.T, h Harness) {
 		want      bool
 	}{{"another intent's key", "accepted", false}, {r.Key, "", false}, {r.Key, "accepted", true}} {
 		inTx(t, h, func(ctx context.Context, tx pgx.Tx) error {
-			in, err := h.Store.EventIntent(ctx, tx, "events", query.EventObject{Ref: "ref-events-1"})
+			in, err := h.Store.EventIntent(ctx, tx, "events", intentdb.EventObject{Ref: "ref-events-1"})
 			if err != nil {
 				return err
 			}
-			moved, err := h.Store.SetDelivery(ctx, tx, in, query.DeliveryChange{IntentID: in.ID, Key: c.key, From: c.from, To: "delivered"})
+			moved, err := h.Store.SetDelivery(ctx, tx, in, intentdb.DeliveryChange{IntentID: in.ID, Key: c.key, From: c.from, To: "delivered"})
 			if moved != c.want {
 				t.Errorf("SetDelivery(key %q, from %q) moved %v; want %v", c.key, c.from, moved, c.want)
 			}
@@ -195,7 +195,7 @@ func settleByEventFencedOnKey(t *testing.T, h Harness) {
 		})
 	}
 	inTx(t, h, func(ctx context.Context, tx pgx.Tx) error {
-		if _, err := h.Store.EventIntent(ctx, tx, "events", query.EventObject{IntentID: r.ID, EventID: "no such event", Ref: "no such ref"}); !errNoIntent(err) {
+		if _, err := h.Store.EventIntent(ctx, tx, "events", intentdb.EventObject{IntentID: r.ID, EventID: "no such event", Ref: "no such ref"}); !errNoIntent(err) {
 			t.Errorf("EventIntent of no intent: %v; want pgx.ErrNoRows", err)
 		}
 		return nil

@@ -5,7 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/intentdb"
+	"github.com/effectd/effectd/internal/query/readdb"
 )
 
 // sent enqueues event on channel in bucket i, claims it and settles it SENT
@@ -34,7 +35,7 @@ func pollsDueAndRecordFenced(t *testing.T, h Harness) {
 		t.Fatalf("PollDue = %+v, %v; want polls-1 with its key", due, err)
 	}
 	x := due[0]
-	p := query.Poll{IntentID: x.ID, Key: x.Key, Attempts: x.Attempts, From: "accepted", To: "delivered", Detail: "delivered",
+	p := intentdb.Poll{IntentID: x.ID, Key: x.Key, Attempts: x.Attempts, From: "accepted", To: "delivered", Detail: "delivered",
 		StartedAt: time.Now(), Outcome: "poll: delivered → delivered", ProviderRef: x.ProviderRef}
 	other := p
 	other.Key = "another intent's key"
@@ -134,7 +135,7 @@ func countsAgree(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, got := range map[string][]query.StatusCount{"ChannelCounts": counts, "Figures": figures} {
+	for name, got := range map[string][]readdb.StatusCount{"ChannelCounts": counts, "Figures": figures} {
 		read := map[string]int64{}
 		for _, c := range got {
 			read[c.Channel+" "+string(c.Status)] = c.N

@@ -11,6 +11,7 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/intentdb"
 	"github.com/effectd/effectd/internal/storage"
 	"github.com/effectd/effectd/policy"
 )
@@ -72,9 +73,9 @@ func testCtx(t *testing.T) context.Context {
 }
 
 // claim claims up to n intents of channel under lease.
-func claim(t *testing.T, h Harness, channel string, n int, lease time.Duration) []query.Claimed {
+func claim(t *testing.T, h Harness, channel string, n int, lease time.Duration) []intentdb.Claimed {
 	t.Helper()
-	rows, _, err := h.Store.Claim(testCtx(t), onPool(h.Pool), query.ClaimParams{Channel: channel, Lease: lease, Limit: n})
+	rows, _, err := h.Store.Claim(testCtx(t), onPool(h.Pool), intentdb.ClaimParams{Channel: channel, Lease: lease, Limit: n})
 	if err != nil {
 		t.Fatalf("Claim(%s): %v", channel, err)
 	}
@@ -106,13 +107,13 @@ func intent(t *testing.T, h Harness, event string) row {
 }
 
 // byID finds the claimed row of id.
-func byID(rows []query.Claimed, id int64) (query.Claimed, bool) {
+func byID(rows []intentdb.Claimed, id int64) (intentdb.Claimed, bool) {
 	for _, r := range rows {
 		if r.ID == id {
 			return r, true
 		}
 	}
-	return query.Claimed{}, false
+	return intentdb.Claimed{}, false
 }
 
 // inTx runs fn in a transaction on h's pool and commits it.

@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/internal/localpg"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/harnessdb"
 )
 
 // The citus scenario's producer: a table of its own, producer.orders,
@@ -116,7 +116,7 @@ func (e *env) citusProducer(ctx context.Context, c *localpg.Citus) error {
 	if _, err := plain.Exec(ctx, benchOrdersSQL); err != nil {
 		return err
 	}
-	if err := query.AddChannels(ctx, plain, map[string]string{"bench": "webhook"}); err != nil {
+	if err := harnessdb.AddChannels(ctx, plain, map[string]string{"bench": "webhook"}); err != nil {
 		return err
 	}
 	_, dist, _, err := e.citusDatabase(ctx, c)

@@ -10,7 +10,8 @@ import (
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/localpg"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/harnessdb"
+	"github.com/effectd/effectd/internal/query/retentiondb"
 	"github.com/effectd/effectd/internal/storage"
 )
 
@@ -102,7 +103,7 @@ func (e *env) citusPrune(ctx context.Context, url string, pool *pgxpool.Pool, cf
 	if p.err != nil {
 		return nil, fmt.Errorf("prune: %w", p.err)
 	}
-	left, err := query.ShardsLeft(ctx, pool, p.names)
+	left, err := harnessdb.ShardsLeft(ctx, pool, p.names)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +122,7 @@ func (e *env) citusPrune(ctx context.Context, url string, pool *pgxpool.Pool, cf
 // partition holding the history's first loaded day (14 days ago,
 // query.History) ended: the retention that expires it and those before it.
 func firstDayHorizon(ctx context.Context, pool *pgxpool.Pool) (time.Duration, error) {
-	all, err := query.ExpiredPartitions(ctx, pool, -365*24*time.Hour)
+	all, err := retentiondb.ExpiredPartitions(ctx, pool, -365*24*time.Hour)
 	if err != nil {
 		return 0, err
 	}
@@ -139,13 +140,13 @@ func firstDayHorizon(ctx context.Context, pool *pgxpool.Pool) (time.Duration, er
 // ends with VACUUM ANALYZE (Citus runs it on every shard) and a CHECKPOINT on
 // every node. The settled counts are not folded: this mode counts by scanning.
 func loadBucketHistory(ctx context.Context, pool *pgxpool.Pool, from, n, final int) error {
-	if err := query.LoadHistoryBuckets(ctx, pool, query.History{From: from, N: n, Final: final}, citusBuckets); err != nil {
+	if err := harnessdb.LoadHistoryBuckets(ctx, pool, harnessdb.History{From: from, N: n, Final: final}, citusBuckets); err != nil {
 		return err
 	}
-	if err := query.VacuumHistory(ctx, pool); err != nil {
+	if err := harnessdb.VacuumHistory(ctx, pool); err != nil {
 		return err
 	}
-	if err := query.CheckpointWorkers(ctx, pool); err != nil {
+	if err := harnessdb.CheckpointWorkers(ctx, pool); err != nil {
 		return err
 	}
 	return checkpoint(ctx, pool)

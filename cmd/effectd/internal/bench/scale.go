@@ -16,7 +16,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/effectdtype"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/harnessdb"
+	"github.com/effectd/effectd/internal/query/readdb"
+	"github.com/effectd/effectd/internal/query/retentiondb"
 	"github.com/effectd/effectd/internal/storage"
 )
 
@@ -269,10 +271,10 @@ func (e *env) dispatchOnHistory(ctx context.Context, url string, pool *pgxpool.P
 // each on one PostgreSQL, as a deployment keeping 15 days has whatever it
 // holds; in the distributed mode the days go into week partitions.
 func historyLayout(ctx context.Context, pool *pgxpool.Pool) error {
-	if err := query.AddChannels(ctx, pool, map[string]string{"pay": "stripe", "sms": "twilio"}); err != nil {
+	if err := harnessdb.AddChannels(ctx, pool, map[string]string{"pay": "stripe", "sms": "twilio"}); err != nil {
 		return err
 	}
-	return query.DayPartitions(ctx, pool, 15)
+	return harnessdb.DayPartitions(ctx, pool, 15)
 }
 
 // onEmptyLayout runs f on a fresh database with the history's layout and no
@@ -408,7 +410,7 @@ func (e *env) liveWhilePruning(ctx context.Context, url string, pool *pgxpool.Po
 // expiredRows counts the intents of each intents partition that ended at
 // least horizon ago, by name.
 func expiredRows(ctx context.Context, pool *pgxpool.Pool, horizon time.Duration) (map[string]int64, error) {
-	expired, err := query.ExpiredPartitions(ctx, pool, horizon)
+	expired, err := retentiondb.ExpiredPartitions(ctx, pool, horizon)
 	if err != nil {
 		return nil, err
 	}
@@ -417,7 +419,7 @@ func expiredRows(ctx context.Context, pool *pgxpool.Pool, horizon time.Duration)
 		if part.Parent != "intents" {
 			continue
 		}
-		if rows[part.Name], err = query.PartitionRows(ctx, pool, part.Name); err != nil {
+		if rows[part.Name], err = harnessdb.PartitionRows(ctx, pool, part.Name); err != nil {
 			return nil, err
 		}
 	}
@@ -452,9 +454,9 @@ func tableSizes(ctx context.Context, pool *pgxpool.Pool) string {
 func sizesOf(ctx context.Context, pool *pgxpool.Pool, distributed func(table string) bool) string {
 	var out []string
 	for _, t := range []string{"intents", "attempts", "provider_events"} {
-		size := query.TableSize
+		size := harnessdb.TableSize
 		if distributed(t) {
-			size = query.DistributedTableSize
+			size = harnessdb.DistributedTableSize
 		}
 		heap, idx, err := size(ctx, pool, t)
 		if err != nil {
@@ -560,13 +562,13 @@ func timeReads(ctx context.Context, base string, runs int, skip map[string]strin
 // final (query.LoadHistory), folds their counts as serve's fold loop does, and
 // ends with VACUUM ANALYZE, as autovacuum would have by then, and a CHECKPOINT.
 func loadHistory(ctx context.Context, pool *pgxpool.Pool, from, n, final int) error {
-	if err := query.LoadHistory(ctx, pool, query.History{From: from, N: n, Final: final}); err != nil {
+	if err := harnessdb.LoadHistory(ctx, pool, harnessdb.History{From: from, N: n, Final: final}); err != nil {
 		return err
 	}
-	if err := query.FoldSettledCounts(ctx, pool); err != nil {
+	if err := readdb.FoldSettledCounts(ctx, pool); err != nil {
 		return err
 	}
-	if err := query.VacuumHistory(ctx, pool); err != nil {
+	if err := harnessdb.VacuumHistory(ctx, pool); err != nil {
 		return err
 	}
 	// The load leaves gigabytes of dirty pages; the next checkpoint would flush
@@ -579,7 +581,7 @@ func loadHistory(ctx context.Context, pool *pgxpool.Pool, from, n, final int) er
 // operating system, whose writeback then ran during the reads timed next:
 // 445,812 blocks written in the second the 10 M reads began, both cores busy.
 func checkpoint(ctx context.Context, pool *pgxpool.Pool) error {
-	if err := query.Checkpoint(ctx, pool); err != nil {
+	if err := harnessdb.Checkpoint(ctx, pool); err != nil {
 		return err
 	}
 	syscall.Sync()

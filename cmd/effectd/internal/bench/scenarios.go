@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/effectd/effectd/dispatcher"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/harnessdb"
 	"github.com/effectd/effectd/providers/sandbox"
 )
 
@@ -435,12 +435,12 @@ func (e *env) producer(ctx context.Context) error {
 		return err
 	}
 	defer pool.Close()
-	if err := query.AddChannels(ctx, pool, map[string]string{"bench": "webhook"}); err != nil {
+	if err := harnessdb.AddChannels(ctx, pool, map[string]string{"bench": "webhook"}); err != nil {
 		return err
 	}
 	bare := func(ctx context.Context, id string) error {
 		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			return query.InsertBareIntent(ctx, tx, query.BareIntent{EventID: id, Channel: "bench", Payload: benchPayload(id), IdempotencyKey: "bench:" + id})
+			return harnessdb.InsertBareIntent(ctx, tx, harnessdb.BareIntent{EventID: id, Channel: "bench", Payload: benchPayload(id), IdempotencyKey: "bench:" + id})
 		})
 	}
 	viaFunc := func(ctx context.Context, id string) error { return enqueueOne(ctx, pool, id) }

@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/dispatcher"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/harnessdb"
 	"github.com/effectd/effectd/providers/sandbox"
 )
 
@@ -32,7 +32,7 @@ type soakMinute struct {
 	Sent    int             // first calls that reached the sandbox
 	lat     []time.Duration // commit → provider of those calls, sorted
 
-	query.TableStats
+	harnessdb.TableStats
 	RSSKB int64 // effectd serve's resident memory
 }
 
@@ -210,7 +210,7 @@ func (e *env) startSoak(ctx context.Context) (*pgxpool.Pool, *instance, error) {
 		// terminal rows are dated back by the difference when they become
 		// terminal: the pruner, at its one-hour retention, deletes them
 		// `retention` after they finished.
-		if err := query.AgeTerminal(ctx, pool, minRetention-retention); err != nil {
+		if err := harnessdb.AgeTerminal(ctx, pool, minRetention-retention); err != nil {
 			pool.Close()
 			return nil, nil, fmt.Errorf("installing the ageing trigger: %w", err)
 		}
@@ -357,7 +357,7 @@ func (r *soakRun) collect(ctx, pctx context.Context, pid int, interval time.Dura
 		}
 		m := soakMinute{Minute: k, Offered: int(r.offered.Swap(0)), Late: int(r.late.Swap(0))}
 		pending = r.latencies(&m, pending)
-		stats, err := query.ReadTableStats(ctx, r.pool)
+		stats, err := harnessdb.ReadTableStats(ctx, r.pool)
 		if err != nil {
 			return nil, fmt.Errorf("table statistics: %w", err)
 		}

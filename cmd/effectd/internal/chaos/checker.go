@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/effectdtype"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/harnessdb"
 	"github.com/effectd/effectd/internal/storage"
 	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/providers/sandbox"
@@ -117,7 +117,7 @@ func check(ctx context.Context, pool *pgxpool.Pool, mode effectdtype.Storage, ev
 			return nil, err
 		}
 	}
-	late, err := query.LateCompletions(ctx, pool)
+	late, err := harnessdb.LateCompletions(ctx, pool)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: reading attempts: %w", err)
 	}
@@ -150,7 +150,7 @@ type checker struct {
 	applied   map[target]int // effects per target
 	refs      map[target][]string
 	byChannel map[string]*Row
-	byEvent   map[target]*query.IntentTally
+	byEvent   map[target]*harnessdb.IntentTally
 	bad       map[[2]string][]string // (rule, channel) → keys
 	suspects  []int64                // intents whose attempts the report details
 	rep       *Report
@@ -161,7 +161,7 @@ func newChecker(events map[string]Outcome, delivered map[string]bool, ledger san
 	c := &checker{
 		events: events, delivered: delivered, loss: loss, excused: loss != nil && !loss.sync,
 		applied: map[target]int{}, refs: map[target][]string{}, byChannel: map[string]*Row{},
-		byEvent: map[target]*query.IntentTally{}, bad: map[[2]string][]string{}, rep: &Report{},
+		byEvent: map[target]*harnessdb.IntentTally{}, bad: map[[2]string][]string{}, rep: &Report{},
 	}
 	if loss != nil {
 		c.calledBefore, c.calledAfter = callsAcross(ledger, loss.killed, loss.promoted)
@@ -195,7 +195,7 @@ func (c *checker) lostEnqueue(t target, o Outcome) bool {
 
 // matchIntents indexes the intents by target and flags those no producer
 // committed, and effects without an intent.
-func (c *checker) matchIntents(intents []query.IntentTally) {
+func (c *checker) matchIntents(intents []harnessdb.IntentTally) {
 	for i := range intents {
 		in := &intents[i]
 		if c.byEvent[target{in.Channel, in.EventID}] != nil {
@@ -272,7 +272,7 @@ func (c *checker) judgeEvent(ev string, o Outcome) error {
 
 // judgeIntent counts the intent in of t and its effects in row and flags the
 // rules they break: unsettled, lost, a wrong ref, unexplained duplicates.
-func (c *checker) judgeIntent(row *Row, t target, in *query.IntentTally, lostEnqueue bool) {
+func (c *checker) judgeIntent(row *Row, t target, in *harnessdb.IntentTally, lostEnqueue bool) {
 	row.Intents++
 	row.States[string(in.Status)]++
 	row.Fenced += in.FencedOut
@@ -315,7 +315,7 @@ func (c *checker) judgeIntent(row *Row, t target, in *query.IntentTally, lostEnq
 
 // judgeDuplicates counts the n-1 extra effects of in and flags those that
 // neither its channel's policy nor the failover explains.
-func (c *checker) judgeDuplicates(row *Row, t target, in *query.IntentTally, n int, lostEnqueue bool) {
+func (c *checker) judgeDuplicates(row *Row, t target, in *harnessdb.IntentTally, n int, lostEnqueue bool) {
 	row.KeysTwice++
 	extra := n - 1
 	row.Duplicates += extra
@@ -382,8 +382,8 @@ func loadDelivered(ctx context.Context, pool *pgxpool.Pool) (map[string]bool, er
 }
 
 // loadIntents reads every intent with the counts of its attempts.
-func loadIntents(ctx context.Context, pool *pgxpool.Pool) ([]query.IntentTally, error) {
-	intents, err := query.TallyIntents(ctx, pool)
+func loadIntents(ctx context.Context, pool *pgxpool.Pool) ([]harnessdb.IntentTally, error) {
+	intents, err := harnessdb.TallyIntents(ctx, pool)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: reading intents: %w", err)
 	}
@@ -445,7 +445,7 @@ func attemptDetails(ctx context.Context, pool *pgxpool.Pool, ids []int64) ([]str
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	trails, err := query.AttemptTrails(ctx, pool, ids)
+	trails, err := harnessdb.AttemptTrails(ctx, pool, ids)
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/effectd/effectd/internal/localpg"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/harnessdb"
 	"github.com/effectd/effectd/providers/sandbox"
 )
 
@@ -243,7 +243,7 @@ func readSide(ctx context.Context, dsn string, replica bool) (side, error) {
 		case <-time.After(10 * time.Millisecond): // polling replay, bounded by ctx
 		}
 	}
-	intents, err := query.IntentStatuses(ctx, conn)
+	intents, err := harnessdb.IntentStatuses(ctx, conn)
 	if err != nil {
 		return s, err
 	}

@@ -22,7 +22,7 @@ import (
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/localpg"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/harnessdb"
 	"github.com/effectd/effectd/providers/sandbox"
 )
 
@@ -497,7 +497,7 @@ func (h *harness) drain(ctx context.Context) error {
 				return err
 			}
 		}
-		open, err := query.CountOpen(ctx, h.pool)
+		open, err := harnessdb.CountOpen(ctx, h.pool)
 		if err == nil && open == 0 {
 			return nil
 		}

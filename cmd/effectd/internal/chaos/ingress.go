@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/harnessdb"
 	"github.com/effectd/effectd/providers/sandbox"
 )
 
@@ -138,7 +138,7 @@ func (h *harness) registerStripeEvents(ctx context.Context, sandboxURL string) e
 // by provider and outcome (for the report), and flags each one applied to an
 // intent whose object is not that intent's effect in the ledger: a message
 // about another changed it.
-func judgeEvents(ctx context.Context, pool *pgxpool.Pool, intents []query.IntentTally, ledger sandbox.Snapshot) (string, []Violation, error) {
+func judgeEvents(ctx context.Context, pool *pgxpool.Pool, intents []harnessdb.IntentTally, ledger sandbox.Snapshot) (string, []Violation, error) {
 	rows, err := pool.Query(ctx, `SELECT provider, split_part(outcome, ':', 1), intent_id, coalesce(object_ref, ''), event_id FROM effectd.provider_events`)
 	if err != nil {
 		return "", nil, fmt.Errorf("chaos: reading provider events: %w", err)

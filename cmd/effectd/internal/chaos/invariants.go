@@ -13,7 +13,7 @@ import (
 
 	"github.com/effectd/effectd/api/client"
 	"github.com/effectd/effectd/effectdtype"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/harnessdb"
 	"github.com/effectd/effectd/providers/sandbox"
 )
 
@@ -124,7 +124,7 @@ func sweepWindows(rng *rand.Rand, start, now time.Time) []sweepWindow {
 // An intent moved a day ahead is younger than its provider objects, which
 // no real history has (an intent precedes its calls): findings about its
 // event are not judged.
-func (h *harness) checkSweeps(ctx context.Context, intents []query.IntentTally, ledger sandbox.Snapshot, events map[string]Outcome) []Violation {
+func (h *harness) checkSweeps(ctx context.Context, intents []harnessdb.IntentTally, ledger sandbox.Snapshot, events map[string]Outcome) []Violation {
 	addr, _ := h.instances[0].addr.Load().(string)
 	c := &client.Client{BaseURL: addr}
 	a := expectFindings(intents, ledger)
@@ -212,7 +212,7 @@ func (a sweepAccount) unjudgedFinding(k finding) bool {
 // judgeHistory flags what the history shows broken: an operator's action
 // answered with another intent, a producer's refusal no retry cures, and an
 // audit entry on an intent no operator action or producer's cancel named.
-func judgeHistory(ctx context.Context, pool *pgxpool.Pool, ops []Op, refusals map[string][]string, intents []query.IntentTally) ([]Violation, error) {
+func judgeHistory(ctx context.Context, pool *pgxpool.Pool, ops []Op, refusals map[string][]string, intents []harnessdb.IntentTally) ([]Violation, error) {
 	bad := map[[2]string][]string{}
 	for _, op := range ops {
 		switch {

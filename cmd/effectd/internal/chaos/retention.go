@@ -15,7 +15,8 @@ import (
 	"github.com/effectd/effectd/api/client"
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/fixture"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/harnessdb"
+	"github.com/effectd/effectd/internal/query/retentiondb"
 	"github.com/effectd/effectd/internal/storage"
 )
 
@@ -60,7 +61,7 @@ func (h *harness) oldDays(ctx context.Context) error {
 	if !h.retentionRuns() {
 		return nil
 	}
-	if err := query.DayPartitions(ctx, h.pool, retentionDays); err != nil {
+	if err := harnessdb.DayPartitions(ctx, h.pool, retentionDays); err != nil {
 		return fmt.Errorf("chaos: day partitions for retention: %w", err)
 	}
 	return nil
@@ -175,7 +176,7 @@ func (h *harness) retentionRound(ctx context.Context, rp *pgxpool.Pool, back int
 		// as the pruner does (dispatcher's dropExpired)
 		store := storage.New(effectdtype.SingleNode, rp, storage.Leases{})
 		err := store.FinishDetaches(ctx)
-		var dropped []query.Partition
+		var dropped []retentiondb.Partition
 		var held int
 		if err == nil {
 			dropped, held, err = store.DropExpiredPartitions(ctx, horizon)
@@ -260,7 +261,7 @@ func (h *harness) finishDetaches(ctx context.Context, rp *pgxpool.Pool) {
 
 // dropOutcome is what DropExpiredPartitions returned.
 type dropOutcome struct {
-	dropped []query.Partition
+	dropped []retentiondb.Partition
 	held    int
 	err     error
 }
@@ -335,7 +336,7 @@ func (h *harness) requeueOld(ctx context.Context, id int64, event, part, mode st
 // writes it in its own transaction), or the history an operator action on
 // its event answered ok. An old intent gone with no such action went by
 // retention, a recorded policy.
-func judgeRetention(ctx context.Context, pool *pgxpool.Pool, old map[int64]target, ops []Op, intents []query.IntentTally) ([]Violation, error) {
+func judgeRetention(ctx context.Context, pool *pgxpool.Pool, old map[int64]target, ops []Op, intents []harnessdb.IntentTally) ([]Violation, error) {
 	if len(old) == 0 {
 		return nil, nil
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/effectd/effectd/api/client"
 	"github.com/effectd/effectd/effectdtype"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/harnessdb"
 	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/providers/sandbox"
 )
@@ -194,7 +194,7 @@ func (s splitSweep) detail() string {
 // A finding the checker does not expect, or an expected one the sweep lacks,
 // is a violation naming the event and reference; after a synchronous
 // failover any finding but a duplicate (a resend policy's) is one too.
-func compareSweeps(reps []effectdtype.SweepReport, intents []query.IntentTally, ledger sandbox.Snapshot, chans []Channel, sync bool) ([]SweepRow, []Violation) {
+func compareSweeps(reps []effectdtype.SweepReport, intents []harnessdb.IntentTally, ledger sandbox.Snapshot, chans []Channel, sync bool) ([]SweepRow, []Violation) {
 	a := expectFindings(intents, ledger)
 	var rows []SweepRow
 	bad := map[[2]string][]string{} // (rule, channel) → findings
@@ -226,8 +226,8 @@ type sweepAccount struct {
 // expectFindings accounts for the findings the ledger and the intents call
 // for: orphans, duplicates, unsettled intents with effects, and SENT intents
 // without one.
-func expectFindings(intents []query.IntentTally, ledger sandbox.Snapshot) sweepAccount {
-	byEvent := map[target]*query.IntentTally{}
+func expectFindings(intents []harnessdb.IntentTally, ledger sandbox.Snapshot) sweepAccount {
+	byEvent := map[target]*harnessdb.IntentTally{}
 	for i := range intents {
 		byEvent[target{intents[i].Channel, intents[i].EventID}] = &intents[i]
 	}

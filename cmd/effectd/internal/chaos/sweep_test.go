@@ -16,7 +16,7 @@ import (
 	"github.com/effectd/effectd/api/client"
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/harnessdb"
 	"github.com/effectd/effectd/providers/effect"
 	"github.com/effectd/effectd/providers/sandbox"
 )
@@ -42,7 +42,7 @@ func TestCompareSweeps(t *testing.T) {
 		refund("evt-5", "5", "re_5"),
 		refund("evt-6", "60", "re_6"), // created for a lost intent 60, the event enqueued again as 6: an orphan
 	}}
-	intents := []query.IntentTally{
+	intents := []harnessdb.IntentTally{
 		{ID: 1, EventID: "evt-1", Channel: "sms-lookup", Status: "SENT", ProviderRef: "SM1"},
 		{ID: 2, EventID: "evt-2", Channel: "sms-lookup", Status: "SENT", ProviderRef: "SM2a"},
 		{ID: 5, EventID: "evt-5", Channel: "refund", Status: "SENT", ProviderRef: "re_5"},

@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/harnessdb"
 	"github.com/effectd/effectd/providers/sandbox"
 )
 
@@ -46,8 +46,8 @@ WHERE intent_id = ANY($1::bigint[])
 // judgeCancels flags what became of the intents their producers cancelled
 // (events: the producers' log; Outcome.Cancelled) against the final intents,
 // the ledger's effects and the operators' decisions in ops.
-func judgeCancels(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, ops []Op, intents []query.IntentTally, ledger sandbox.Snapshot) ([]Violation, error) {
-	byEvent := map[target]query.IntentTally{}
+func judgeCancels(ctx context.Context, pool *pgxpool.Pool, events map[string]Outcome, ops []Op, intents []harnessdb.IntentTally, ledger sandbox.Snapshot) ([]Violation, error) {
+	byEvent := map[target]harnessdb.IntentTally{}
 	for _, in := range intents {
 		byEvent[target{in.Channel, in.EventID}] = in
 	}
@@ -58,7 +58,7 @@ func judgeCancels(ctx context.Context, pool *pgxpool.Pool, events map[string]Out
 			bad[[2]string{ruleCancelNone, t.channel}] = append(bad[[2]string{ruleCancelNone, t.channel}], t.event)
 		}
 	}
-	var cancelled []query.IntentTally
+	var cancelled []harnessdb.IntentTally
 	var ids []int64
 	for ev, o := range events {
 		if in, ok := byEvent[target{o.Channel, ev}]; ok && o.Cancelled {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/harnessdb"
 	"github.com/effectd/effectd/providers/sandbox"
 )
 
@@ -66,7 +66,7 @@ func TestJudgeCancels(t *testing.T) {
 			ops = append(ops, Op{At: time.Now(), Actor: "producer", Action: actCancel, Channel: "hook", Event: ev, Result: "ok, CANCELLED", Detail: "CANCELLED"})
 		}
 	}
-	tallies, err := query.TallyIntents(ctx, pool)
+	tallies, err := harnessdb.TallyIntents(ctx, pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestJudgeHistoryNamesProducerCancels(t *testing.T) {
 		fixture.AddAudit(t, pool, fixture.AuditEntry{Actor: "producer", Action: "intent.cancel", IntentID: id, Channel: "hook",
 			Reason: "cancelled"})
 	}
-	tallies, err := query.TallyIntents(ctx, pool)
+	tallies, err := harnessdb.TallyIntents(ctx, pool)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/retentiondb"
 )
 
 // LockWait bounds how long a detach or a drop waits for its lock on a
@@ -46,11 +46,11 @@ func (r *Pruner) withLockWait(ctx context.Context, name string, tries int, step 
 	}()
 	for try := 1; ; try++ {
 		err := step(conn.Conn())
-		if !query.LockNotFree(err) {
+		if !retentiondb.LockNotFree(err) {
 			return err
 		}
 		if try >= tries {
-			return fmt.Errorf("%s: %w", name, query.ErrPartitionBusy)
+			return fmt.Errorf("%s: %w", name, retentiondb.ErrPartitionBusy)
 		}
 		select {
 		case <-ctx.Done():
@@ -64,13 +64,13 @@ func (r *Pruner) withLockWait(ctx context.Context, name string, tries int, step 
 // (query.DetachedTables), each in a transaction of its own under withLockWait,
 // and returns their names.
 func (r *Pruner) DropDetachedTables(ctx context.Context) ([]string, error) {
-	names, err := query.DetachedTables(ctx, r.pool)
+	names, err := retentiondb.DetachedTables(ctx, r.pool)
 	if err != nil {
 		return nil, err
 	}
 	for i, name := range names {
 		if err := r.withLockWait(ctx, name, LockTries, func(conn *pgx.Conn) error {
-			return query.DropTable(ctx, conn, name)
+			return retentiondb.DropTable(ctx, conn, name)
 		}); err != nil {
 			return names[:i], err
 		}
@@ -85,23 +85,23 @@ func (r *Pruner) DropDetachedTables(ctx context.Context) ([]string, error) {
 // while it is detached, and the prune's check of what is held would skip it.
 // Each step waits for its locks under withLockWait.
 func (r *Pruner) FinishDetaches(ctx context.Context) error {
-	pending, err := query.PendingDetaches(ctx, r.pool)
+	pending, err := retentiondb.PendingDetaches(ctx, r.pool)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, p := range pending {
 		errs = append(errs, r.withLockWait(ctx, p.Name, LockTries, func(conn *pgx.Conn) error {
-			return query.FinishDetach(ctx, conn, p)
+			return retentiondb.FinishDetach(ctx, conn, p)
 		}))
 	}
-	undecided, err := query.UndecidedPartitions(ctx, r.pool)
+	undecided, err := retentiondb.UndecidedPartitions(ctx, r.pool)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
 	for _, p := range undecided {
 		errs = append(errs, r.withLockWait(ctx, p.Name, LockTries, func(conn *pgx.Conn) error {
-			return query.Attach(ctx, conn, p)
+			return retentiondb.Attach(ctx, conn, p)
 		}))
 	}
 	return errors.Join(errs...)

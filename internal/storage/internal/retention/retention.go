@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/retentiondb"
 )
 
 // InBatches runs batch until it deletes fewer than size rows or ctx ends,
@@ -45,7 +46,7 @@ const dedupeKeysBatch = 10000
 // oldest intents partition remains (held by a live row, say), the keys of its
 // days and later stay.
 func (r *Pruner) PruneDedupeKeys(ctx context.Context, now time.Time, scopes []*int) (int64, error) {
-	bound, ok, err := query.DedupeKeysBound(ctx, r.pool)
+	bound, ok, err := retentiondb.DedupeKeysBound(ctx, r.pool)
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -53,7 +54,7 @@ func (r *Pruner) PruneDedupeKeys(ctx context.Context, now time.Time, scopes []*i
 	var total int64
 	for _, bucket := range scopes {
 		n, err := InBatches(ctx, dedupeKeysBatch, func() (int64, error) {
-			return query.PruneDedupeKeys(ctx, r.pool, today, bound, dedupeKeysBatch, bucket)
+			return retentiondb.PruneDedupeKeys(ctx, r.pool, today, bound, dedupeKeysBatch, bucket)
 		})
 		total += n
 		if err != nil {
@@ -74,7 +75,7 @@ const dropTogetherTries = 3
 type partitionCheckedKey struct{}
 
 // WithPartitionChecked returns ctx carrying f for DropOneByOne.
-func WithPartitionChecked(ctx context.Context, f func(query.Partition)) context.Context {
+func WithPartitionChecked(ctx context.Context, f func(retentiondb.Partition)) context.Context {
 	return context.WithValue(ctx, partitionCheckedKey{}, f)
 }
 
@@ -84,9 +85,9 @@ func WithPartitionChecked(ctx context.Context, f func(query.Partition)) context.
 // writers still reach it; query.DropPartition checks it again in the
 // transaction that drops it, once none can, and keeps it (counted held) when
 // a row became live in between.
-func (r *Pruner) DropOneByOne(ctx context.Context, horizon time.Duration) (dropped []query.Partition, held int, err error) {
-	err = dropEach(ctx, r.pool, horizon, func(p query.Partition) error {
-		if checked, ok := ctx.Value(partitionCheckedKey{}).(func(query.Partition)); ok {
+func (r *Pruner) DropOneByOne(ctx context.Context, horizon time.Duration) (dropped []retentiondb.Partition, held int, err error) {
+	err = dropEach(ctx, r.pool, horizon, func(p retentiondb.Partition) error {
+		if checked, ok := ctx.Value(partitionCheckedKey{}).(func(retentiondb.Partition)); ok {
 			checked(p) // a test's change between the first check and the drop
 		}
 		return r.dropPartition(ctx, p, horizon)
@@ -95,9 +96,9 @@ func (r *Pruner) DropOneByOne(ctx context.Context, horizon time.Duration) (dropp
 }
 
 // dropPartition drops p (query.DropPartition) under withLockWait.
-func (r *Pruner) dropPartition(ctx context.Context, p query.Partition, horizon time.Duration) error {
+func (r *Pruner) dropPartition(ctx context.Context, p retentiondb.Partition, horizon time.Duration) error {
 	return r.withLockWait(ctx, p.Name, LockTries, func(conn *pgx.Conn) error {
-		return query.DropPartition(ctx, conn, p, horizon)
+		return retentiondb.DropPartition(ctx, conn, p, horizon)
 	})
 }
 
@@ -107,18 +108,18 @@ func (r *Pruner) dropPartition(ctx context.Context, p query.Partition, horizon t
 // producer for a moment, and are not taken at a prune that has nothing to
 // drop. The tables detached are left to DropDetachedTables. It returns
 // query.ErrPartitionBusy when the locks were not free.
-func (r *Pruner) DropTogether(ctx context.Context, horizon time.Duration) (dropped []query.Partition, held int, err error) {
-	var none []query.Partition
-	if err := dropEach(ctx, r.pool, horizon, func(query.Partition) error { return errSomething }, &none, &held); !errors.Is(err, errSomething) {
+func (r *Pruner) DropTogether(ctx context.Context, horizon time.Duration) (dropped []retentiondb.Partition, held int, err error) {
+	var none []retentiondb.Partition
+	if err := dropEach(ctx, r.pool, horizon, func(retentiondb.Partition) error { return errSomething }, &none, &held); !errors.Is(err, errSomething) {
 		return nil, held, err
 	}
 	err = r.withLockWait(ctx, "intents, attempts and provider_events together", dropTogetherTries, func(conn *pgx.Conn) error {
 		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if err := query.LockParents(ctx, tx); err != nil {
+			if err := retentiondb.LockParents(ctx, tx); err != nil {
 				return err
 			}
 			dropped, held = nil, 0 // a try that gave up changed nothing
-			return dropEach(ctx, tx, horizon, func(p query.Partition) error { return query.DetachForget(ctx, tx, p) }, &dropped, &held)
+			return dropEach(ctx, tx, horizon, func(p retentiondb.Partition) error { return retentiondb.DetachForget(ctx, tx, p) }, &dropped, &held)
 		})
 	})
 	return dropped, held, err
@@ -133,9 +134,9 @@ var errSomething = errors.New("a partition to drop")
 // attempts and provider events partitions the intents left allow, adding
 // them to dropped and the intents partitions held (by this check, or by
 // drop's own: query.ErrPartitionLive) to held.
-func dropEach(ctx context.Context, db query.DB, horizon time.Duration, drop func(query.Partition) error, dropped *[]query.Partition, held *int) error {
+func dropEach(ctx context.Context, db query.DB, horizon time.Duration, drop func(retentiondb.Partition) error, dropped *[]retentiondb.Partition, held *int) error {
 	for _, intents := range []bool{true, false} {
-		expired, err := query.ExpiredPartitions(ctx, db, horizon)
+		expired, err := retentiondb.ExpiredPartitions(ctx, db, horizon)
 		if err != nil {
 			return err
 		}
@@ -144,7 +145,7 @@ func dropEach(ctx context.Context, db query.DB, horizon time.Duration, drop func
 				continue
 			}
 			if intents {
-				keep, err := query.PartitionHeld(ctx, db, p.Name, horizon)
+				keep, err := retentiondb.PartitionHeld(ctx, db, p.Name, horizon)
 				if err != nil {
 					return err
 				}
@@ -154,7 +155,7 @@ func dropEach(ctx context.Context, db query.DB, horizon time.Duration, drop func
 				}
 			}
 			err := drop(p)
-			if errors.Is(err, query.ErrPartitionLive) {
+			if errors.Is(err, retentiondb.ErrPartitionLive) {
 				*held++
 				continue
 			}

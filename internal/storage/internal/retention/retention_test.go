@@ -10,7 +10,8 @@ import (
 
 	"github.com/effectd/effectd/internal/fixture"
 	"github.com/effectd/effectd/internal/pgtest"
-	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/harnessdb"
+	"github.com/effectd/effectd/internal/query/retentiondb"
 )
 
 // TestDropPartitionGivesUpWhenBusy: while a transaction holds an expired
@@ -24,10 +25,10 @@ func TestDropPartitionGivesUpWhenBusy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*LockTries*(LockWait+LockPause))
 	defer cancel()
 	r := New(pool)
-	if err := query.DayPartitions(ctx, pool, 3); err != nil {
+	if err := harnessdb.DayPartitions(ctx, pool, 3); err != nil {
 		t.Fatal(err)
 	}
-	expired, err := query.ExpiredPartitions(ctx, pool, 48*time.Hour)
+	expired, err := retentiondb.ExpiredPartitions(ctx, pool, 48*time.Hour)
 	if err != nil || len(expired) == 0 {
 		t.Fatalf("no expired partition to drop: %v %v", expired, err)
 	}
@@ -40,11 +41,11 @@ func TestDropPartitionGivesUpWhenBusy(t *testing.T) {
 	if _, err := old.Exec(ctx, `SELECT count(*) FROM `+pgx.Identifier{"effectd", p.Name}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.dropPartition(ctx, p, 48*time.Hour); !errors.Is(err, query.ErrPartitionBusy) {
+	if err := r.dropPartition(ctx, p, 48*time.Hour); !errors.Is(err, retentiondb.ErrPartitionBusy) {
 		t.Fatalf("drop of %s while a transaction holds it: %v, want ErrPartitionBusy", p.Name, err)
 	}
 	// the detach it began is left pending; finishing it waits no longer
-	if err := r.FinishDetaches(ctx); !errors.Is(err, query.ErrPartitionBusy) {
+	if err := r.FinishDetaches(ctx); !errors.Is(err, retentiondb.ErrPartitionBusy) {
 		t.Fatalf("finishing the detach of %s while a transaction holds it: %v, want ErrPartitionBusy", p.Name, err)
 	}
 	if err := old.Rollback(ctx); err != nil {
@@ -66,7 +67,7 @@ func TestDropPartitionGivesUpWhenBusy(t *testing.T) {
 func TestFinishDetachesAttachesUndecided(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.New(t)
-	if err := query.DayPartitions(ctx, pool, 3); err != nil {
+	if err := harnessdb.DayPartitions(ctx, pool, 3); err != nil {
 		t.Fatal(err)
 	}
 	name := "intents_p" + time.Now().UTC().AddDate(0, 0, -2).Format("20060102")

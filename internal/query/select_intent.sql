@@ -1,5 +1,0 @@
--- Reads intent $1, whole (see intent_columns.sql).
-SELECT id, event_id, channel, payload, status, attempts, next_attempt_at, lease_expires_at,
-    claimed_at, idempotency_key, provider_ref, last_error, ordering_key, occurred_at, created_at, updated_at,
-    delivery, delivery_detail, delivery_at
-FROM effectd.intents WHERE id = $1
