@@ -28,7 +28,7 @@ const DefaultBucketLease = 15 * time.Second
 // buckets%n. A joining instance thus gets its share once the others have seen
 // its heartbeat and given theirs up; a dead instance's buckets are taken over
 // once their leases expire. A bucket has one owner at a time in the lease
-// table (query.TakeBuckets); correctness of sending never rests on it (every
+// table (intentdb.TakeBuckets); correctness of sending never rests on it (every
 // claim still takes rows with FOR UPDATE SKIP LOCKED under a per-row lease),
 // only the division of work.
 type bucketLeases struct {

@@ -140,7 +140,7 @@ func (d *Dispatcher) writeBucket(conn *heldConn, batch []completion) {
 
 // complete writes batch, retrying a few times, and says which of its
 // completions were not applied, and why; recheck asks for racedOut (see
-// query.Complete). An error is logged here.
+// intentdb.Complete). An error is logged here.
 func (d *Dispatcher) complete(conn *heldConn, batch []completion, recheck bool) (map[attemptKey]fence, error) {
 	var b intentdb.CompleteBatch
 	for _, c := range batch {

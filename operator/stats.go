@@ -28,7 +28,7 @@ func (svc *Service) Gauges(ctx context.Context) ([]ChannelGauges, error) {
 
 // Stats returns the counts by status and the gauges of every channel that
 // sees admits (nil: every channel), and their totals, read together
-// (query.Figures: in the distributed mode one round of tasks over the shards).
+// (readdb.Figures: in the distributed mode one round of tasks over the shards).
 func (svc *Service) Stats(ctx context.Context, sees func(channel string) bool) (effectdtype.Stats, error) {
 	statusCounts, gauges, err := svc.store.Figures(ctx, svc.pool)
 	if err != nil {

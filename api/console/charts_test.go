@@ -16,7 +16,7 @@ import (
 )
 
 // chartHistory builds a known history in the minute rollups through the
-// statements that write them (query.AddRollups, query.SampleBacklog): ten
+// statements that write them (readdb.AddRollups, readdb.SampleBacklog): ten
 // and five minutes ago on sms, ten minutes ago on another channel, a backlog
 // sample now; and, through the console's forms, an operator's pause and an
 // admin's policy change of sms. It returns the minutes written.

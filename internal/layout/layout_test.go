@@ -64,14 +64,36 @@ func TestFunctionsShort(t *testing.T) {
 	}
 }
 
-// TestAPIStaysAboveTheDataLayer: nothing under api/ imports internal/query
-// or internal/storage; the admin API, its client, the console and the
-// ingress go through the operator service and the dispatcher.
-func TestAPIStaysAboveTheDataLayer(t *testing.T) {
-	below := map[string]bool{
-		"github.com/effectd/effectd/internal/query":   true,
-		"github.com/effectd/effectd/internal/storage": true,
+// TestDataLayerConcernsApart: each package of the data layer under
+// internal/query (intentdb, readdb, ...) imports the base, internal/query, and
+// no other package of the data layer; the base imports none of them. A piece
+// two concerns need belongs in the base.
+func TestDataLayerConcernsApart(t *testing.T) {
+	const base = "github.com/effectd/effectd/internal/query"
+	concerns := map[string]bool{}
+	sources(t, func(path string, file *ast.File, _ *token.FileSet) {
+		if !strings.HasPrefix(path, "internal/query/") {
+			return
+		}
+		own := base + strings.TrimPrefix(filepath.Dir(path), "internal/query")
+		concerns[own] = true
+		for _, imp := range file.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if strings.HasPrefix(p, base+"/") && p != own {
+				t.Errorf("%s imports %s: a piece two concerns need belongs in %s", path, p, base)
+			}
+		}
+	})
+	if len(concerns) < 5 {
+		t.Fatalf("only %d packages found under internal/query", len(concerns))
 	}
+}
+
+// TestAPIStaysAboveTheDataLayer: nothing under api/ imports internal/query
+// (or a package of it) or internal/storage; the admin API, its client, the
+// console and the ingress go through the operator service and the dispatcher.
+func TestAPIStaysAboveTheDataLayer(t *testing.T) {
+	below := []string{"github.com/effectd/effectd/internal/query", "github.com/effectd/effectd/internal/storage"}
 	seen := 0
 	sources(t, func(path string, file *ast.File, _ *token.FileSet) {
 		if !strings.HasPrefix(path, "api/") {
@@ -79,8 +101,11 @@ func TestAPIStaysAboveTheDataLayer(t *testing.T) {
 		}
 		seen++
 		for _, imp := range file.Imports {
-			if p, _ := strconv.Unquote(imp.Path.Value); below[p] {
-				t.Errorf("%s imports %s", path, p)
+			p, _ := strconv.Unquote(imp.Path.Value)
+			for _, b := range below {
+				if p == b || strings.HasPrefix(p, b+"/") {
+					t.Errorf("%s imports %s", path, p)
+				}
 			}
 		}
 	})

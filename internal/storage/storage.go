@@ -33,15 +33,15 @@ type Engine interface {
 	// channel's rate tokens as the last claim saw them.
 	Claim(ctx context.Context, run Runner, p intentdb.ClaimParams) (rows []intentdb.Claimed, avail float64, err error)
 	// Complete writes a batch of outcomes of one bucket as fenced
-	// compare-and-sets (query.Complete) and returns the completions not applied.
+	// compare-and-sets (intentdb.Complete) and returns the completions not applied.
 	Complete(ctx context.Context, db query.TxDB, b *intentdb.CompleteBatch, recheck bool, bucket int64) ([]intentdb.Fenced, error)
 	// TakeExpired takes up to n SENDING intents of channels whose lease
 	// expired, extending their lease by lease.
 	TakeExpired(ctx context.Context, run Runner, n int, channels []string, lease time.Duration) ([]intentdb.Unsettled, error)
 	// Settle applies a settlement of an expired lease, fenced on the intent's
-	// key, status and attempts (query.Settle).
+	// key, status and attempts (intentdb.Settle).
 	Settle(ctx context.Context, db query.DB, s intentdb.SettleParams, bucket int64) (applied bool, err error)
-	// EventIntent locks the intent a provider event is about (query.EventIntent).
+	// EventIntent locks the intent a provider event is about (intentdb.EventIntent).
 	EventIntent(ctx context.Context, tx pgx.Tx, channel string, o intentdb.EventObject) (intentdb.EventTarget, error)
 	// SettleByEvent applies a provider event's settlement to in, fenced on its key.
 	SettleByEvent(ctx context.Context, tx pgx.Tx, in intentdb.EventTarget, s intentdb.SettleByEventParams) (bool, error)
@@ -52,7 +52,7 @@ type Engine interface {
 	LockPolls(ctx context.Context, conn query.DB) (unlock func(), ok bool, err error)
 	// PollDue lists up to limit intents of channel whose delivery poll is due.
 	PollDue(ctx context.Context, db query.DB, channel string, delays []time.Duration, limit int) ([]intentdb.DuePoll, error)
-	// RecordPoll records a delivery poll (query.RecordPoll) and says whether
+	// RecordPoll records a delivery poll (intentdb.RecordPoll) and says whether
 	// the delivery moved.
 	RecordPoll(ctx context.Context, db query.DB, p intentdb.Poll, bucket int64) (moved bool, err error)
 	// Prune deletes, batch rows at a time, the terminal intents of channel
@@ -68,7 +68,7 @@ type Engine interface {
 	// FinishDetaches finishes the detaches of partitions a drop left half way
 	// (a crash, a lock not free in time), and attaches again the intents
 	// partitions it detached without deciding on them: the prune's first
-	// step. Both return query.ErrPartitionBusy when a lock was not free.
+	// step. Both return retentiondb.ErrPartitionBusy when a lock was not free.
 	FinishDetaches(ctx context.Context) error
 	// FoldRollups adds the deltas of the minute rollups to the rollups the
 	// console's charts read.
@@ -80,7 +80,7 @@ type Engine interface {
 // of an intent named by id, lists of intents, and counts and gauges.
 type Operator interface {
 	// Operate applies an operator's transition as a fenced compare-and-set
-	// (query.Operate); pgx.ErrNoRows when the fence held it back.
+	// (intentdb.Operate); pgx.ErrNoRows when the fence held it back.
 	Operate(ctx context.Context, db query.DB, t intentdb.Transition) (effectdtype.IntentRow, error)
 	// RecordOperatorAttempt records an operator's transition as an attempt.
 	RecordOperatorAttempt(ctx context.Context, db query.DB, a intentdb.OperatorAttempt) error
@@ -88,7 +88,7 @@ type Operator interface {
 	// as Engine.Settle is.
 	SettleByID(ctx context.Context, db query.DB, s intentdb.SettleParams) (applied bool, err error)
 	// ListIntents reads up to f.Limit intents by id and hands each to yield
-	// until it returns false (query.ListIntents).
+	// until it returns false (readdb.ListIntents).
 	ListIntents(ctx context.Context, db query.DB, f readdb.IntentFilter, yield func(effectdtype.IntentRow) bool) error
 	// ChannelCounts counts the intents of channel (nil: every registered
 	// channel) by status.

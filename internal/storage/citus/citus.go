@@ -67,7 +67,7 @@ func (s *Store) Claim(ctx context.Context, run func(context.Context, func(query.
 	return rows, avail, nil
 }
 
-// Complete writes b on bucket's shard (query.CompleteBucket).
+// Complete writes b on bucket's shard (intentdb.CompleteBucket).
 func (s *Store) Complete(ctx context.Context, db query.TxDB, b *intentdb.CompleteBatch, recheck bool, bucket int64) ([]intentdb.Fenced, error) {
 	return intentdb.CompleteBucket(ctx, db, b, recheck, bucket)
 }
@@ -92,25 +92,25 @@ func (s *Store) TakeExpired(ctx context.Context, run func(context.Context, func(
 	return taken, nil
 }
 
-// Settle applies st on bucket's shard (query.SettleBucket).
+// Settle applies st on bucket's shard (intentdb.SettleBucket).
 func (s *Store) Settle(ctx context.Context, db query.DB, st intentdb.SettleParams, bucket int64) (bool, error) {
 	return intentdb.SettleBucket(ctx, db, st, bucket)
 }
 
 // EventIntent finds the event's intent's bucket first, by an index probe on
 // every shard (the event carries none), then locks the intent on its shard
-// (query.EventIntentBucket); the writes that follow name that bucket.
+// (intentdb.EventIntentBucket); the writes that follow name that bucket.
 func (s *Store) EventIntent(ctx context.Context, tx pgx.Tx, channel string, o intentdb.EventObject) (intentdb.EventTarget, error) {
 	return intentdb.EventIntentBucket(ctx, tx, channel, o)
 }
 
-// SettleByEvent applies st on in's shard (query.SettleByEventBucket).
+// SettleByEvent applies st on in's shard (intentdb.SettleByEventBucket).
 func (s *Store) SettleByEvent(ctx context.Context, tx pgx.Tx, in intentdb.EventTarget, st intentdb.SettleByEventParams) (bool, error) {
 	moved, err := intentdb.SettleByEventBucket(ctx, tx, st, in.Delivery, in.Bucket)
 	return moved != nil, err
 }
 
-// SetDelivery applies c on in's shard (query.SetDeliveryBucket).
+// SetDelivery applies c on in's shard (intentdb.SetDeliveryBucket).
 func (s *Store) SetDelivery(ctx context.Context, tx pgx.Tx, in intentdb.EventTarget, c intentdb.DeliveryChange) (bool, error) {
 	moved, err := intentdb.SetDeliveryBucket(ctx, tx, c, in.Bucket)
 	return moved != nil, err
@@ -146,13 +146,13 @@ func (s *Store) PollDue(ctx context.Context, db query.DB, channel string, delays
 	return out, nil
 }
 
-// RecordPoll records p on bucket's shard (query.RecordPollBucket).
+// RecordPoll records p on bucket's shard (intentdb.RecordPollBucket).
 func (s *Store) RecordPoll(ctx context.Context, db query.DB, p intentdb.Poll, bucket int64) (bool, error) {
 	m, err := intentdb.RecordPollBucket(ctx, db, p, bucket)
 	return m != nil, err
 }
 
-// Prune goes bucket by bucket (query.PruneBucket), in batches: a statement
+// Prune goes bucket by bucket (intentdb.PruneBucket), in batches: a statement
 // that locked rows across shards would be refused.
 func (s *Store) Prune(ctx context.Context, db query.DB, channel string, keep time.Duration, batch int) (int64, error) {
 	var total int64

@@ -9,53 +9,53 @@ import (
 	"github.com/effectd/effectd/internal/query/readdb"
 )
 
-// Operate applies t on its intent's shard (query.OperateBucket).
+// Operate applies t on its intent's shard (intentdb.OperateBucket).
 func (s *Store) Operate(ctx context.Context, db query.DB, t intentdb.Transition) (effectdtype.IntentRow, error) {
 	return intentdb.OperateBucket(ctx, db, t)
 }
 
 // RecordOperatorAttempt records a on its intent's shard
-// (query.RecordOperatorAttemptBucket).
+// (intentdb.RecordOperatorAttemptBucket).
 func (s *Store) RecordOperatorAttempt(ctx context.Context, db query.DB, a intentdb.OperatorAttempt) error {
 	return intentdb.RecordOperatorAttemptBucket(ctx, db, a)
 }
 
 // SettleByID reads the intent's bucket, then applies st on its shard
-// (query.SettleByIDBucket).
+// (intentdb.SettleByIDBucket).
 func (s *Store) SettleByID(ctx context.Context, db query.DB, st intentdb.SettleParams) (bool, error) {
 	return intentdb.SettleByIDBucket(ctx, db, st)
 }
 
 // ListIntents reads the intents f selects, its scope read once on each shard
-// (query.IntentFilter.Distributed).
+// (readdb.IntentFilter.Distributed).
 func (s *Store) ListIntents(ctx context.Context, db query.DB, f readdb.IntentFilter, yield func(effectdtype.IntentRow) bool) error {
 	return readdb.ListIntents(ctx, db, f.Distributed(), yield)
 }
 
-// ChannelCounts counts intents by status (query.ChannelCountsBucket).
+// ChannelCounts counts intents by status (readdb.ChannelCountsBucket).
 func (s *Store) ChannelCounts(ctx context.Context, db query.DB, channel *string) ([]readdb.StatusCount, error) {
 	return readdb.ChannelCountsBucket(ctx, db, channel)
 }
 
-// Gauges reads the channels' gauges (query.GaugesBucket).
+// Gauges reads the channels' gauges (readdb.GaugesBucket).
 func (s *Store) Gauges(ctx context.Context, db query.DB) ([]readdb.ChannelGauges, error) {
 	return readdb.GaugesBucket(ctx, db)
 }
 
 // Figures reads the counts and the gauges in one round of tasks over the
-// shards (query.FiguresBucket).
+// shards (readdb.FiguresBucket).
 func (s *Store) Figures(ctx context.Context, db query.DB) ([]readdb.StatusCount, []readdb.ChannelGauges, error) {
 	return readdb.FiguresBucket(ctx, db)
 }
 
 // FoldSettledCounts folds the settled counts' deltas while no other
-// instance does (query.FoldSettledCountsBucket).
+// instance does (readdb.FoldSettledCountsBucket).
 func (s *Store) FoldSettledCounts(ctx context.Context, db query.TxDB) error {
 	return readdb.FoldSettledCountsBucket(ctx, db)
 }
 
 // FoldRollups folds the rollups' deltas while no other instance does
-// (query.FoldRollupsBucket).
+// (readdb.FoldRollupsBucket).
 func (s *Store) FoldRollups(ctx context.Context, db query.TxDB) error {
 	return readdb.FoldRollupsBucket(ctx, db)
 }

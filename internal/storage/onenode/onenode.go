@@ -30,7 +30,7 @@ func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool, retention: reten
 // Mode is effectdtype.SingleNode.
 func (s *Store) Mode() effectdtype.Storage { return effectdtype.SingleNode }
 
-// Claim takes due intents in one statement (query.Claim).
+// Claim takes due intents in one statement (intentdb.Claim).
 func (s *Store) Claim(ctx context.Context, run func(context.Context, func(query.TxDB) error) error, p intentdb.ClaimParams) (rows []intentdb.Claimed, avail float64, err error) {
 	err = run(ctx, func(db query.TxDB) (err error) {
 		rows, avail, err = intentdb.Claim(ctx, db, p)
@@ -39,12 +39,12 @@ func (s *Store) Claim(ctx context.Context, run func(context.Context, func(query.
 	return rows, avail, err
 }
 
-// Complete writes b (query.Complete); every row is of bucket 0.
+// Complete writes b (intentdb.Complete); every row is of bucket 0.
 func (s *Store) Complete(ctx context.Context, db query.TxDB, b *intentdb.CompleteBatch, recheck bool, _ int64) ([]intentdb.Fenced, error) {
 	return intentdb.Complete(ctx, db, b, recheck)
 }
 
-// TakeExpired takes expired leases in one statement (query.TakeExpired).
+// TakeExpired takes expired leases in one statement (intentdb.TakeExpired).
 func (s *Store) TakeExpired(ctx context.Context, run func(context.Context, func(query.TxDB) error) error, n int, channels []string, lease time.Duration) (taken []intentdb.Unsettled, err error) {
 	err = run(ctx, func(db query.TxDB) (err error) {
 		taken, err = intentdb.TakeExpired(ctx, db, n, channels, lease)
@@ -53,22 +53,22 @@ func (s *Store) TakeExpired(ctx context.Context, run func(context.Context, func(
 	return taken, err
 }
 
-// Settle applies st (query.Settle).
+// Settle applies st (intentdb.Settle).
 func (s *Store) Settle(ctx context.Context, db query.DB, st intentdb.SettleParams, _ int64) (bool, error) {
 	return intentdb.Settle(ctx, db, st)
 }
 
-// EventIntent locks the event's intent (query.EventIntent).
+// EventIntent locks the event's intent (intentdb.EventIntent).
 func (s *Store) EventIntent(ctx context.Context, tx pgx.Tx, channel string, o intentdb.EventObject) (intentdb.EventTarget, error) {
 	return intentdb.EventIntent(ctx, tx, channel, o)
 }
 
-// SettleByEvent applies st (query.SettleByEvent).
+// SettleByEvent applies st (intentdb.SettleByEvent).
 func (s *Store) SettleByEvent(ctx context.Context, tx pgx.Tx, _ intentdb.EventTarget, st intentdb.SettleByEventParams) (bool, error) {
 	return intentdb.SettleByEvent(ctx, tx, st)
 }
 
-// SetDelivery applies c (query.SetDelivery).
+// SetDelivery applies c (intentdb.SetDelivery).
 func (s *Store) SetDelivery(ctx context.Context, tx pgx.Tx, _ intentdb.EventTarget, c intentdb.DeliveryChange) (bool, error) {
 	return intentdb.SetDelivery(ctx, tx, c)
 }
@@ -81,17 +81,17 @@ func (s *Store) LockPolls(ctx context.Context, conn query.DB) (unlock func(), ok
 	return func() { query.Unlock(context.WithoutCancel(ctx), conn, pollLockKey) }, true, nil
 }
 
-// PollDue lists the intents whose poll is due (query.PollDue).
+// PollDue lists the intents whose poll is due (intentdb.PollDue).
 func (s *Store) PollDue(ctx context.Context, db query.DB, channel string, delays []time.Duration, limit int) ([]intentdb.DuePoll, error) {
 	return intentdb.PollDue(ctx, db, channel, delays, limit)
 }
 
-// RecordPoll records p (query.RecordPoll).
+// RecordPoll records p (intentdb.RecordPoll).
 func (s *Store) RecordPoll(ctx context.Context, db query.DB, p intentdb.Poll, _ int64) (bool, error) {
 	return intentdb.RecordPoll(ctx, db, p)
 }
 
-// Prune deletes channel's expired terminal intents in batches (query.Prune).
+// Prune deletes channel's expired terminal intents in batches (intentdb.Prune).
 func (s *Store) Prune(ctx context.Context, db query.DB, channel string, keep time.Duration, batch int) (int64, error) {
 	return retention.InBatches(ctx, batch, func() (int64, error) { return intentdb.Prune(ctx, db, channel, batch, keep) })
 }

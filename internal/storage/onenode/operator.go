@@ -9,42 +9,42 @@ import (
 	"github.com/effectd/effectd/internal/query/readdb"
 )
 
-// Operate applies t (query.Operate).
+// Operate applies t (intentdb.Operate).
 func (s *Store) Operate(ctx context.Context, db query.DB, t intentdb.Transition) (effectdtype.IntentRow, error) {
 	return intentdb.Operate(ctx, db, t)
 }
 
-// RecordOperatorAttempt records a (query.RecordOperatorAttempt).
+// RecordOperatorAttempt records a (intentdb.RecordOperatorAttempt).
 func (s *Store) RecordOperatorAttempt(ctx context.Context, db query.DB, a intentdb.OperatorAttempt) error {
 	return intentdb.RecordOperatorAttempt(ctx, db, a)
 }
 
-// SettleByID applies st (query.Settle): the id names the row.
+// SettleByID applies st (intentdb.Settle): the id names the row.
 func (s *Store) SettleByID(ctx context.Context, db query.DB, st intentdb.SettleParams) (bool, error) {
 	return intentdb.Settle(ctx, db, st)
 }
 
-// ListIntents reads the intents f selects (query.ListIntents).
+// ListIntents reads the intents f selects (readdb.ListIntents).
 func (s *Store) ListIntents(ctx context.Context, db query.DB, f readdb.IntentFilter, yield func(effectdtype.IntentRow) bool) error {
 	return readdb.ListIntents(ctx, db, f, yield)
 }
 
-// ChannelCounts counts intents by status (query.ChannelCounts).
+// ChannelCounts counts intents by status (readdb.ChannelCounts).
 func (s *Store) ChannelCounts(ctx context.Context, db query.DB, channel *string) ([]readdb.StatusCount, error) {
 	return readdb.ChannelCounts(ctx, db, channel)
 }
 
-// Gauges reads the channels' gauges (query.Gauges).
+// Gauges reads the channels' gauges (readdb.Gauges).
 func (s *Store) Gauges(ctx context.Context, db query.DB) ([]readdb.ChannelGauges, error) {
 	return readdb.Gauges(ctx, db)
 }
 
-// Figures reads the counts and the gauges, one after the other (query.Figures).
+// Figures reads the counts and the gauges, one after the other (readdb.Figures).
 func (s *Store) Figures(ctx context.Context, db query.DB) ([]readdb.StatusCount, []readdb.ChannelGauges, error) {
 	return readdb.Figures(ctx, db)
 }
 
-// FoldSettledCounts folds the settled counts' deltas (query.FoldSettledCounts).
+// FoldSettledCounts folds the settled counts' deltas (readdb.FoldSettledCounts).
 func (s *Store) FoldSettledCounts(ctx context.Context, db query.TxDB) error {
 	return readdb.FoldSettledCounts(ctx, db)
 }
@@ -63,7 +63,7 @@ func (s *Store) ApplyBulk(ctx context.Context, db query.DB, snapshot string, one
 	return nil
 }
 
-// FoldRollups folds the rollups' deltas (query.FoldRollups).
+// FoldRollups folds the rollups' deltas (readdb.FoldRollups).
 func (s *Store) FoldRollups(ctx context.Context, db query.TxDB) error {
 	return readdb.FoldRollups(ctx, db)
 }

@@ -25,7 +25,7 @@ var citusSkipped = map[string]string{}
 // Citus coordinator and two workers on loopback, effectd migrated in the
 // distributed mode (32 buckets, co-located with producer.orders), the same
 // history loaded through the coordinator at CitusScaleRows/10 and
-// CitusScaleRows intents (query.LoadHistoryBuckets), every read of the scale
+// CitusScaleRows intents (harnessdb.LoadHistoryBuckets), every read of the scale
 // scenario timed through serve's admin API at both sizes, then the two
 // oldest days' partitions dropped on every shard while serve runs. It fails
 // as scale does when a read breaks its budget or grows with history, and when
@@ -120,7 +120,7 @@ func (e *env) citusPrune(ctx context.Context, url string, pool *pgxpool.Pool, cf
 
 // firstDayHorizon is a minute less than the time since the intents
 // partition holding the history's first loaded day (14 days ago,
-// query.History) ended: the retention that expires it and those before it.
+// harnessdb.History) ended: the retention that expires it and those before it.
 func firstDayHorizon(ctx context.Context, pool *pgxpool.Pool) (time.Duration, error) {
 	all, err := retentiondb.ExpiredPartitions(ctx, pool, -365*24*time.Hour)
 	if err != nil {
@@ -136,7 +136,7 @@ func firstDayHorizon(ctx context.Context, pool *pgxpool.Pool) (time.Duration, er
 }
 
 // loadBucketHistory adds n settled intents after the first `from` into a
-// history of final on the distributed layout (query.LoadHistoryBuckets), and
+// history of final on the distributed layout (harnessdb.LoadHistoryBuckets), and
 // ends with VACUUM ANALYZE (Citus runs it on every shard) and a CHECKPOINT on
 // every node. The settled counts are not folded: this mode counts by scanning.
 func loadBucketHistory(ctx context.Context, pool *pgxpool.Pool, from, n, final int) error {

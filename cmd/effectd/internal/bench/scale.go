@@ -559,7 +559,7 @@ func timeReads(ctx context.Context, base string, runs int, skip map[string]strin
 }
 
 // loadHistory adds n settled intents after the first `from` into a history of
-// final (query.LoadHistory), folds their counts as serve's fold loop does, and
+// final (harnessdb.LoadHistory), folds their counts as serve's fold loop does, and
 // ends with VACUUM ANALYZE, as autovacuum would have by then, and a CHECKPOINT.
 func loadHistory(ctx context.Context, pool *pgxpool.Pool, from, n, final int) error {
 	if err := harnessdb.LoadHistory(ctx, pool, harnessdb.History{From: from, N: n, Final: final}); err != nil {

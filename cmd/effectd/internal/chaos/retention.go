@@ -22,7 +22,7 @@ import (
 
 // Retention racing operators (Config.Actors, one PostgreSQL): the database is
 // given a day partition for each of the retentionDays days before today, as
-// a deployment has once it has run that long (query.DayPartitions), and the
+// a deployment has once it has run that long (harnessdb.DayPartitions), and the
 // days from 2 to retentionDays back are given oldPerDay FAILED intents of the
 // hook channel, written as if their producers had enqueued them then and the
 // provider had refused them for good. During the fault phase, retention

@@ -18,7 +18,7 @@ import (
 // waited for its own (docs/scale.md). A step that does not get its lock in
 // time gives up, having changed nothing or left a detach to finish, and is
 // tried again after LockPause, LockTries times in all; then it returns
-// query.ErrPartitionBusy, no session having waited behind it longer than
+// retentiondb.ErrPartitionBusy, no session having waited behind it longer than
 // LockWait at a time.
 const (
 	LockWait  = 50 * time.Millisecond
@@ -28,7 +28,7 @@ const (
 
 // withLockWait runs step on one connection of the pool with lock_timeout set
 // to LockWait, and again after LockPause while it fails for a lock that was
-// not free, tries times in all; then it returns query.ErrPartitionBusy for
+// not free, tries times in all; then it returns retentiondb.ErrPartitionBusy for
 // name.
 func (r *Pruner) withLockWait(ctx context.Context, name string, tries int, step func(*pgx.Conn) error) error {
 	conn, err := r.pool.Acquire(ctx)
@@ -61,7 +61,7 @@ func (r *Pruner) withLockWait(ctx context.Context, name string, tries int, step 
 }
 
 // DropDetachedTables drops the tables DropTogether detached and left
-// (query.DetachedTables), each in a transaction of its own under withLockWait,
+// (retentiondb.DetachedTables), each in a transaction of its own under withLockWait,
 // and returns their names.
 func (r *Pruner) DropDetachedTables(ctx context.Context) ([]string, error) {
 	names, err := retentiondb.DetachedTables(ctx, r.pool)
@@ -79,9 +79,9 @@ func (r *Pruner) DropDetachedTables(ctx context.Context) ([]string, error) {
 }
 
 // FinishDetaches finishes the detaches that stopped half way, so their
-// partitions can be dropped (query.PendingDetaches, query.FinishDetach), then
+// partitions can be dropped (retentiondb.PendingDetaches, retentiondb.FinishDetach), then
 // attaches again each intents partition DropOneByOne detached without
-// deciding on it (query.UndecidedPartitions): no writer reaches its rows
+// deciding on it (retentiondb.UndecidedPartitions): no writer reaches its rows
 // while it is detached, and the prune's check of what is held would skip it.
 // Each step waits for its locks under withLockWait.
 func (r *Pruner) FinishDetaches(ctx context.Context) error {

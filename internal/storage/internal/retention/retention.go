@@ -65,12 +65,12 @@ func (r *Pruner) PruneDedupeKeys(ctx context.Context, now time.Time, scopes []*i
 }
 
 // dropTogetherTries is how many times DropTogether tries to take the
-// partitioned tables' locks at once (query.LockParents) before it gives up
-// with query.ErrPartitionBusy: the lock of each partition detached waits as
+// partitioned tables' locks at once (retentiondb.LockParents) before it gives up
+// with retentiondb.ErrPartitionBusy: the lock of each partition detached waits as
 // long (autovacuum may hold one), the parents' held meanwhile.
 const dropTogetherTries = 3
 
-// partitionCheckedKey keys, in a test's context, a func(query.Partition)
+// partitionCheckedKey keys, in a test's context, a func(retentiondb.Partition)
 // that DropOneByOne calls between the first check of a partition and its drop.
 type partitionCheckedKey struct{}
 
@@ -80,9 +80,9 @@ func WithPartitionChecked(ctx context.Context, f func(retentiondb.Partition)) co
 }
 
 // DropOneByOne drops the partitions that ended more than horizon ago each on
-// its own, concurrently where PostgreSQL allows it (query.DropPartition,
+// its own, concurrently where PostgreSQL allows it (retentiondb.DropPartition,
 // under withLockWait). The first check of an intents partition is made while
-// writers still reach it; query.DropPartition checks it again in the
+// writers still reach it; retentiondb.DropPartition checks it again in the
 // transaction that drops it, once none can, and keeps it (counted held) when
 // a row became live in between.
 func (r *Pruner) DropOneByOne(ctx context.Context, horizon time.Duration) (dropped []retentiondb.Partition, held int, err error) {
@@ -95,7 +95,7 @@ func (r *Pruner) DropOneByOne(ctx context.Context, horizon time.Duration) (dropp
 	return dropped, held, err
 }
 
-// dropPartition drops p (query.DropPartition) under withLockWait.
+// dropPartition drops p (retentiondb.DropPartition) under withLockWait.
 func (r *Pruner) dropPartition(ctx context.Context, p retentiondb.Partition, horizon time.Duration) error {
 	return r.withLockWait(ctx, p.Name, LockTries, func(conn *pgx.Conn) error {
 		return retentiondb.DropPartition(ctx, conn, p, horizon)
@@ -104,10 +104,10 @@ func (r *Pruner) dropPartition(ctx context.Context, p retentiondb.Partition, hor
 
 // DropTogether detaches and forgets in one transaction what DropOneByOne
 // would drop, after a dry run: the transaction first takes the partitioned
-// tables' locks (query.LockParents, under withLockWait), which stop every
+// tables' locks (retentiondb.LockParents, under withLockWait), which stop every
 // producer for a moment, and are not taken at a prune that has nothing to
 // drop. The tables detached are left to DropDetachedTables. It returns
-// query.ErrPartitionBusy when the locks were not free.
+// retentiondb.ErrPartitionBusy when the locks were not free.
 func (r *Pruner) DropTogether(ctx context.Context, horizon time.Duration) (dropped []retentiondb.Partition, held int, err error) {
 	var none []retentiondb.Partition
 	if err := dropEach(ctx, r.pool, horizon, func(retentiondb.Partition) error { return errSomething }, &none, &held); !errors.Is(err, errSomething) {
@@ -133,7 +133,7 @@ var errSomething = errors.New("a partition to drop")
 // drops each with drop, intents first and each unless it is held, then the
 // attempts and provider events partitions the intents left allow, adding
 // them to dropped and the intents partitions held (by this check, or by
-// drop's own: query.ErrPartitionLive) to held.
+// drop's own: retentiondb.ErrPartitionLive) to held.
 func dropEach(ctx context.Context, db query.DB, horizon time.Duration, drop func(retentiondb.Partition) error, dropped *[]retentiondb.Partition, held *int) error {
 	for _, intents := range []bool{true, false} {
 		expired, err := retentiondb.ExpiredPartitions(ctx, db, horizon)

@@ -17,7 +17,7 @@ import (
 // TestDropPartitionGivesUpWhenBusy: while a transaction holds an expired
 // partition, a drop waits for its lock no longer than LockWait at a time (it
 // would queue every later user of the partition behind it), gives up with
-// query.ErrPartitionBusy after LockTries, as does FinishDetaches on the
+// retentiondb.ErrPartitionBusy after LockTries, as does FinishDetaches on the
 // detach it left pending, and the next try, once the transaction ended,
 // finishes the detach and drops it.
 func TestDropPartitionGivesUpWhenBusy(t *testing.T) {
