@@ -24,7 +24,7 @@ func ListAudit(ctx context.Context, db query.DB, id int64, limit int) ([]effectd
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[effectdtype.AuditEntry])
+	return pgx.CollectRows(rows, pgx.RowToStructByName[effectdtype.AuditEntry])
 }
 
 // Audit is one entry of effectd.audit: who changed what, why, and the subject

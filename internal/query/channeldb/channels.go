@@ -83,11 +83,11 @@ func SetRedact(ctx context.Context, db query.DB, channel string, fields []string
 
 // ChannelPolicy is what every instance rereads of a channel.
 type ChannelPolicy struct {
-	Name           string
-	Provider       string
-	Policy         []byte // JSON: the YAML's
-	PolicyOverride []byte // JSON: an operator's; nil: none
-	Paused         bool
+	Name           string `db:"name"`
+	Provider       string `db:"provider"`
+	Policy         []byte `db:"policy"`          // JSON: the YAML's
+	PolicyOverride []byte `db:"policy_override"` // JSON: an operator's; nil: none
+	Paused         bool   `db:"paused"`
 }
 
 // ChannelPolicies reads every registered channel's policy and pause flag.
@@ -96,33 +96,37 @@ func ChannelPolicies(ctx context.Context, db query.DB) ([]ChannelPolicy, error) 
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[ChannelPolicy])
+	return pgx.CollectRows(rows, pgx.RowToStructByName[ChannelPolicy])
 }
 
 // ChannelRow is one row of effectd.channels as an operator sees it.
 type ChannelRow struct {
-	Name      string
-	Provider  string
-	Policy    []byte // JSON: the YAML's
-	Override  []byte // JSON: an operator's; nil: none
-	Paused    bool
-	UpdatedAt time.Time
+	Name      string    `db:"name"`
+	Provider  string    `db:"provider"`
+	Policy    []byte    `db:"policy"`          // JSON: the YAML's
+	Override  []byte    `db:"policy_override"` // JSON: an operator's; nil: none
+	Paused    bool      `db:"paused"`
+	UpdatedAt time.Time `db:"updated_at"`
 }
 
 // SelectChannel reads channel name; pgx.ErrNoRows when there is none.
 func SelectChannel(ctx context.Context, db query.DB, name string) (ChannelRow, error) {
-	return scanChannel(db.QueryRow(ctx, channelGetSQL, name))
+	return oneChannel(db.Query(ctx, channelGetSQL, name))
 }
 
 // LockChannel reads channel name and locks its row until db's transaction
 // ends; pgx.ErrNoRows when there is none.
 func LockChannel(ctx context.Context, db query.DB, name string) (ChannelRow, error) {
-	return scanChannel(db.QueryRow(ctx, channelLockSQL, name))
+	return oneChannel(db.Query(ctx, channelLockSQL, name))
 }
 
-func scanChannel(row pgx.Row) (c ChannelRow, err error) {
-	err = row.Scan(&c.Name, &c.Provider, &c.Policy, &c.Override, &c.Paused, &c.UpdatedAt)
-	return c, err
+// oneChannel reads the first row of rows, by column name; pgx.ErrNoRows when
+// there is none.
+func oneChannel(rows pgx.Rows, err error) (ChannelRow, error) {
+	if err != nil {
+		return ChannelRow{}, err
+	}
+	return pgx.CollectOneRow(rows, pgx.RowToStructByName[ChannelRow])
 }
 
 // ListChannels reads every registered channel, by name.
@@ -131,7 +135,7 @@ func ListChannels(ctx context.Context, db query.DB) ([]ChannelRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[ChannelRow])
+	return pgx.CollectRows(rows, pgx.RowToStructByName[ChannelRow])
 }
 
 // SetOverride stores override as channel's run-time policy override.
@@ -163,8 +167,8 @@ func ChannelNames(ctx context.Context, db query.DB) ([]string, error) {
 
 // Redaction is the payload fields a channel masks for those who may not read them.
 type Redaction struct {
-	Channel string
-	Fields  []string
+	Channel string   `db:"name"`
+	Fields  []string `db:"redact"`
 }
 
 // Redactions lists every channel's redacted payload fields, by channel name.
@@ -173,5 +177,5 @@ func Redactions(ctx context.Context, db query.DB) ([]Redaction, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[Redaction])
+	return pgx.CollectRows(rows, pgx.RowToStructByName[Redaction])
 }

@@ -27,7 +27,7 @@ func ListAttempts(ctx context.Context, db query.DB, id int64, limit int) ([]effe
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[effectdtype.Attempt])
+	return pgx.CollectRows(rows, pgx.RowToStructByName[effectdtype.Attempt])
 }
 
 // OperatorAttempt is an operator's transition of an intent, as an attempt.

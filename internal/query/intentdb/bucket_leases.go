@@ -44,17 +44,15 @@ func RenewBuckets(ctx context.Context, db query.DB, id string, now *time.Time, t
 // TakenBucket is a bucket TakeBuckets took, and the instance whose expired
 // lease it took over ("" when it was free).
 type TakenBucket struct {
-	Bucket int
-	From   string
+	Bucket int    `db:"bucket"`
+	From   string `db:"was"`
 }
 
 // TakeBuckets takes for id, for ttl from now, up to n buckets below buckets
 // that are free or whose lease has expired.
 func TakeBuckets(ctx context.Context, db query.DB, id string, now *time.Time, ttl time.Duration, buckets, n int) ([]TakenBucket, error) {
 	rows, _ := db.Query(ctx, bucketTakeSQL, id, now, ttl, buckets, n)
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (t TakenBucket, err error) {
-		return t, r.Scan(&t.Bucket, &t.From)
-	})
+	return pgx.CollectRows(rows, pgx.RowToStructByName[TakenBucket])
 }
 
 // ReleaseBuckets gives up id's leases of the buckets listed (every one of

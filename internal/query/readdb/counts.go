@@ -69,9 +69,9 @@ func FoldSettledCountsBucket(ctx context.Context, db query.TxDB) error {
 
 // StatusCount is how many intents of a channel are in a status.
 type StatusCount struct {
-	Channel string
-	Status  statemachine.State
-	N       int64
+	Channel string             `db:"name"`
+	Status  statemachine.State `db:"status"`
+	N       int64              `db:"n"`
 }
 
 // ChannelCounts counts the intents of channel (nil: every registered
@@ -93,7 +93,7 @@ func readCounts(ctx context.Context, db query.DB, sql string, channel *string) (
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[StatusCount])
+	return pgx.CollectRows(rows, pgx.RowToStructByName[StatusCount])
 }
 
 // ChannelGauges are one channel's gauges.

@@ -31,7 +31,7 @@ func ListEvents(ctx context.Context, db query.DB, f EventFilter) ([]effectdtype.
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[effectdtype.ProviderEvent])
+	return pgx.CollectRows(rows, pgx.RowToStructByName[effectdtype.ProviderEvent])
 }
 
 // statement builds ListEvents's statement and its arguments.

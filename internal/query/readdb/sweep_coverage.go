@@ -26,7 +26,8 @@ var sweepWindowsSQL string
 // SweptWindow is a window of intents' creation times, [Since, Until), that a
 // scheduled sweep finished.
 type SweptWindow struct {
-	Since, Until time.Time
+	Since time.Time `db:"since"`
+	Until time.Time `db:"until"`
 }
 
 // SweptUntil returns the end of the latest window channel's scheduled sweep
@@ -53,8 +54,5 @@ func SweptWindows(ctx context.Context, db query.DB, channel string, since, until
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (w SweptWindow, err error) {
-		err = row.Scan(&w.Since, &w.Until)
-		return w, err
-	})
+	return pgx.CollectRows(rows, pgx.RowToStructByName[SweptWindow])
 }

@@ -49,8 +49,10 @@ var partitionsDetachedRegisteredSQL string
 // effectd.partitions lists it. Lower is -infinity for <table>_p0, the table a
 // deployment had before partitions.
 type Partition struct {
-	Name, Parent string
-	Lower, Upper pgtype.Timestamptz
+	Name   string             `db:"name"`
+	Parent string             `db:"parent"`
+	Lower  pgtype.Timestamptz `db:"lower"`
+	Upper  pgtype.Timestamptz `db:"upper"`
 }
 
 // AddPartitions makes the partitions of the three tables for the UTC days from
@@ -80,7 +82,7 @@ func ExpiredPartitions(ctx context.Context, db query.DB, horizon time.Duration) 
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[Partition])
+	return pgx.CollectRows(rows, pgx.RowToStructByName[Partition])
 }
 
 // PartitionHeld says whether intents partition name must stay: it holds a live
@@ -304,5 +306,5 @@ func UndecidedPartitions(ctx context.Context, db query.DB) ([]Partition, error) 
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[Partition])
+	return pgx.CollectRows(rows, pgx.RowToStructByName[Partition])
 }
