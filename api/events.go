@@ -7,7 +7,6 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
-	"github.com/effectd/effectd/operator"
 )
 
 // listEvents answers GET /v1/provider-events?orphan=&channel=&intent_id=&limit=&after=,
@@ -15,7 +14,7 @@ import (
 func (h *handler) listEvents(_ http.ResponseWriter, r *http.Request) (effectdtype.ProviderEventPage, error) {
 	var page effectdtype.ProviderEventPage
 	q := r.URL.Query()
-	f := operator.EventFilter{}
+	f := effectdtype.EventFilter{}
 	if s := q.Get("orphan"); s != "" {
 		b, err := strconv.ParseBool(s)
 		if err != nil {

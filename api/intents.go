@@ -64,7 +64,7 @@ func (h *handler) listIntents(_ http.ResponseWriter, r *http.Request) (effectdty
 // parseListFilter reads the rest of GET /v1/intents' filters: delivery, a
 // search that matches an event id, idempotency key or provider reference
 // exactly, and a range of created_at [since, until).
-func parseListFilter(q url.Values) (f operator.IntentFilter, err error) {
+func parseListFilter(q url.Values) (f effectdtype.IntentFilter, err error) {
 	if s := q.Get("delivery"); s != "" {
 		if d := statemachine.Delivery(s); !d.Valid() {
 			return f, fmt.Errorf("%w: delivery: must be one of %s, got %q", dispatcher.ErrInvalid, deliveryList(), truncate(s, 40))

@@ -28,3 +28,14 @@ type ProviderEventPage struct {
 	Events []ProviderEvent `json:"events"`
 	Next   *int64          `json:"next"`
 }
+
+// EventFilter selects a page of provider events by id. A nil field does not
+// filter.
+type EventFilter struct {
+	After       int64 // ids above this one
+	Limit       int64 // the most rows read
+	OrphansOnly bool
+	Channel     *string
+	IntentID    *int64
+	Channels    []string // among these channels; nil: every channel
+}

@@ -88,3 +88,17 @@ type IntentDetail struct {
 	// without one (docs/tracing.md).
 	TraceID string `json:"trace_id,omitempty"`
 }
+
+// IntentFilter selects a page of intents by id. A nil field does not filter.
+type IntentFilter struct {
+	After    int64 // ids above this one
+	Limit    int64 // the most rows read
+	Status   *string
+	Channel  *string
+	EventID  *string
+	Delivery *string
+	Search   *string    // an event id, idempotency key or provider reference, exactly
+	Since    *time.Time // created at or after
+	Until    *time.Time // created before
+	Channels []string   // among these channels; nil: every channel
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -24,28 +23,13 @@ const (
 	MaxDetailRows = 200
 )
 
-// IntentFilter selects a page of intents for ListIntents. A nil field does
-// not filter.
-type IntentFilter struct {
-	After    int64 // ids above this one
-	Limit    int64 // the page's size
-	Status   *string
-	Channel  *string
-	EventID  *string
-	Delivery *string
-	Search   *string    // an event id, idempotency key or provider reference, exactly
-	Since    *time.Time // created at or after
-	Until    *time.Time // created before
-	Channels []string   // among these channels; nil: every channel
-}
-
 // ListIntents reads up to f.Limit intents by id, fewer when they reach
 // MaxPageBytes; it stops reading at the first row it will not answer.
-func (svc *Service) ListIntents(ctx context.Context, f IntentFilter) (effectdtype.IntentPage, error) {
+func (svc *Service) ListIntents(ctx context.Context, f effectdtype.IntentFilter) (effectdtype.IntentPage, error) {
 	page := effectdtype.IntentPage{Intents: []effectdtype.IntentRow{}}
 	size := 0
-	q := readdb.IntentFilter{After: f.After, Limit: f.Limit + 1, Status: f.Status, Channel: f.Channel, EventID: f.EventID,
-		Delivery: f.Delivery, Search: f.Search, Since: f.Since, Until: f.Until, Channels: f.Channels}
+	q := f
+	q.Limit++ // one more: whether there is a next page
 	err := svc.store.ListIntents(ctx, svc.pool, q, func(it effectdtype.IntentRow) bool {
 		n := rowBytes(it)
 		if int64(len(page.Intents)) == f.Limit || (len(page.Intents) > 0 && size+n > MaxPageBytes) {
@@ -123,22 +107,12 @@ func (svc *Service) IntentChannel(ctx context.Context, id int64) (string, error)
 	return channel, err
 }
 
-// EventFilter selects a page of provider events for ListProviderEvents. A
-// nil field does not filter.
-type EventFilter struct {
-	After       int64 // ids above this one
-	Limit       int64 // the page's size
-	OrphansOnly bool
-	Channel     *string
-	IntentID    *int64
-	Channels    []string // among these channels; nil: every channel
-}
-
 // ListProviderEvents reads up to f.Limit provider events by id.
-func (svc *Service) ListProviderEvents(ctx context.Context, f EventFilter) (effectdtype.ProviderEventPage, error) {
+func (svc *Service) ListProviderEvents(ctx context.Context, f effectdtype.EventFilter) (effectdtype.ProviderEventPage, error) {
 	var page effectdtype.ProviderEventPage
-	events, err := readdb.ListEvents(ctx, svc.pool, readdb.EventFilter{After: f.After, Limit: f.Limit + 1, OrphansOnly: f.OrphansOnly,
-		Channel: f.Channel, IntentID: f.IntentID, Channels: f.Channels})
+	q := f
+	q.Limit++ // one more: whether there is a next page
+	events, err := readdb.ListEvents(ctx, svc.pool, q)
 	if err != nil {
 		return page, err
 	}

@@ -66,7 +66,7 @@ var mutations = []mutation{
 		from: `"enable_seqscan":  "off",`, to: `"enable_seqscan":  "on",`,
 		pkg: "./dispatcher/", run: "^TestHeldPlansReadIndexesAsTheDayFills$"},
 	{name: "search: planned for its value at every call, over every day partition", file: "internal/query/readdb/intents_list.go",
-		from: "func (f IntentFilter) keyed() bool { return f.Search != nil || f.EventID != nil }", to: "func (f IntentFilter) keyed() bool { return false }",
+		from: "func (f intentList) keyed() bool { return f.Search != nil || f.EventID != nil }", to: "func (f intentList) keyed() bool { return false }",
 		pkg: "./internal/query/readdb/", run: "^TestSearchKeepsItsPlan$"},
 	{name: "search: the rows a key finds read in id order (the generic plan reads every row of every day)", file: "internal/query/readdb/intents_list.go",
 		from: `s.Raw("WITH keyed AS MATERIALIZED (\n")`, to: `s.Raw("WITH keyed AS NOT MATERIALIZED (\n")`,

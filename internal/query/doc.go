@@ -25,7 +25,7 @@
 //
 // No statement is exported. Callers run one through an exported function
 // with typed parameters (a struct whose fields name them when they are many,
-// e.g. ClaimParams, SettleParams, IntentFilter) and typed results:
+// e.g. ClaimParams, SettleParams, BulkFilter) and typed results:
 // effectdtype's rows where they exist (IntentRow, Attempt, AuditEntry,
 // ProviderEvent), otherwise a struct declared beside the function (Claimed,
 // Unsettled, ChannelRow, ...). A missing row is pgx.ErrNoRows, a fenced-out

@@ -89,7 +89,7 @@ type Operator interface {
 	SettleByID(ctx context.Context, db query.DB, s intentdb.SettleParams) (applied bool, err error)
 	// ListIntents reads up to f.Limit intents by id and hands each to yield
 	// until it returns false (readdb.ListIntents).
-	ListIntents(ctx context.Context, db query.DB, f readdb.IntentFilter, yield func(effectdtype.IntentRow) bool) error
+	ListIntents(ctx context.Context, db query.DB, f effectdtype.IntentFilter, yield func(effectdtype.IntentRow) bool) error
 	// ChannelCounts counts the intents of channel (nil: every registered
 	// channel) by status.
 	ChannelCounts(ctx context.Context, db query.DB, channel *string) ([]readdb.StatusCount, error)

@@ -13,20 +13,9 @@ import (
 //go:embed list_events.sql
 var listEventsSQL string
 
-// EventFilter selects a page of provider events for ListEvents. A nil field
-// does not filter.
-type EventFilter struct {
-	After       int64 // ids above this one
-	Limit       int64
-	OrphansOnly bool
-	Channel     *string
-	IntentID    *int64
-	Channels    []string // among these channels; nil: every channel
-}
-
 // ListEvents reads up to f.Limit provider events by id.
-func ListEvents(ctx context.Context, db query.DB, f EventFilter) ([]effectdtype.ProviderEvent, error) {
-	sql, args := f.statement()
+func ListEvents(ctx context.Context, db query.DB, f effectdtype.EventFilter) ([]effectdtype.ProviderEvent, error) {
+	sql, args := eventsStatement(f)
 	rows, err := db.Query(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...)
 	if err != nil {
 		return nil, err
@@ -34,8 +23,8 @@ func ListEvents(ctx context.Context, db query.DB, f EventFilter) ([]effectdtype.
 	return pgx.CollectRows(rows, pgx.RowToStructByName[effectdtype.ProviderEvent])
 }
 
-// statement builds ListEvents's statement and its arguments.
-func (f EventFilter) statement() (string, []any) {
+// eventsStatement builds ListEvents's statement and its arguments.
+func eventsStatement(f effectdtype.EventFilter) (string, []any) {
 	s := query.NewStmt(listEventsSQL, f.After, f.Limit)
 	if f.OrphansOnly {
 		s.And("intent_id IS NULL")

@@ -93,8 +93,8 @@ type flatRead struct {
 	name   string
 	sql    string
 	args   []any
-	list   *IntentFilter // a list: ListIntents's statement, after its id mark
-	events *EventFilter  // a list of provider events: ListEvents's statement
+	list   *effectdtype.IntentFilter // a list: ListIntents's statement, after its id mark
+	events *effectdtype.EventFilter  // a list of provider events: ListEvents's statement
 }
 
 // flatReads are the reads whose cost must not grow with history.
@@ -110,43 +110,43 @@ func flatReads() []flatRead {
 	}
 	for _, f := range []struct {
 		name string
-		f    IntentFilter
+		f    effectdtype.IntentFilter
 	}{
-		{"first page", IntentFilter{}},
-		{"status IN_DOUBT", IntentFilter{Status: str("IN_DOUBT")}},
-		{"status FAILED, one channel", IntentFilter{Status: str("FAILED"), Channel: str("pay")}},
-		{"status SENT, one channel", IntentFilter{Status: str("SENT"), Channel: str("sms")}},
-		{"status PENDING", IntentFilter{Status: str("PENDING")}},
-		{"delivery undelivered", IntentFilter{Delivery: str("undelivered")}},
-		{"delivery undelivered on a channel that has none", IntentFilter{Delivery: str("undelivered"), Channel: str("hook")}},
-		{"delivery accepted", IntentFilter{Delivery: str("accepted")}},
-		{"since 30 minutes ago", IntentFilter{Since: &recent}},
-		{"a window that matches none", IntentFilter{Since: &empty, Until: &emptyEnd}},
-		{"delivered, within a window that matches none", IntentFilter{Delivery: str("delivered"), Since: &empty, Until: &emptyEnd}},
-		{"event id", IntentFilter{EventID: str("h-77")}},
-		{"search: event id", IntentFilter{Search: str("h-78")}},
-		{"search: idempotency key", IntentFilter{Search: str("sms:h-79")}},
-		{"search: provider reference", IntentFilter{Search: str("ref-80")}},
-		{"search: nothing", IntentFilter{Search: str("nothing-here")}},
-		{"scoped to two channels, IN_DOUBT", IntentFilter{Status: str("IN_DOUBT"), Channels: []string{"sms", "pay"}}},
-		{"scoped to two channels, FAILED", IntentFilter{Status: str("FAILED"), Channels: []string{"hook", "pay"}}},
-		{"status FAILED", IntentFilter{Status: str("FAILED")}},
-		{"status FAILED on a channel with few", IntentFilter{Status: str("FAILED"), Channel: str("nowhere")}},
-		{"scoped, undelivered", IntentFilter{Delivery: str("undelivered"), Channels: []string{"sms", "hook"}}},
+		{"first page", effectdtype.IntentFilter{}},
+		{"status IN_DOUBT", effectdtype.IntentFilter{Status: str("IN_DOUBT")}},
+		{"status FAILED, one channel", effectdtype.IntentFilter{Status: str("FAILED"), Channel: str("pay")}},
+		{"status SENT, one channel", effectdtype.IntentFilter{Status: str("SENT"), Channel: str("sms")}},
+		{"status PENDING", effectdtype.IntentFilter{Status: str("PENDING")}},
+		{"delivery undelivered", effectdtype.IntentFilter{Delivery: str("undelivered")}},
+		{"delivery undelivered on a channel that has none", effectdtype.IntentFilter{Delivery: str("undelivered"), Channel: str("hook")}},
+		{"delivery accepted", effectdtype.IntentFilter{Delivery: str("accepted")}},
+		{"since 30 minutes ago", effectdtype.IntentFilter{Since: &recent}},
+		{"a window that matches none", effectdtype.IntentFilter{Since: &empty, Until: &emptyEnd}},
+		{"delivered, within a window that matches none", effectdtype.IntentFilter{Delivery: str("delivered"), Since: &empty, Until: &emptyEnd}},
+		{"event id", effectdtype.IntentFilter{EventID: str("h-77")}},
+		{"search: event id", effectdtype.IntentFilter{Search: str("h-78")}},
+		{"search: idempotency key", effectdtype.IntentFilter{Search: str("sms:h-79")}},
+		{"search: provider reference", effectdtype.IntentFilter{Search: str("ref-80")}},
+		{"search: nothing", effectdtype.IntentFilter{Search: str("nothing-here")}},
+		{"scoped to two channels, IN_DOUBT", effectdtype.IntentFilter{Status: str("IN_DOUBT"), Channels: []string{"sms", "pay"}}},
+		{"scoped to two channels, FAILED", effectdtype.IntentFilter{Status: str("FAILED"), Channels: []string{"hook", "pay"}}},
+		{"status FAILED", effectdtype.IntentFilter{Status: str("FAILED")}},
+		{"status FAILED on a channel with few", effectdtype.IntentFilter{Status: str("FAILED"), Channel: str("nowhere")}},
+		{"scoped, undelivered", effectdtype.IntentFilter{Delivery: str("undelivered"), Channels: []string{"sms", "hook"}}},
 	} {
 		f.f.Limit = 51
 		reads = append(reads, flatRead{name: "list: " + f.name, list: &f.f})
 	}
 	for _, f := range []struct {
 		name string
-		f    EventFilter
+		f    effectdtype.EventFilter
 	}{
-		{"first page", EventFilter{}},
-		{"one channel", EventFilter{Channel: str("sms")}},
-		{"a channel with none", EventFilter{Channel: str("pay")}},
-		{"a scope with none", EventFilter{Channels: []string{"pay", "hook"}}},
-		{"orphans", EventFilter{OrphansOnly: true}},
-		{"one intent", EventFilter{IntentID: new(int64(2))}},
+		{"first page", effectdtype.EventFilter{}},
+		{"one channel", effectdtype.EventFilter{Channel: str("sms")}},
+		{"a channel with none", effectdtype.EventFilter{Channel: str("pay")}},
+		{"a scope with none", effectdtype.EventFilter{Channels: []string{"pay", "hook"}}},
+		{"orphans", effectdtype.EventFilter{OrphansOnly: true}},
+		{"one intent", effectdtype.EventFilter{IntentID: new(int64(2))}},
 	} {
 		reads = append(reads, flatRead{name: "events: " + f.name, events: &f.f})
 	}
@@ -166,11 +166,11 @@ func buffers(t *testing.T, pool *pgxpool.Pool, r flatRead) (int64, string) {
 				t.Fatal(err)
 			}
 		}
-		r.sql, r.args = f.statement()
+		r.sql, r.args = intentList{IntentFilter: f}.statement()
 	}
 	if r.events != nil {
 		r.events.Limit = 51
-		r.sql, r.args = r.events.statement()
+		r.sql, r.args = eventsStatement(*r.events)
 	}
 	for range 6 {
 		rows, err := pool.Query(ctx, r.sql, r.args...)
@@ -339,7 +339,7 @@ func TestListSinceMark(t *testing.T) {
 	made("new", 5, time.Hour)
 	since := time.Now().Add(-80 * time.Minute)
 	var n int
-	if err := ListIntents(ctx, pool, IntentFilter{Limit: 100, Since: &since}, func(effectdtype.IntentRow) bool { n++; return true }); err != nil {
+	if err := ListIntents(ctx, pool, effectdtype.IntentFilter{Limit: 100, Since: &since}, func(effectdtype.IntentRow) bool { n++; return true }); err != nil {
 		t.Fatal(err)
 	}
 	if n != 5 {

@@ -46,23 +46,12 @@ func IntentChannel(ctx context.Context, db query.DB, id int64) (channel string, 
 //go:embed list_intents.sql
 var listIntentsHead string
 
-// IntentFilter selects a page of intents for ListIntents. A nil field does
-// not filter.
-type IntentFilter struct {
-	After    int64 // ids above this one
-	Limit    int64
-	Status   *string
-	Channel  *string
-	EventID  *string
-	Delivery *string
-	Search   *string    // an event id, idempotency key or provider reference, exactly
-	Since    *time.Time // created at or after
-	Until    *time.Time // created before
-	Channels []string   // among these channels; nil: every channel
-
+// intentList is a filter as ListIntents and ListIntentsScopeAtOnce read it.
+type intentList struct {
+	effectdtype.IntentFilter
 	// scopeAtOnce: the scope is one condition (channel = ANY), never read
-	// channel by channel (perChannel), as the distributed mode reads it (set
-	// by Distributed).
+	// channel by channel (perChannel), as the distributed mode reads it
+	// (ListIntentsScopeAtOnce).
 	scopeAtOnce bool
 }
 
@@ -72,16 +61,9 @@ type IntentFilter struct {
 // in the distributed mode (scopeAtOnce) the scope is one condition, channel = ANY,
 // and each shard's partial index is read once for the whole scope. A keyed
 // read is never read channel by channel: its key finds a few rows in any scope.
-func (f IntentFilter) perChannel() bool {
+func (f intentList) perChannel() bool {
 	rare := (f.Status != nil && rareWords[*f.Status]) || (f.Delivery != nil && rareWords[*f.Delivery])
 	return rare && f.Channels != nil && f.Channel == nil && !f.scopeAtOnce && !f.keyed()
-}
-
-// Distributed returns f as ListIntents runs it in the distributed mode:
-// the scope one condition read once on each shard (scopeAtOnce).
-func (f IntentFilter) Distributed() IntentFilter {
-	f.scopeAtOnce = true
-	return f
 }
 
 // ListIntents reads up to f.Limit intents by id, whole, and hands each to
@@ -95,7 +77,18 @@ func (f IntentFilter) Distributed() IntentFilter {
 //
 // A list from a time on (Since) starts at the last id marked before that
 // time (id_marks), so it reads the rows added since, not the history before.
-func ListIntents(ctx context.Context, db query.DB, f IntentFilter, yield func(effectdtype.IntentRow) bool) error {
+func ListIntents(ctx context.Context, db query.DB, f effectdtype.IntentFilter, yield func(effectdtype.IntentRow) bool) error {
+	return listIntents(ctx, db, intentList{IntentFilter: f}, yield)
+}
+
+// ListIntentsScopeAtOnce is ListIntents as the distributed mode runs it: a
+// scope of channels is one condition read once on each shard (scopeAtOnce).
+func ListIntentsScopeAtOnce(ctx context.Context, db query.DB, f effectdtype.IntentFilter, yield func(effectdtype.IntentRow) bool) error {
+	return listIntents(ctx, db, intentList{IntentFilter: f, scopeAtOnce: true}, yield)
+}
+
+// listIntents runs f's statement and hands its rows to yield.
+func listIntents(ctx context.Context, db query.DB, f intentList, yield func(effectdtype.IntentRow) bool) error {
 	if f.Since != nil {
 		from, err := idBefore(ctx, db, *f.Since)
 		if err != nil {
@@ -134,7 +127,7 @@ func ListIntents(ctx context.Context, db query.DB, f IntentFilter, yield func(ef
 // every day partition and its indexes cost ten times the probes, and more
 // the more days held rows (issue 20: the fastest search 2.8–3.4 times slower
 // at 10 M retained intents than at 1 M).
-func (f IntentFilter) keyed() bool { return f.Search != nil || f.EventID != nil }
+func (f intentList) keyed() bool { return f.Search != nil || f.EventID != nil }
 
 // rareWords are the values of status and delivery that few rows hold at any
 // time, whatever history holds; each has partial indexes in id order, overall
@@ -152,7 +145,7 @@ var rareWords = map[string]bool{
 // they are a few whatever history holds, and a plan that reads in id order
 // until the page is full (the generic plan of a LIMIT $2 it cannot see) would
 // read every row of every day to find them.
-func (f IntentFilter) statement() (string, []any) {
+func (f intentList) statement() (string, []any) {
 	perChannel, keyed := f.perChannel(), f.keyed()
 	s := query.NewStmt("", f.After, f.Limit)
 	if perChannel {

@@ -62,7 +62,7 @@ func taskPages(t *testing.T, pool *pgxpool.Pool, r flatRead) (int64, string) {
 				t.Fatal(err)
 			}
 		}
-		r.sql, r.args = f.Distributed().statement()
+		r.sql, r.args = intentList{IntentFilter: f, scopeAtOnce: true}.statement()
 	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {

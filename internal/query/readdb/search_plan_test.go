@@ -59,14 +59,14 @@ func TestSearchKeepsItsPlan(t *testing.T) {
 	str := func(s string) *string { return &s }
 	for _, c := range []struct {
 		what  string
-		f     IntentFilter
+		f     effectdtype.IntentFilter
 		want  string // the event id of the one intent found
 		index string // the index each day is read through
 	}{
-		{"search: event id", IntentFilter{Search: str("h-78")}, "h-78", "_event_channel"},
-		{"search: idempotency key", IntentFilter{Search: str("sms:h-80")}, "h-80", "_event_channel"},
-		{"search: provider reference", IntentFilter{Search: str("ref-81")}, "h-81", "_provider_ref"},
-		{"list: event id", IntentFilter{EventID: str("h-82")}, "h-82", "_event_channel"},
+		{"search: event id", effectdtype.IntentFilter{Search: str("h-78")}, "h-78", "_event_channel"},
+		{"search: idempotency key", effectdtype.IntentFilter{Search: str("sms:h-80")}, "h-80", "_event_channel"},
+		{"search: provider reference", effectdtype.IntentFilter{Search: str("ref-81")}, "h-81", "_provider_ref"},
+		{"list: event id", effectdtype.IntentFilter{EventID: str("h-82")}, "h-82", "_event_channel"},
 	} {
 		c.f.Limit = 51
 		for range 10 {
@@ -78,7 +78,7 @@ func TestSearchKeepsItsPlan(t *testing.T) {
 				t.Fatalf("%s found %v, want [%s]", c.what, got, c.want)
 			}
 		}
-		sql, args := c.f.statement()
+		sql, args := intentList{IntentFilter: c.f}.statement()
 		var name string
 		var generic, custom int64
 		err := conn.QueryRow(ctx, `SELECT name, generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1`, sql).
@@ -105,7 +105,7 @@ func TestSearchKeepsItsPlan(t *testing.T) {
 	// a key with a rare status among a scope's channels: the scope one
 	// condition, not a read per channel (h-3000 is a FAILED hook intent)
 	for scope, want := range map[string]int{"hook,pay": 1, "pay,sms": 0} {
-		f := IntentFilter{Limit: 51, Search: str("h-3000"), Status: str("FAILED"), Channels: strings.Split(scope, ",")}
+		f := effectdtype.IntentFilter{Limit: 51, Search: str("h-3000"), Status: str("FAILED"), Channels: strings.Split(scope, ",")}
 		var got []string
 		if err := ListIntents(ctx, conn, f, func(it effectdtype.IntentRow) bool { got = append(got, it.EventID); return true }); err != nil {
 			t.Fatal(err)

@@ -27,9 +27,9 @@ func (s *Store) SettleByID(ctx context.Context, db query.DB, st intentdb.SettleP
 }
 
 // ListIntents reads the intents f selects, its scope read once on each shard
-// (readdb.IntentFilter.Distributed).
-func (s *Store) ListIntents(ctx context.Context, db query.DB, f readdb.IntentFilter, yield func(effectdtype.IntentRow) bool) error {
-	return readdb.ListIntents(ctx, db, f.Distributed(), yield)
+// (readdb.ListIntentsScopeAtOnce).
+func (s *Store) ListIntents(ctx context.Context, db query.DB, f effectdtype.IntentFilter, yield func(effectdtype.IntentRow) bool) error {
+	return readdb.ListIntentsScopeAtOnce(ctx, db, f, yield)
 }
 
 // ChannelCounts counts intents by status (readdb.ChannelCountsBucket).

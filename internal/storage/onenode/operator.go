@@ -25,7 +25,7 @@ func (s *Store) SettleByID(ctx context.Context, db query.DB, st intentdb.SettleP
 }
 
 // ListIntents reads the intents f selects (readdb.ListIntents).
-func (s *Store) ListIntents(ctx context.Context, db query.DB, f readdb.IntentFilter, yield func(effectdtype.IntentRow) bool) error {
+func (s *Store) ListIntents(ctx context.Context, db query.DB, f effectdtype.IntentFilter, yield func(effectdtype.IntentRow) bool) error {
 	return readdb.ListIntents(ctx, db, f, yield)
 }
 
