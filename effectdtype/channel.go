@@ -24,3 +24,10 @@ type Channel struct {
 // reading history: live states from their partial indexes, settled states
 // from the counts kept as changes happen.
 const CountsExact = "exact"
+
+// Redaction is the payload fields a channel masks for those who may not read
+// them.
+type Redaction struct {
+	Channel string
+	Fields  []string
+}

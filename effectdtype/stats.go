@@ -1,5 +1,11 @@
 package effectdtype
 
+// ChannelGauges are one channel's gauges.
+type ChannelGauges struct {
+	Channel string
+	Gauges
+}
+
 // Gauges are what operators watch of a channel besides its counts.
 type Gauges struct {
 	OldestPendingAge float64        `json:"oldest_pending_age_seconds"` // the wait of the oldest due PENDING intent

@@ -119,23 +119,9 @@ func (svc *Service) ChannelNames(ctx context.Context) ([]string, error) {
 	return channeldb.ChannelNames(ctx, svc.pool)
 }
 
-// Redaction is the payload fields a channel masks for those who may not read them.
-type Redaction struct {
-	Channel string
-	Fields  []string
-}
-
 // Redactions returns every channel's redacted payload fields, by channel name.
-func (svc *Service) Redactions(ctx context.Context) ([]Redaction, error) {
-	rows, err := channeldb.Redactions(ctx, svc.pool)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Redaction, len(rows))
-	for i, r := range rows {
-		out[i] = Redaction(r)
-	}
-	return out, nil
+func (svc *Service) Redactions(ctx context.Context) ([]effectdtype.Redaction, error) {
+	return channeldb.Redactions(ctx, svc.pool)
 }
 
 // PauseChannel stops every instance from claiming channel name's intents

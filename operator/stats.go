@@ -7,23 +7,9 @@ import (
 	"github.com/effectd/effectd/effectdtype"
 )
 
-// ChannelGauges are one channel's gauges.
-type ChannelGauges struct {
-	Channel string
-	effectdtype.Gauges
-}
-
 // Gauges reads every channel's gauges, by channel name, without reading history.
-func (svc *Service) Gauges(ctx context.Context) ([]ChannelGauges, error) {
-	gauges, err := svc.store.Gauges(ctx, svc.pool)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]ChannelGauges, len(gauges))
-	for i, g := range gauges {
-		out[i] = ChannelGauges(g)
-	}
-	return out, nil
+func (svc *Service) Gauges(ctx context.Context) ([]effectdtype.ChannelGauges, error) {
+	return svc.store.Gauges(ctx, svc.pool)
 }
 
 // Stats returns the counts by status and the gauges of every channel that

@@ -94,9 +94,9 @@ type Operator interface {
 	// channel) by status.
 	ChannelCounts(ctx context.Context, db query.DB, channel *string) ([]readdb.StatusCount, error)
 	// Gauges reads every registered channel's gauges.
-	Gauges(ctx context.Context, db query.DB) ([]readdb.ChannelGauges, error)
+	Gauges(ctx context.Context, db query.DB) ([]effectdtype.ChannelGauges, error)
 	// Figures reads what ChannelCounts (of every channel) and Gauges read.
-	Figures(ctx context.Context, db query.DB) ([]readdb.StatusCount, []readdb.ChannelGauges, error)
+	Figures(ctx context.Context, db query.DB) ([]readdb.StatusCount, []effectdtype.ChannelGauges, error)
 	// FoldSettledCounts folds the deltas of the settled counts into the counts.
 	FoldSettledCounts(ctx context.Context, db query.TxDB) error
 	// ApplyBulk hands the frozen rows of a bulk snapshot to the caller's

@@ -1,2 +1,3 @@
--- Lists each channel's name and the payload fields it redacts for viewers.
-SELECT name, redact FROM effectd.channels ORDER BY name
+-- Lists each channel's name and the payload fields it redacts for viewers,
+-- named as effectdtype.Redaction's fields.
+SELECT name AS channel, redact AS fields FROM effectd.channels ORDER BY name

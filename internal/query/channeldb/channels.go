@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
 )
 
@@ -165,17 +166,11 @@ func ChannelNames(ctx context.Context, db query.DB) ([]string, error) {
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// Redaction is the payload fields a channel masks for those who may not read them.
-type Redaction struct {
-	Channel string   `db:"name"`
-	Fields  []string `db:"redact"`
-}
-
 // Redactions lists every channel's redacted payload fields, by channel name.
-func Redactions(ctx context.Context, db query.DB) ([]Redaction, error) {
+func Redactions(ctx context.Context, db query.DB) ([]effectdtype.Redaction, error) {
 	rows, err := db.Query(ctx, channelRedactSQL)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByName[Redaction])
+	return pgx.CollectRows(rows, pgx.RowToStructByName[effectdtype.Redaction])
 }

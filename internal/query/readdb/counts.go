@@ -96,32 +96,26 @@ func readCounts(ctx context.Context, db query.DB, sql string, channel *string) (
 	return pgx.CollectRows(rows, pgx.RowToStructByName[StatusCount])
 }
 
-// ChannelGauges are one channel's gauges.
-type ChannelGauges struct {
-	Channel string
-	effectdtype.Gauges
-}
-
 // Gauges reads every registered channel's gauges, by channel name: the wait
 // of its oldest due PENDING intent, its SENDING intents past their lease, its
 // IN_DOUBT intents and its settled intents by delivery.
-func Gauges(ctx context.Context, db query.DB) ([]ChannelGauges, error) {
+func Gauges(ctx context.Context, db query.DB) ([]effectdtype.ChannelGauges, error) {
 	return readGauges(ctx, db, channelGaugesSQL)
 }
 
 // GaugesBucket is Gauges in the distributed mode.
-func GaugesBucket(ctx context.Context, db query.DB) ([]ChannelGauges, error) {
+func GaugesBucket(ctx context.Context, db query.DB) ([]effectdtype.ChannelGauges, error) {
 	return readGauges(ctx, db, channelGaugesBucketSQL)
 }
 
 // readGauges runs sql, channel_gauges.sql or its bucket variant.
-func readGauges(ctx context.Context, db query.DB, sql string) ([]ChannelGauges, error) {
+func readGauges(ctx context.Context, db query.DB, sql string) ([]effectdtype.ChannelGauges, error) {
 	rows, err := db.Query(ctx, sql)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (ChannelGauges, error) {
-		var g ChannelGauges
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (effectdtype.ChannelGauges, error) {
+		var g effectdtype.ChannelGauges
 		err := row.Scan(&g.Channel, &g.OldestPendingAge, &g.SendingPastLease, &g.InDoubt,
 			&g.Deliveries.Accepted, &g.Deliveries.Delivered, &g.Deliveries.Undelivered)
 		return g, err
@@ -133,7 +127,7 @@ var channelFiguresBucketSQL string
 
 // Figures reads what ChannelCounts (of every registered channel) and Gauges
 // read, together: on one PostgreSQL the two reads, one after the other.
-func Figures(ctx context.Context, db query.DB) ([]StatusCount, []ChannelGauges, error) {
+func Figures(ctx context.Context, db query.DB) ([]StatusCount, []effectdtype.ChannelGauges, error) {
 	counts, err := readCounts(ctx, db, channelCountsSQL, nil)
 	if err != nil {
 		return nil, nil, err
@@ -145,20 +139,20 @@ func Figures(ctx context.Context, db query.DB) ([]StatusCount, []ChannelGauges, 
 // FiguresBucket is Figures in the distributed mode: one round of tasks over
 // the shards (channel_figures_bucket.sql), where the two reads were a round
 // each.
-func FiguresBucket(ctx context.Context, db query.DB) ([]StatusCount, []ChannelGauges, error) {
+func FiguresBucket(ctx context.Context, db query.DB) ([]StatusCount, []effectdtype.ChannelGauges, error) {
 	rows, err := db.Query(ctx, channelFiguresBucketSQL)
 	if err != nil {
 		return nil, nil, err
 	}
 	var counts []StatusCount
-	var gauges []ChannelGauges
+	var gauges []effectdtype.ChannelGauges
 	var channel string
 	var status *string
 	var n, pastLease, accepted, delivered, undelivered int64
 	var age float64
 	_, err = pgx.ForEachRow(rows, []any{&channel, &status, &n, &age, &pastLease, &accepted, &delivered, &undelivered}, func() error {
 		if len(gauges) == 0 || gauges[len(gauges)-1].Channel != channel {
-			gauges = append(gauges, ChannelGauges{Channel: channel})
+			gauges = append(gauges, effectdtype.ChannelGauges{Channel: channel})
 		}
 		if status == nil {
 			return nil

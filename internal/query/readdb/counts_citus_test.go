@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query/harnessdb"
 )
 
@@ -91,7 +92,7 @@ func TestCitusCountsOneRound(t *testing.T) {
 	// What the gauges say is what the rows say, also once the statement
 	// runs on a generic plan (pgx prepares it: after five runs PostgreSQL may
 	// keep one plan for every value).
-	var gauges []ChannelGauges
+	var gauges []effectdtype.ChannelGauges
 	for range 8 {
 		start := time.Now()
 		var err error

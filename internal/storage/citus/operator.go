@@ -38,13 +38,13 @@ func (s *Store) ChannelCounts(ctx context.Context, db query.DB, channel *string)
 }
 
 // Gauges reads the channels' gauges (readdb.GaugesBucket).
-func (s *Store) Gauges(ctx context.Context, db query.DB) ([]readdb.ChannelGauges, error) {
+func (s *Store) Gauges(ctx context.Context, db query.DB) ([]effectdtype.ChannelGauges, error) {
 	return readdb.GaugesBucket(ctx, db)
 }
 
 // Figures reads the counts and the gauges in one round of tasks over the
 // shards (readdb.FiguresBucket).
-func (s *Store) Figures(ctx context.Context, db query.DB) ([]readdb.StatusCount, []readdb.ChannelGauges, error) {
+func (s *Store) Figures(ctx context.Context, db query.DB) ([]readdb.StatusCount, []effectdtype.ChannelGauges, error) {
 	return readdb.FiguresBucket(ctx, db)
 }
 

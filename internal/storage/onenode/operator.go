@@ -35,12 +35,12 @@ func (s *Store) ChannelCounts(ctx context.Context, db query.DB, channel *string)
 }
 
 // Gauges reads the channels' gauges (readdb.Gauges).
-func (s *Store) Gauges(ctx context.Context, db query.DB) ([]readdb.ChannelGauges, error) {
+func (s *Store) Gauges(ctx context.Context, db query.DB) ([]effectdtype.ChannelGauges, error) {
 	return readdb.Gauges(ctx, db)
 }
 
 // Figures reads the counts and the gauges, one after the other (readdb.Figures).
-func (s *Store) Figures(ctx context.Context, db query.DB) ([]readdb.StatusCount, []readdb.ChannelGauges, error) {
+func (s *Store) Figures(ctx context.Context, db query.DB) ([]readdb.StatusCount, []effectdtype.ChannelGauges, error) {
 	return readdb.Figures(ctx, db)
 }
 
