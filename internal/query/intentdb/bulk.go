@@ -123,11 +123,11 @@ func SelectBulk(ctx context.Context, db query.DB, id string) (st BulkState, err 
 // its idempotency key ("" when frozen before migration 023), and the channel
 // of the intent with its id now ("" when there is none).
 type FrozenRow struct {
-	ID       int64
-	Status   statemachine.State
-	Attempts int
-	Key      string
-	Channel  string
+	ID       int64              `db:"id"`
+	Status   statemachine.State `db:"status"`
+	Attempts int                `db:"attempts"`
+	Key      string             `db:"key"`
+	Channel  string             `db:"channel"`
 }
 
 //go:embed bulk_rows_bucket.sql
@@ -137,7 +137,7 @@ var bulkRowsBucketSQL string
 // bucket (-1 when the intent is gone).
 type FrozenRowBucket struct {
 	FrozenRow
-	Bucket int64
+	Bucket int64 `db:"bucket"`
 }
 
 // BulkRowsBucket is BulkRows in the distributed mode, with each intent's bucket.
@@ -146,11 +146,7 @@ func BulkRowsBucket(ctx context.Context, db query.DB, snapshot string) ([]Frozen
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (FrozenRowBucket, error) {
-		var f FrozenRowBucket
-		err := row.Scan(&f.ID, &f.Status, &f.Attempts, &f.Key, &f.Channel, &f.Bucket)
-		return f, err
-	})
+	return pgx.CollectRows(rows, pgx.RowToStructByName[FrozenRowBucket])
 }
 
 // BulkRows lists the intents frozen in snapshot, by id.
@@ -159,7 +155,7 @@ func BulkRows(ctx context.Context, db query.DB, snapshot string) ([]FrozenRow, e
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[FrozenRow])
+	return pgx.CollectRows(rows, pgx.RowToStructByName[FrozenRow])
 }
 
 // FinishBulk records that snapshot id applied applied intents and skipped skipped.

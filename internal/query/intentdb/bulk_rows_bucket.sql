@@ -3,6 +3,7 @@
 -- frozen before migration 023), the channel of the intent with that id now
 -- ('' when there is none) and its bucket (-1 when there is none), so that a
 -- bulk action applies them a bucket at a time.
-SELECT b.intent_id, b.status, b.attempts, coalesce(b.idempotency_key, ''), coalesce(i.channel, ''), coalesce(i.bucket, -1)::bigint
+SELECT b.intent_id AS id, b.status, b.attempts, coalesce(b.idempotency_key, '') AS key, coalesce(i.channel, '') AS channel,
+       coalesce(i.bucket, -1)::bigint AS bucket
 FROM effectd.bulk_rows b LEFT JOIN effectd.intents i ON i.id = b.intent_id
 WHERE b.snapshot = $1 ORDER BY b.intent_id

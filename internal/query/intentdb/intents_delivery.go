@@ -107,17 +107,17 @@ func SetDelivery(ctx context.Context, db query.DB, c DeliveryChange) (moved bool
 
 // DuePoll is a SENT intent whose delivery poll is due.
 type DuePoll struct {
-	ID          int64
-	ProviderRef string
-	Delivery    string // a statemachine.Delivery; "" = unknown
-	Attempts    int32
-	Polls       int       // polls made so far
-	Since       time.Time // when the delivery last moved (else the row)
-	Key         string    // its idempotency key: the poll's record fences on it
-	EventID     string    // the producer's event id
-	Traceparent string    // the producer's trace context kept at enqueue; "" = none
-	CreatedAt   time.Time // when it was enqueued
-	Bucket      int64     `db:"-"` // the distributed mode's bucket (set by its store, not read); 0 otherwise
+	ID          int64     `db:"id"`
+	ProviderRef string    `db:"provider_ref"`
+	Delivery    string    `db:"delivery"` // a statemachine.Delivery; "" = unknown
+	Attempts    int32     `db:"attempts"`
+	Polls       int       `db:"polls"`       // polls made so far
+	Since       time.Time `db:"since"`       // when the delivery last moved (else the row)
+	Key         string    `db:"key"`         // its idempotency key: the poll's record fences on it
+	EventID     string    `db:"event_id"`    // the producer's event id
+	Traceparent string    `db:"traceparent"` // the producer's trace context kept at enqueue; "" = none
+	CreatedAt   time.Time `db:"created_at"`  // when it was enqueued
+	Bucket      int64     `db:"-"`           // the distributed mode's bucket (set by its store, not read); 0 otherwise
 }
 
 // PollDue lists up to limit SENT intents of channel whose delivery is not
@@ -131,5 +131,5 @@ func PollDue(ctx context.Context, db query.DB, channel string, delays []time.Dur
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[DuePoll])
+	return pgx.CollectRows(rows, pgx.RowToStructByName[DuePoll])
 }

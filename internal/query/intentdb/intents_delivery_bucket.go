@@ -125,5 +125,5 @@ func PollDueBucket(ctx context.Context, db query.DB, channel string, delays []ti
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[DuePoll])
+	return pgx.CollectRows(rows, pgx.RowToStructByName[DuePoll])
 }

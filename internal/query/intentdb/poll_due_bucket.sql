@@ -5,8 +5,9 @@
 -- buckets it holds. Each comes with its idempotency key, which the poll's
 -- record fences on, and its event id, trace context and enqueue time, which
 -- the poll's span names.
-SELECT i.id, i.provider_ref, coalesce(i.delivery, ''), i.attempts, p.n, coalesce(i.delivery_at, i.updated_at), i.idempotency_key,
-       i.event_id, coalesce(i.traceparent, ''), i.created_at
+SELECT i.id, i.provider_ref, coalesce(i.delivery, '') AS delivery, i.attempts, p.n AS polls,
+       coalesce(i.delivery_at, i.updated_at) AS since, i.idempotency_key AS key, i.event_id,
+       coalesce(i.traceparent, '') AS traceparent, i.created_at
 FROM effectd.intents i
 CROSS JOIN LATERAL (
     SELECT count(*)::int AS n FROM effectd.attempts a WHERE a.bucket = $4 AND a.intent_id = i.id AND a.kind = 'poll'
