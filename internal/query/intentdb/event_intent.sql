@@ -8,8 +8,8 @@
 -- its reference $3 alone, the oldest intent already holding it (through
 -- intents_provider_ref), never by its id. One index probe either way, in a
 -- generic plan too.
-SELECT id, status, attempts, coalesce(provider_ref, ''), coalesce(delivery, ''), delivery_at, idempotency_key,
-       coalesce(traceparent, '')
+SELECT id, status, attempts, coalesce(provider_ref, '') AS provider_ref, coalesce(delivery, '') AS delivery,
+       delivery_at, idempotency_key AS key, coalesce(traceparent, '') AS traceparent
 FROM effectd.intents
 WHERE channel = $1
   AND id = CASE WHEN $2::bigint <> 0 AND $4::text <> '' THEN $2::bigint

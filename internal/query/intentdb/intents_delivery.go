@@ -31,15 +31,15 @@ var pollDueSQL string
 // EventTarget is the intent a provider event is about, locked for the event's
 // transaction.
 type EventTarget struct {
-	ID          int64
-	Status      statemachine.State
-	Attempts    int32
-	ProviderRef string     // "" = none
-	Delivery    string     // a statemachine.Delivery; "" = unknown
-	DeliveryAt  *time.Time // when the delivery last moved
-	Key         string     // its idempotency key: the writes that follow fence on it
-	Traceparent string     // the producer's trace context kept at enqueue; "" = none
-	Bucket      int64      // the distributed mode's bucket (EventIntentBucket); 0 otherwise
+	ID          int64              `db:"id"`
+	Status      statemachine.State `db:"status"`
+	Attempts    int32              `db:"attempts"`
+	ProviderRef string             `db:"provider_ref"` // "" = none
+	Delivery    string             `db:"delivery"`     // a statemachine.Delivery; "" = unknown
+	DeliveryAt  *time.Time         `db:"delivery_at"`  // when the delivery last moved
+	Key         string             `db:"key"`          // its idempotency key: the writes that follow fence on it
+	Traceparent string             `db:"traceparent"`  // the producer's trace context kept at enqueue; "" = none
+	Bucket      int64              `db:"-"`            // the distributed mode's bucket (EventIntentBucket); 0 otherwise
 }
 
 // EventObject is what a provider event says about the object it reports on:
@@ -56,10 +56,17 @@ type EventObject struct {
 // reference is the object's. An id alone names no intent: a failover that
 // lost an enqueue hands its id out again. pgx.ErrNoRows when there is none:
 // the event is an orphan.
-func EventIntent(ctx context.Context, db query.DB, channel string, o EventObject) (t EventTarget, err error) {
-	err = db.QueryRow(ctx, eventIntentSQL, channel, o.IntentID, o.Ref, o.EventID).
-		Scan(&t.ID, &t.Status, &t.Attempts, &t.ProviderRef, &t.Delivery, &t.DeliveryAt, &t.Key, &t.Traceparent)
-	return t, err
+func EventIntent(ctx context.Context, db query.DB, channel string, o EventObject) (EventTarget, error) {
+	return oneTarget(db.Query(ctx, eventIntentSQL, channel, o.IntentID, o.Ref, o.EventID))
+}
+
+// oneTarget reads the first row of rows, by column name; pgx.ErrNoRows when
+// there is none.
+func oneTarget(rows pgx.Rows, err error) (EventTarget, error) {
+	if err != nil {
+		return EventTarget{}, err
+	}
+	return pgx.CollectOneRow(rows, pgx.RowToStructByName[EventTarget])
 }
 
 // SettleByEventParams are SettleByEvent's: a SENDING or IN_DOUBT intent

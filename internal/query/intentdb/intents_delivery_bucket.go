@@ -48,13 +48,13 @@ var pollDueBucketSQL string
 // DeliveryMoved is what a delivery-changing statement of the distributed
 // mode changed on one intent (the statement has counted it already).
 type DeliveryMoved struct {
-	Bucket      int64
-	CreatedAt   time.Time
-	Channel     string
-	OldStatus   string
-	Status      string
-	OldDelivery string // "" = unknown
-	Delivery    string // "" = unknown
+	Bucket      int64     `db:"bucket"`
+	CreatedAt   time.Time `db:"created_at"`
+	Channel     string    `db:"channel"`
+	OldStatus   string    `db:"old_status"`
+	Status      string    `db:"status"`
+	OldDelivery string    `db:"old_delivery"` // "" = unknown
+	Delivery    string    `db:"delivery"`     // "" = unknown
 }
 
 // EventIntentBucket is EventIntent in the distributed mode: it finds the
@@ -73,17 +73,20 @@ func EventIntentBucket(ctx context.Context, db query.DB, channel string, o Event
 	if err != nil {
 		return t, err
 	}
-	err = db.QueryRow(ctx, eventIntentBucketSQL, t.Bucket, id, channel, key).
-		Scan(&t.ID, &t.Status, &t.Attempts, &t.ProviderRef, &t.Delivery, &t.DeliveryAt, &t.Key, &t.Traceparent)
+	bucket := t.Bucket
+	t, err = oneTarget(db.Query(ctx, eventIntentBucketSQL, bucket, id, channel, key))
+	t.Bucket = bucket
 	return t, err
 }
 
-// scanMoved reads the row a delivery-changing statement returns; nil when
-// it returned none (fenced out, or the delivery was no longer the one
-// expected).
-func scanMoved(row pgx.Row) (*DeliveryMoved, error) {
-	var m DeliveryMoved
-	err := row.Scan(&m.Bucket, &m.CreatedAt, &m.Channel, &m.OldStatus, &m.Status, &m.OldDelivery, &m.Delivery)
+// scanMoved reads, by column name, the row a delivery-changing statement
+// returns; nil when it returned none (fenced out, or the delivery was no
+// longer the one expected).
+func scanMoved(rows pgx.Rows, err error) (*DeliveryMoved, error) {
+	if err != nil {
+		return nil, err
+	}
+	m, err := pgx.CollectOneRow(rows, pgx.RowToStructByName[DeliveryMoved])
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -97,7 +100,7 @@ func scanMoved(row pgx.Row) (*DeliveryMoved, error) {
 // delivery is still from (the compare-and-set includes it). It returns what
 // moved, nil when fenced out.
 func SettleByEventBucket(ctx context.Context, db query.DB, s SettleByEventParams, from string, bucket int64) (*DeliveryMoved, error) {
-	return scanMoved(db.QueryRow(ctx, settleByEventBucketSQL, s.IntentID, s.Attempts, s.From, s.ProviderRef, s.Outcome,
+	return scanMoved(db.Query(ctx, settleByEventBucketSQL, s.IntentID, s.Attempts, s.From, s.ProviderRef, s.Outcome,
 		s.Delivery, s.Detail, from, bucket, s.Key))
 }
 
@@ -105,13 +108,13 @@ func SettleByEventBucket(ctx context.Context, db query.DB, s SettleByEventParams
 // moved, nil when the delivery was no longer c.From or no intent has c's id
 // and key any more.
 func SetDeliveryBucket(ctx context.Context, db query.DB, c DeliveryChange, bucket int64) (*DeliveryMoved, error) {
-	return scanMoved(db.QueryRow(ctx, setDeliveryBucketSQL, c.IntentID, c.From, c.To, c.Detail, bucket, c.Key))
+	return scanMoved(db.Query(ctx, setDeliveryBucketSQL, c.IntentID, c.From, c.To, c.Detail, bucket, c.Key))
 }
 
 // RecordPollBucket is RecordPoll for an intent of bucket. It returns what
 // moved, nil when the delivery did not move.
 func RecordPollBucket(ctx context.Context, db query.DB, p Poll, bucket int64) (*DeliveryMoved, error) {
-	return scanMoved(db.QueryRow(ctx, recordPollBucketSQL, p.IntentID, p.Attempts, p.From, p.To, p.Detail, p.StartedAt,
+	return scanMoved(db.Query(ctx, recordPollBucketSQL, p.IntentID, p.Attempts, p.From, p.To, p.Detail, p.StartedAt,
 		p.Outcome, p.Error, p.ProviderRef, bucket, p.Key))
 }
 
