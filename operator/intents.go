@@ -10,7 +10,8 @@ import (
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query/accessdb"
-	"github.com/effectd/effectd/internal/query/intentdb"
+	"github.com/effectd/effectd/internal/query/attemptdb"
+
 	"github.com/effectd/effectd/internal/query/readdb"
 )
 
@@ -76,7 +77,7 @@ func (svc *Service) IntentDetail(ctx context.Context, id int64) (d effectdtype.I
 	if err != nil {
 		return d, err
 	}
-	if d.Attempts, err = intentdb.ListAttempts(ctx, tx, id, MaxDetailRows+1); err != nil {
+	if d.Attempts, err = attemptdb.ListAttempts(ctx, tx, id, MaxDetailRows+1); err != nil {
 		return d, err
 	}
 	if d.Audit, err = accessdb.ListAudit(ctx, tx, id, MaxDetailRows+1); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query/accessdb"
+	"github.com/effectd/effectd/internal/query/attemptdb"
 	"github.com/effectd/effectd/internal/query/intentdb"
 	"github.com/effectd/effectd/internal/query/readdb"
 	"github.com/effectd/effectd/internal/storage"
@@ -168,7 +169,7 @@ func operateIn(ctx context.Context, tx pgx.Tx, store storage.Operator, op Operat
 		return before, after, err
 	}
 
-	if err := store.RecordOperatorAttempt(ctx, tx, intentdb.OperatorAttempt{IntentID: op.IntentID, Attempt: before.Attempts,
+	if err := store.RecordOperatorAttempt(ctx, tx, attemptdb.OperatorAttempt{IntentID: op.IntentID, Attempt: before.Attempts,
 		Event: string(op.Event), ProviderRef: ref}); err != nil {
 		return before, after, err
 	}

@@ -9,8 +9,11 @@
 // .sql files, each importing this package and no other concern:
 //
 //	intentdb     whole intents: enqueue and the producers' verbs, claim,
-//	             complete, settle, operate, delivery changes, attempts,
-//	             bulk snapshots, bucket leases, the LISTEN/NOTIFY wake-up
+//	             complete, settle, operate, delivery changes and polls (with
+//	             the attempts they record), bulk snapshots, bucket leases,
+//	             the LISTEN/NOTIFY wake-up
+//	attemptdb    attempts on their own: an intent's list, an operator's
+//	             transition recorded as one
 //	eventdb      provider events: record one, set its outcome
 //	channeldb    channels, their policies and rate tokens
 //	accessdb     who may act and what they did: console sessions, two-person

@@ -9,6 +9,7 @@ import (
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/attemptdb"
 	"github.com/effectd/effectd/internal/query/intentdb"
 	"github.com/effectd/effectd/internal/query/readdb"
 	"github.com/effectd/effectd/internal/query/retentiondb"
@@ -83,7 +84,7 @@ type Operator interface {
 	// (intentdb.Operate); pgx.ErrNoRows when the fence held it back.
 	Operate(ctx context.Context, db query.DB, t intentdb.Transition) (effectdtype.IntentRow, error)
 	// RecordOperatorAttempt records an operator's transition as an attempt.
-	RecordOperatorAttempt(ctx context.Context, db query.DB, a intentdb.OperatorAttempt) error
+	RecordOperatorAttempt(ctx context.Context, db query.DB, a attemptdb.OperatorAttempt) error
 	// SettleByID applies a settlement to an intent named by id alone, fenced
 	// as Engine.Settle is.
 	SettleByID(ctx context.Context, db query.DB, s intentdb.SettleParams) (applied bool, err error)

@@ -137,9 +137,6 @@ var operateBucketText string
 
 var operateBucketSQL = withNotices("operate_bucket.sql", operateBucketText)
 
-//go:embed operator_attempt_bucket.sql
-var operatorAttemptBucketSQL string
-
 //go:embed intent_bucket.sql
 var intentBucketSQL string
 

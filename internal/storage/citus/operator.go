@@ -5,6 +5,7 @@ import (
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/attemptdb"
 	"github.com/effectd/effectd/internal/query/intentdb"
 	"github.com/effectd/effectd/internal/query/readdb"
 )
@@ -14,10 +15,14 @@ func (s *Store) Operate(ctx context.Context, db query.DB, t intentdb.Transition)
 	return intentdb.OperateBucket(ctx, db, t)
 }
 
-// RecordOperatorAttempt records a on its intent's shard
-// (intentdb.RecordOperatorAttemptBucket).
-func (s *Store) RecordOperatorAttempt(ctx context.Context, db query.DB, a intentdb.OperatorAttempt) error {
-	return intentdb.RecordOperatorAttemptBucket(ctx, db, a)
+// RecordOperatorAttempt reads the intent's bucket, then records a on its
+// shard (attemptdb.RecordOperatorAttemptBucket).
+func (s *Store) RecordOperatorAttempt(ctx context.Context, db query.DB, a attemptdb.OperatorAttempt) error {
+	bucket, err := intentdb.IntentBucket(ctx, db, a.IntentID)
+	if err != nil {
+		return err
+	}
+	return attemptdb.RecordOperatorAttemptBucket(ctx, db, a, bucket)
 }
 
 // SettleByID reads the intent's bucket, then applies st on its shard

@@ -5,6 +5,7 @@ import (
 
 	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
+	"github.com/effectd/effectd/internal/query/attemptdb"
 	"github.com/effectd/effectd/internal/query/intentdb"
 	"github.com/effectd/effectd/internal/query/readdb"
 )
@@ -14,9 +15,9 @@ func (s *Store) Operate(ctx context.Context, db query.DB, t intentdb.Transition)
 	return intentdb.Operate(ctx, db, t)
 }
 
-// RecordOperatorAttempt records a (intentdb.RecordOperatorAttempt).
-func (s *Store) RecordOperatorAttempt(ctx context.Context, db query.DB, a intentdb.OperatorAttempt) error {
-	return intentdb.RecordOperatorAttempt(ctx, db, a)
+// RecordOperatorAttempt records a (attemptdb.RecordOperatorAttempt).
+func (s *Store) RecordOperatorAttempt(ctx context.Context, db query.DB, a attemptdb.OperatorAttempt) error {
+	return attemptdb.RecordOperatorAttempt(ctx, db, a)
 }
 
 // SettleByID applies st (intentdb.Settle): the id names the row.
