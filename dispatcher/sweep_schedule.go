@@ -137,7 +137,7 @@ func (s *sweeper) sweep(ctx context.Context, channel string, slot time.Time, win
 		if err != nil {
 			return err
 		}
-		if err := readdb.AddSweptWindow(ctx, conn, channel, readdb.SweptWindow{Since: w.since, Until: w.until}, len(rep.Findings)); err != nil {
+		if err := readdb.AddSweptWindow(ctx, conn, channel, effectdtype.SweepWindow{Since: w.since, Until: w.until}, len(rep.Findings)); err != nil {
 			return err
 		}
 		for _, k := range effectdtype.FindingKinds {

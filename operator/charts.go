@@ -35,10 +35,7 @@ func (svc *Service) Charts(ctx context.Context, channels []string, rangeName str
 		return effectdtype.Chart{}, fmt.Errorf("charts: marks: %w", err)
 	}
 	out := effectdtype.Chart{Range: rangeName, From: from, To: to, StepSeconds: int64(rg.Step / time.Second),
-		Points: chartPoints(from, to, rg.Step, rows, slots), Marks: make([]effectdtype.ChartMark, len(marks))}
-	for i, m := range marks {
-		out.Marks[i] = effectdtype.ChartMark{At: m.At, Actor: m.Actor, Action: m.Action, Channel: m.Channel, IntentID: m.IntentID}
-	}
+		Points: chartPoints(from, to, rg.Step, rows, slots), Marks: marks}
 	return out, nil
 }
 

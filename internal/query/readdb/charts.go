@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
 )
 
@@ -25,15 +26,6 @@ type LatencySlots struct {
 	At   time.Time
 	Slot int16
 	N    int64
-}
-
-// AuditMark is an audit entry a chart marks.
-type AuditMark struct {
-	At       time.Time
-	Actor    string
-	Action   string
-	Channel  string
-	IntentID *int64
 }
 
 // ChartRows reads the points of channels (AllChannels alone for the whole
@@ -71,7 +63,7 @@ func chartSQL(step time.Duration) (points, latency string) {
 
 // ChartMarks reads the newest limit audit entries from from to to, of
 // channels (nil: of every channel and of none).
-func ChartMarks(ctx context.Context, db query.DB, channels []string, from, to time.Time, limit int) ([]AuditMark, error) {
+func ChartMarks(ctx context.Context, db query.DB, channels []string, from, to time.Time, limit int) ([]effectdtype.ChartMark, error) {
 	var rows pgx.Rows
 	var err error
 	if channels == nil {
@@ -82,5 +74,5 @@ func ChartMarks(ctx context.Context, db query.DB, channels []string, from, to ti
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[AuditMark])
+	return pgx.CollectRows(rows, pgx.RowToStructByName[effectdtype.ChartMark])
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/effectd/effectd/effectdtype"
 )
 
 // TestCitusSweepReads: in the distributed mode, the sweep's read of the
@@ -53,7 +55,7 @@ func TestCitusSweepReads(t *testing.T) {
 	}
 
 	m := now.Truncate(time.Minute)
-	for _, w := range []SweptWindow{{m.Add(-3 * time.Minute), m.Add(-2 * time.Minute)}, {m.Add(-2 * time.Minute), m}} {
+	for _, w := range []effectdtype.SweepWindow{{Since: m.Add(-3 * time.Minute), Until: m.Add(-2 * time.Minute)}, {Since: m.Add(-2 * time.Minute), Until: m}} {
 		if err := AddSweptWindow(ctx, pool, "sms", w, 0); err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/effectd/effectd/effectdtype"
 	"github.com/effectd/effectd/internal/query"
 )
 
@@ -23,13 +24,6 @@ var sweepWindowAddSQL string
 //go:embed sweep_windows.sql
 var sweepWindowsSQL string
 
-// SweptWindow is a window of intents' creation times, [Since, Until), that a
-// scheduled sweep finished.
-type SweptWindow struct {
-	Since time.Time `db:"since"`
-	Until time.Time `db:"until"`
-}
-
 // SweptUntil returns the end of the latest window channel's scheduled sweep
 // finished; the zero time when it finished none.
 func SweptUntil(ctx context.Context, db query.DB, channel string) (time.Time, error) {
@@ -42,17 +36,18 @@ func SweptUntil(ctx context.Context, db query.DB, channel string) (time.Time, er
 
 // AddSweptWindow records that channel's scheduled sweep finished w with
 // findings findings.
-func AddSweptWindow(ctx context.Context, db query.DB, channel string, w SweptWindow, findings int) error {
+func AddSweptWindow(ctx context.Context, db query.DB, channel string, w effectdtype.SweepWindow, findings int) error {
 	_, err := db.Exec(ctx, sweepWindowAddSQL, channel, w.Since, w.Until, findings)
 	return err
 }
 
 // SweptWindows returns the windows of channel's scheduled sweep that meet
-// [since, until), in order of their start, at most limit.
-func SweptWindows(ctx context.Context, db query.DB, channel string, since, until time.Time, limit int) ([]SweptWindow, error) {
+// [since, until), in order of their start, at most limit (their columns
+// since and until read by name).
+func SweptWindows(ctx context.Context, db query.DB, channel string, since, until time.Time, limit int) ([]effectdtype.SweepWindow, error) {
 	rows, err := db.Query(ctx, sweepWindowsSQL, channel, since, until, limit)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByName[SweptWindow])
+	return pgx.CollectRows(rows, pgx.RowToStructByName[effectdtype.SweepWindow])
 }
