@@ -266,7 +266,7 @@ func TestCitusCountsReadNoHistory(t *testing.T) {
 		{"channel_gauges_bucket.sql", ""},
 		{"channel_figures_bucket.sql", ""},
 	} {
-		sql, err := os.ReadFile("../internal/query/" + r.file)
+		sql, err := os.ReadFile("../internal/query/readdb/" + r.file)
 		if err != nil {
 			t.Fatal(err)
 		}
