@@ -41,3 +41,18 @@ func CheckpointWorkers(ctx context.Context, db query.DB) error {
 	_, err := db.Exec(ctx, checkpointWorkersSQL)
 	return err
 }
+
+//go:embed recover_prepared.sql
+var recoverPreparedSQL string
+
+// RecoverPrepared settles now the two-phase commits a Citus worker left
+// PREPARED (superuser) and reports how many it settled and how many prepared
+// transactions the workers still hold. A producer's COMMIT returns once the
+// coordinator has recorded it; a worker that fails before its COMMIT PREPARED
+// hides that transaction's rows on it until the recovery, which Citus's
+// maintenance daemon runs every citus.recover_2pc_interval: a run has not
+// drained while any is pending.
+func RecoverPrepared(ctx context.Context, db query.DB) (recovered, left int, err error) {
+	err = db.QueryRow(ctx, recoverPreparedSQL).Scan(&recovered, &left)
+	return recovered, left, err
+}
