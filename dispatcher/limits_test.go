@@ -16,7 +16,7 @@ import (
 
 // TestEnqueueKeyBoundary: the key is <channel>:<event_id> up to exactly 255
 // bytes (bytes, not characters), and <channel>:sha256:<hex of the event id>
-// from 256 on.
+// from 256 on, through enqueue and enqueue_many alike.
 func TestEnqueueKeyBoundary(t *testing.T) {
 	t.Parallel()
 	pool := registered(t)
@@ -24,23 +24,39 @@ func TestEnqueueKeyBoundary(t *testing.T) {
 		sum := sha256.Sum256([]byte(event))
 		return "hook:sha256:" + hex.EncodeToString(sum[:])
 	}
-	for _, c := range []struct {
-		name, event, key string
-	}{
-		{"255 bytes", strings.Repeat("a", 250), "hook:" + strings.Repeat("a", 250)},
-		{"256 bytes", strings.Repeat("b", 251), hashed(strings.Repeat("b", 251))},
-		{"255 bytes in 125 characters", strings.Repeat("é", 125), "hook:" + strings.Repeat("é", 125)},
-		{"257 bytes in 126 characters", strings.Repeat("é", 126), hashed(strings.Repeat("é", 126))},
-	} {
-		if ok, err := enqueue(t, pool, dispatcher.Intent{EventID: c.event, Channel: "hook", Payload: `{}`}); err != nil || !ok {
-			t.Fatalf("%s: %v %v", c.name, ok, err)
-		}
-		var key string
-		if err := pool.QueryRow(context.Background(), `SELECT idempotency_key FROM effectd.intents WHERE event_id = $1`, c.event).Scan(&key); err != nil {
-			t.Fatal(err)
-		}
-		if key != c.key || len(key) > 255 {
-			t.Errorf("%s: key %q (%d bytes), want %q", c.name, key, len(key), c.key)
+	// the same boundary through enqueue (one letter) and enqueue_many (another)
+	for _, way := range []struct{ name, a, b string }{{"enqueue", "a", "é"}, {"enqueue_many", "b", "è"}} {
+		for _, c := range []struct {
+			name, event string
+			hashed      bool
+		}{
+			{"255 bytes", strings.Repeat(way.a, 250), false},
+			{"256 bytes", strings.Repeat(way.a, 251), true},
+			{"255 bytes in 125 characters", strings.Repeat(way.b, 125), false},
+			{"257 bytes in 126 characters", strings.Repeat(way.b, 126), true},
+		} {
+			want := "hook:" + c.event
+			if c.hashed {
+				want = hashed(c.event)
+			}
+			if way.name == "enqueue" {
+				if ok, err := enqueue(t, pool, dispatcher.Intent{EventID: c.event, Channel: "hook", Payload: `{}`}); err != nil || !ok {
+					t.Fatalf("%s, %s: %v %v", way.name, c.name, ok, err)
+				}
+			} else {
+				var outcome string
+				if err := pool.QueryRow(context.Background(), `SELECT outcome FROM effectd.enqueue_many(ARRAY[ROW($1, 'hook', '{}'::jsonb,
+					NULL, NULL, NULL)::effectd.new_intent])`, c.event).Scan(&outcome); err != nil || outcome != "new" {
+					t.Fatalf("%s, %s: %q %v", way.name, c.name, outcome, err)
+				}
+			}
+			var key string
+			if err := pool.QueryRow(context.Background(), `SELECT idempotency_key FROM effectd.intents WHERE event_id = $1`, c.event).Scan(&key); err != nil {
+				t.Fatal(err)
+			}
+			if key != want || len(key) > 255 {
+				t.Errorf("%s, %s: key %q (%d bytes), want %q", way.name, c.name, key, len(key), want)
+			}
 		}
 	}
 }

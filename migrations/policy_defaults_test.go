@@ -28,7 +28,8 @@ func TestRetentionFromOnePlace(t *testing.T) {
 	if _, err := pool.Exec(ctx, `INSERT INTO effectd.channels (name, provider, policy, policy_override) VALUES
 		('bare', 'webhook', '{}', '{}'),
 		('registered', 'webhook', '{"retention": "2h0m0s"}', '{}'),
-		('overridden', 'webhook', '{"retention": "2h0m0s"}', '{"retention": "5h0m0s"}')`); err != nil {
+		('overridden', 'webhook', '{"retention": "2h0m0s"}', '{"retention": "5h0m0s"}'),
+		('shortened', 'webhook', '{"retention": "5h0m0s"}', '{"retention": "2h0m0s"}')`); err != nil {
 		t.Fatal(err)
 	}
 	n := 0
@@ -45,6 +46,20 @@ func TestRetentionFromOnePlace(t *testing.T) {
 		case !refused && (err != nil || !inserted):
 			t.Errorf("%s, occurred %s ago: inserted %v, %s %q; want it inserted", channel, age, inserted, code, msg)
 		}
+		// enqueue_many reads the same retention, in its fast check of every
+		// row and in the check that names the field
+		var outcome, field string
+		err = pool.QueryRow(ctx, `SELECT outcome, coalesce(field, '') FROM effectd.enqueue_many(ARRAY[ROW($1, $2, '{}'::jsonb,
+			now() - $3::interval, NULL, NULL)::effectd.new_intent], keep_valid => true)`,
+			fmt.Sprint("many", n), channel, fmt.Sprintf("%d seconds", int64(age.Seconds()))).Scan(&outcome, &field)
+		switch {
+		case err != nil:
+			t.Errorf("%s, occurred %s ago, enqueue_many: %v", channel, age, err)
+		case refused && (outcome != "invalid" || field != "occurred_at"):
+			t.Errorf("%s, occurred %s ago, enqueue_many: %s %q; want invalid, naming occurred_at", channel, age, outcome, field)
+		case !refused && outcome != "new":
+			t.Errorf("%s, occurred %s ago, enqueue_many: %s %q; want new", channel, age, outcome, field)
+		}
 	}
 	def := policy.DefaultRetention.D()
 	check("bare", def-time.Minute, false)
@@ -53,6 +68,8 @@ func TestRetentionFromOnePlace(t *testing.T) {
 	check("registered", 2*time.Hour+time.Minute, true)
 	check("overridden", 5*time.Hour-time.Minute, false)
 	check("overridden", 5*time.Hour+time.Minute, true)
+	check("shortened", 2*time.Hour-time.Minute, false)
+	check("shortened", 2*time.Hour+time.Minute, true)
 
 	if _, err := pool.Exec(ctx, `UPDATE effectd.policy_defaults SET retention = '3 hours'`); err != nil {
 		t.Fatal(err)
