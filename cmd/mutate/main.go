@@ -209,12 +209,67 @@ func locate(root string, m mutation) (string, string, error) {
 		}
 		switch n := strings.Count(string(b), m.from); {
 		case n == 1:
+			if err := inForce(matches[j], string(b), m.from); err != nil {
+				return "", "", err
+			}
 			return matches[j], string(b), nil
 		case n > 1:
 			return "", "", fmt.Errorf("%s: snippet %q occurs %d times; make it unique", m.file, m.from, n)
 		}
 	}
 	return "", "", fmt.Errorf("%s: snippet %q not found; update the mutation list", m.file, m.from)
+}
+
+var (
+	createStatement = regexp.MustCompile(`(?m)^CREATE `)
+	createFunction  = regexp.MustCompile(`(?m)^CREATE (?:OR REPLACE )?FUNCTION\s+([\w.]+)\s*\(`)
+)
+
+// inForce refuses a snippet of a migration that lies in a function a later
+// migration of the same directory defines again: the mutated function would
+// be replaced before any test ran, and the mutation would survive for
+// nothing (the enqueue's key boundary was once aimed at 014's enqueue, which
+// 017 replaces). A snippet outside a function, or in one defined last here,
+// is in force.
+func inForce(file, text, from string) error {
+	if !strings.HasSuffix(file, ".up.sql") {
+		return nil
+	}
+	at := strings.Index(text, from)
+	// the statement the snippet is in: the last to start at or before it
+	last := -1
+	for _, st := range createStatement.FindAllStringIndex(text[:at+len(from)], -1) {
+		if st[0] <= at {
+			last = st[0]
+		}
+	}
+	if last < 0 {
+		return nil
+	}
+	fn := createFunction.FindStringSubmatch(text[last:at+len(from)])
+	if fn == nil {
+		return nil
+	}
+	later, err := filepath.Glob(filepath.Join(filepath.Dir(file), "*.up.sql"))
+	if err != nil {
+		return err
+	}
+	sort.Strings(later)
+	again := regexp.MustCompile(`(?m)^CREATE (?:OR REPLACE )?FUNCTION\s+` + regexp.QuoteMeta(fn[1]) + `\s*\(`)
+	for _, l := range later {
+		if l <= file {
+			continue
+		}
+		b, err := os.ReadFile(l)
+		if err != nil {
+			return err
+		}
+		if again.Match(b) {
+			return fmt.Errorf("%s: snippet %q is in %s, which %s defines again: mutate the function in force",
+				filepath.Base(file), from, fn[1], filepath.Base(l))
+		}
+	}
+	return nil
 }
 
 var failLine = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)

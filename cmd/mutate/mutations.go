@@ -363,7 +363,7 @@ var mutations = []mutation{
 	{name: "redaction: a viewer's provider event shown as stored", file: "api/events.go",
 		from: "e.Payload = dispatcher.MaskValues(e.Payload)", to: "",
 		pkg: "./api/", run: "^TestProviderEvents$"},
-	{name: "redaction: a notification copies its source's error unmasked", file: "migrations/009_notify_copies.up.sql",
+	{name: "redaction: a notification copies its source's error unmasked", file: "migrations/*.up.sql",
 		from: "'last_error', effectd.redact_text(r.last_error, r.payload, r.redacted)", to: "'last_error', r.last_error",
 		pkg: "./dispatcher/", run: "^TestNotifyMasksRedactedValues$"},
 	{name: "notify: a provider event settles SENT without its delivery", file: "internal/query/intentdb/settle_by_event.sql",
