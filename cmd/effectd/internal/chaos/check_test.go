@@ -33,7 +33,7 @@ func TestCheck(t *testing.T) {
 			defer cancel()
 			rep, err := Run(ctx, Config{
 				Binary: bin, Events: 300, Instances: 2, Duration: 8 * time.Second, Seed: s,
-				Faults: AllFaults, Channels: CheckChannels, Actors: true, Batch: 8000, DrainTimeout: time.Minute,
+				Faults: AllFaults, Channels: CheckChannels, Actors: true, Batch: 16000, DrainTimeout: time.Minute,
 				Out: &testWriter{t: t},
 			})
 			if err != nil {

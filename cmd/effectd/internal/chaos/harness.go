@@ -81,7 +81,9 @@ var CheckChannels = append(slices.Clone(Channels),
 // pgSettings are the PostgreSQL settings of the run beyond localpg's. With
 // actors, the lock table is about as large as a default server's (64 locks
 // a connection, 100 connections: 6,400 slots; here 20 × 322), so that an
-// enqueue taking a lock per event fails on the batch as it would there.
+// enqueue taking a lock per event fails on the batch as it would there. The
+// table grows into spare shared memory past its slots: one transaction took
+// 12,000 locks here and was refused 16,000, so a batch must be larger.
 func (h *harness) pgSettings() []string {
 	if h.cfg.Actors {
 		return []string{"max_locks_per_transaction=20"}
