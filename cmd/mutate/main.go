@@ -246,7 +246,7 @@ func inForce(file, text, from string) error {
 	if last < 0 {
 		return nil
 	}
-	fn := createFunction.FindStringSubmatch(text[last:at+len(from)])
+	fn := createFunction.FindStringSubmatch(text[last : at+len(from)])
 	if fn == nil {
 		return nil
 	}

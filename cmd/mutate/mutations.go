@@ -555,12 +555,16 @@ var mutations = []mutation{
 		from: "    INSERT INTO effectd.dedupe_keys (key, day, until)\n    VALUES (effectd.dedupe_key(channel, event_id), today, until)",
 		to:   "    PERFORM pg_advisory_xact_lock(hashtextextended(channel || ':' || event_id, 0));\n    INSERT INTO effectd.dedupe_keys (key, day, until)\n    VALUES (effectd.dedupe_key(channel, event_id), today, until)",
 		pkg:  "./cmd/effectd/internal/chaos/", run: "^TestCheck$"},
+	// The checker found the two sweep holes below; TestCheck meets them only
+	// when its seeds' history holds such an object or intent, so the tests
+	// written for them kill them (the whole run of 2026-12-03 saw both survive
+	// TestCheck)
 	{name: "checker: a sweep advises missing (enqueue again) for an object made after its window", file: "dispatcher/sweep.go",
 		from: "if in.absent {", to: "if true {",
-		pkg: "./cmd/effectd/internal/chaos/", run: "^TestCheck$"},
+		pkg: "./dispatcher/", run: "^TestSweepNeverAdvisesARepeat$"},
 	{name: "checker: a sweep calls an SMS an orphan when its IN_DOUBT intent predates the window", file: "internal/query/readdb/sweep_intents_unsettled.sql",
 		from: "AND status IN ('SENDING', 'IN_DOUBT', 'FAILED', 'SKIPPED', 'CANCELLED')", to: "AND status IN ('SENDING', 'FAILED', 'SKIPPED', 'CANCELLED')",
-		pkg: "./cmd/effectd/internal/chaos/", run: "^TestCheck$"},
+		pkg: "./dispatcher/", run: "^TestSweepConsidersOldUnsettledIntents$"},
 	{name: "checker: a partition dropped one by one not checked again once writers are out (retention racing a requeue)", file: "internal/query/retentiondb/partitions.go",
 		from: "\t\tif p.Parent == \"intents\" {\n\t\t\t// no writer reaches the rows now", to: "\t\tif false {\n\t\t\t// no writer reaches the rows now",
 		pkg: "./cmd/effectd/internal/chaos/", run: "^TestCheck$"},
