@@ -82,7 +82,7 @@ func heldConns(c Config) int { return c.Completers + 2 }
 // HeldSuffix). It connects lazily.
 //
 // On one PostgreSQL its connections also take heldSettings, unless pool's URL
-// sets them. The distributed mode leaves both choices to Citus.
+// sets them. The distributed mode leaves them to Citus.
 func openHeld(ctx context.Context, pool *pgxpool.Pool, c Config) (*pgxpool.Pool, error) {
 	cfg := pool.Config()
 	cfg.MaxConns = int32(heldConns(c))
@@ -121,9 +121,19 @@ func openHeld(ctx context.Context, pool *pgxpool.Pool, c Config) (*pgxpool.Pool,
 // rows through an index (the plan tests above); with sequential scans off, a
 // plan made on an empty day reads it through them too
 // (TestHeldPlansReadIndexesAsTheDayFills).
+//
+// jit: with sequential scans off, a plan that still must scan a table (the
+// one-row channels table read by the completion's notify trigger) carries the
+// planner's disable cost of 10¹⁰, far above jit_above_cost, so PostgreSQL
+// compiled it with LLVM at every run: about 50 ms of a statement that reads
+// one row, in every claim and completion (30 effects a second at a
+// concurrency of 4). serve turns JIT off on its whole pool; the held
+// connections turn it off themselves, for a dispatcher built on any pool
+// (TestHeldConnectionsCompileNothing).
 var heldSettings = map[string]string{
 	"plan_cache_mode": "force_generic_plan",
 	"enable_seqscan":  "off",
+	"jit":             "off",
 }
 
 // HeldSuffix ends the application_name of the connections the dispatch

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/effectd/effectd/effectdtype"
+	"github.com/effectd/effectd/internal/fixture"
 )
 
 // sweepWindow sweeps channel over [since, until) and fails the test on an error.
@@ -125,11 +126,9 @@ func TestSweepOldSkippedOrRetriedOwnsItsObject(t *testing.T) {
 	r.age(t, skipped, 2*time.Hour)
 	skippedRef := r.sms(t, skippedSMS)
 	retriedSMS := `{"to":"+15551239202","body":"your code is 5678"}`
-	retried := r.plant(t, "text", "old-retried", retriedSMS, "PENDING", "")
+	// due in an hour from its insert on: the running dispatcher must not call it
+	retried := r.plant(t, "text", "old-retried", retriedSMS, "PENDING", "", fixture.NextAttemptAt(time.Now().Add(time.Hour)))
 	r.age(t, retried, 2*time.Hour)
-	if _, err := r.pool.Exec(context.Background(), `UPDATE effectd.intents SET next_attempt_at = now() + interval '1 hour' WHERE id = $1`, retried); err != nil {
-		t.Fatal(err)
-	}
 	retriedRef := r.sms(t, retriedSMS)
 
 	now := time.Now()

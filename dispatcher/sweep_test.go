@@ -87,10 +87,11 @@ func (r *sweepRig) send(t *testing.T, channel, event, payload string) {
 
 // plant writes an intent in status with reference ref ("" none) straight into
 // the table, as a failover or a lost completion leaves it, and returns its id.
-func (r *sweepRig) plant(t *testing.T, channel, event, payload, status, ref string) int64 {
+func (r *sweepRig) plant(t *testing.T, channel, event, payload, status, ref string, more ...fixture.IntentOption) int64 {
 	t.Helper()
 	opts := []fixture.IntentOption{fixture.Channel(channel), fixture.Event(event), fixture.Payload(payload),
 		fixture.Status(status), fixture.Attempts(1), fixture.ProviderRef(ref), fixture.ClaimedAt(time.Now())}
+	opts = append(opts, more...)
 	if status == "SENDING" {
 		opts = append(opts, fixture.Lease(time.Now().Add(time.Hour)))
 	}

@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -84,6 +85,34 @@ func TestRowsThroughTheFixtureFactory(t *testing.T) {
 	for _, rel := range slices.Sorted(maps.Keys(insertsAllowed)) {
 		if !holding[rel] {
 			t.Errorf("%s is allowed an INSERT but holds none: remove it from insertsAllowed", rel)
+		}
+	}
+}
+
+// TestTestDatabasesStopped: every package whose tests take a database from
+// pgtest's shared server (pgtest.New, pgtest.URL) has a TestMain that calls
+// pgtest.Main, which stops that server when the tests end. Without it each
+// run of the package's tests leaves a PostgreSQL running.
+func TestTestDatabasesStopped(t *testing.T) {
+	uses, stops := map[string]bool{}, map[string]bool{}
+	goFiles(t, func(rel, text string) {
+		if !strings.HasSuffix(rel, "_test.go") {
+			return
+		}
+		dir := path.Dir(rel)
+		if strings.Contains(text, "pgtest.New(") || strings.Contains(text, "pgtest.URL(") {
+			uses[dir] = true
+		}
+		if strings.Contains(text, "pgtest.Main(m)") {
+			stops[dir] = true
+		}
+	})
+	if len(uses) == 0 {
+		t.Fatal("no package's tests use pgtest: the walk found nothing")
+	}
+	for dir := range uses {
+		if !stops[dir] {
+			t.Errorf("%s: its tests use pgtest's server but no TestMain calls pgtest.Main (func TestMain(m *testing.M) { pgtest.Main(m) })", dir)
 		}
 	}
 }

@@ -1,0 +1,9 @@
+package chaos
+
+import (
+	"testing"
+
+	"github.com/effectd/effectd/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
