@@ -68,6 +68,7 @@ type IntentTally struct {
 	PolicyResend    int // lookups after which the channel's policy made the intent PENDING again
 	FencedOut       int // outcomes refused by the fence ("(fenced out)")
 	Ambiguous       int // lookups that found the send ambiguous
+	InDoubtSends    int // calls whose answer nobody knew: maybe sent, in doubt, or none recorded before the lease expired
 }
 
 // TallyIntents reads every intent with the counts of its attempts.

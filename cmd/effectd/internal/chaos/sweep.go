@@ -193,7 +193,8 @@ func (s splitSweep) detail() string {
 //
 // A finding the checker does not expect, or an expected one the sweep lacks,
 // is a violation naming the event and reference; after a synchronous
-// failover any finding but a duplicate (a resend policy's) is one too.
+// failover any finding is one too, but a duplicate (a resend policy's) and an
+// intent a skip or manual policy settled after a call whose answer was lost.
 func compareSweeps(reps []effectdtype.SweepReport, intents []harnessdb.IntentTally, ledger sandbox.Snapshot, chans []Channel, sync bool) ([]SweepRow, []Violation) {
 	a := expectFindings(intents, ledger)
 	var rows []SweepRow
@@ -219,8 +220,12 @@ type finding struct{ kind, channel, name string }
 // and the ledger.
 type sweepAccount struct {
 	expected map[finding]bool
-	byRef    map[string]target // the target of each effect, by its reference
-	unjudged map[target]bool   // targets whose findings are not judged (checkSweeps)
+	// policyAnswered are the targets whose intent the channel's in-doubt
+	// policy settled (SKIPPED or IN_DOUBT) after a call whose answer nobody
+	// knew: their unsettled finding is that policy's, not a lost commit's
+	policyAnswered map[target]bool
+	byRef          map[string]target // the target of each effect, by its reference
+	unjudged       map[target]bool   // targets whose findings are not judged (checkSweeps)
 }
 
 // expectFindings accounts for the findings the ledger and the intents call
@@ -231,7 +236,12 @@ func expectFindings(intents []harnessdb.IntentTally, ledger sandbox.Snapshot) sw
 	for i := range intents {
 		byEvent[target{intents[i].Channel, intents[i].EventID}] = &intents[i]
 	}
-	a := sweepAccount{expected: map[finding]bool{}, byRef: map[string]target{}}
+	a := sweepAccount{expected: map[finding]bool{}, byRef: map[string]target{}, policyAnswered: map[target]bool{}}
+	for _, in := range intents {
+		if (in.Status == "SKIPPED" || in.Status == "IN_DOUBT") && in.InDoubtSends > 0 {
+			a.policyAnswered[target{in.Channel, in.EventID}] = true
+		}
+	}
 	effects := map[target][]string{} // refs of the effects of each target's intent
 	for _, e := range ledger.Effects {
 		t, ok := effectTarget(e)
@@ -307,10 +317,15 @@ func (a sweepAccount) compare(c Channel, rep effectdtype.SweepReport, sync bool,
 	if sync {
 		// Nothing acknowledged is lost: no orphan, nothing unsettled or
 		// missing. A duplicate is the channel's resend policy at work when
-		// the outage outlasted a lease; the checker counts and explains those.
+		// a call's answer was lost (the outage outlasted a lease); the
+		// checker counts and explains those. So is an unsettled intent the
+		// skip or manual policy settled after such a call, recorded as one
+		// (a call maybe sent or in doubt, or no outcome before its lease
+		// expired): the call was made, and nobody knew its answer.
 		n := 0
 		for _, f := range rep.Findings {
-			if f.Kind != effectdtype.FindingDuplicate {
+			policy := f.Kind == effectdtype.FindingUnsettled && a.policyAnswered[target{c.Name, f.EventID}]
+			if f.Kind != effectdtype.FindingDuplicate && !policy {
 				n++
 			}
 		}

@@ -97,6 +97,26 @@ func TestCompareSweeps(t *testing.T) {
 	if n != 2 {
 		t.Errorf("synchronous: %d channels flagged for their findings, want 2: %+v", n, vs)
 	}
+
+	// After a synchronous failover, an SMS the skip policy settled after a
+	// call maybe sent is that policy's, not a lost commit's; one SKIPPED
+	// with no such call recorded is still flagged.
+	skip := []Channel{Channels[4]}
+	skipped := func(inDoubt int) []harnessdb.IntentTally {
+		return []harnessdb.IntentTally{{ID: 7, EventID: "evt-7", Channel: "sms-skip", Status: "SKIPPED", InDoubtSends: inDoubt}}
+	}
+	skipBody, _ := json.Marshal(map[string]string{"to": smsNumber(7), "body": "sms-skip evt-7"})
+	skipLedger := sandbox.Snapshot{Effects: []sandbox.Effect{{Kind: "twilio", Key: "SM7", Ref: "SM7", Applied: 1, Body: skipBody}}}
+	skipSweep := []effectdtype.SweepReport{{Channel: "sms-skip", Findings: []effectdtype.Finding{finding("unsettled", "evt-7", "SM7")}}}
+	for _, c := range []struct {
+		inDoubt int
+		flagged bool
+	}{{1, false}, {0, true}} {
+		_, vs = compareSweeps(skipSweep, skipped(c.inDoubt), skipLedger, skip, true)
+		if flagged := len(vs) > 0; flagged != c.flagged {
+			t.Errorf("synchronous, SKIPPED after %d calls in doubt: violations %+v, want flagged %t", c.inDoubt, vs, c.flagged)
+		}
+	}
 }
 
 // listingSweeper is a sweep over a listing of objects created at given
