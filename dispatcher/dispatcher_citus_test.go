@@ -14,22 +14,12 @@ import (
 
 	"github.com/effectd/effectd/dispatcher"
 	"github.com/effectd/effectd/internal/citustest"
-	"github.com/effectd/effectd/internal/localpg"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/migrations"
 )
 
-// citusCluster is the Citus cluster the tests of this binary started, if any;
-// pgtest.Main stops it.
-var citusCluster *localpg.Citus
-
-func init() {
-	pgtest.AtExit(func() {
-		if citusCluster != nil {
-			citusCluster.Stop()
-		}
-	})
-}
+// pgtest.Main stops the Citus cluster the tests of this binary started, if any.
+func init() { pgtest.AtExit(citustest.Stop) }
 
 // citusPool returns a pool on a fresh Citus database with producer.orders
 // distributed by bucket, migrated and distributed with buckets buckets.
@@ -41,7 +31,6 @@ func citusPool(t *testing.T, buckets int) *pgxpool.Pool {
 // citusPoolDays is citusPool with partitions of days days made after migrate.
 func citusPoolDays(t *testing.T, buckets, days int) *pgxpool.Pool {
 	t.Helper()
-	citusCluster = citustest.Cluster(t)
 	pool := citustest.New(t)
 	ctx := context.Background()
 	citustest.ProducerOrders(t, pool)

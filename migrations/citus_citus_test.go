@@ -14,30 +14,19 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectd/effectd/internal/citustest"
-	"github.com/effectd/effectd/internal/localpg"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/internal/query/retentiondb"
 	"github.com/effectd/effectd/migrations"
 )
 
-// citusCluster is the Citus cluster the tests of this binary started, if any;
-// pgtest.Main stops it.
-var citusCluster *localpg.Citus
-
-func init() {
-	pgtest.AtExit(func() {
-		if citusCluster != nil {
-			citusCluster.Stop()
-		}
-	})
-}
+// pgtest.Main stops the Citus cluster the tests of this binary started, if any.
+func init() { pgtest.AtExit(citustest.Stop) }
 
 // citusDB returns a pool on a fresh database of the Citus cluster with the
 // producer's table producer.orders distributed by bucket (int), migrated
 // and distributed with 8 buckets, one channel "c" registered.
 func citusDB(t *testing.T) (*pgxpool.Pool, migrations.Citus) {
 	t.Helper()
-	citusCluster = citustest.Cluster(t)
 	pool := citustest.New(t)
 	ctx := context.Background()
 	citustest.ProducerOrders(t, pool)
@@ -109,7 +98,6 @@ WHERE i.inhparent IN ('effectd.intents'::regclass, 'effectd.attempts'::regclass)
 // distributed by another column, and a non-integer column, are refused with
 // a message naming the field of database.citus.
 func TestCitusDistributeRefuses(t *testing.T) {
-	citusCluster = citustest.Cluster(t)
 	pool := citustest.New(t)
 	ctx := context.Background()
 	for _, q := range []string{

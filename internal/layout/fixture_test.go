@@ -91,28 +91,43 @@ func TestRowsThroughTheFixtureFactory(t *testing.T) {
 
 // TestTestDatabasesStopped: every package whose tests take a database from
 // pgtest's shared server (pgtest.New, pgtest.URL) has a TestMain that calls
-// pgtest.Main, which stops that server when the tests end. Without it each
-// run of the package's tests leaves a PostgreSQL running.
+// pgtest.Main, which stops that server when the tests end; every package
+// whose tests use citustest's shared cluster (citustest.Cluster,
+// citustest.New) stops it too, by citustest.Main or, where pgtest.Main is the
+// TestMain, by pgtest.AtExit(citustest.Stop). Without them each run of the
+// package's tests leaves a PostgreSQL, or three, running.
 func TestTestDatabasesStopped(t *testing.T) {
-	uses, stops := map[string]bool{}, map[string]bool{}
+	usesPG, stopsPG := map[string]bool{}, map[string]bool{}
+	usesCitus, stopsCitus := map[string]bool{}, map[string]bool{}
 	goFiles(t, func(rel, text string) {
-		if !strings.HasSuffix(rel, "_test.go") {
+		if !strings.HasSuffix(rel, "_test.go") || strings.HasPrefix(rel, "internal/layout/") {
 			return
 		}
 		dir := path.Dir(rel)
 		if strings.Contains(text, "pgtest.New(") || strings.Contains(text, "pgtest.URL(") {
-			uses[dir] = true
+			usesPG[dir] = true
 		}
 		if strings.Contains(text, "pgtest.Main(m)") {
-			stops[dir] = true
+			stopsPG[dir] = true
+		}
+		if strings.Contains(text, "citustest.Cluster(") || strings.Contains(text, "citustest.New(") {
+			usesCitus[dir] = true
+		}
+		if strings.Contains(text, "citustest.Main(m)") || strings.Contains(text, "pgtest.AtExit(citustest.Stop)") {
+			stopsCitus[dir] = true
 		}
 	})
-	if len(uses) == 0 {
-		t.Fatal("no package's tests use pgtest: the walk found nothing")
+	if len(usesPG) == 0 || len(usesCitus) == 0 {
+		t.Fatal("no package's tests use pgtest or citustest: the walk found nothing")
 	}
-	for dir := range uses {
-		if !stops[dir] {
+	for dir := range usesPG {
+		if !stopsPG[dir] {
 			t.Errorf("%s: its tests use pgtest's server but no TestMain calls pgtest.Main (func TestMain(m *testing.M) { pgtest.Main(m) })", dir)
+		}
+	}
+	for dir := range usesCitus {
+		if !stopsCitus[dir] {
+			t.Errorf("%s: its tests use citustest's cluster but nothing stops it (citustest.Main, or func init() { pgtest.AtExit(citustest.Stop) } beside pgtest.Main)", dir)
 		}
 	}
 }

@@ -10,7 +10,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/effectd/effectd/internal/citustest"
+	"github.com/effectd/effectd/internal/pgtest"
 )
+
+func init() { pgtest.AtExit(citustest.Stop) }
 
 // TestCitusRecoverPrepared: a transaction a worker holds PREPARED, whose
 // coordinator recorded the commit (what a worker that fails between Citus's

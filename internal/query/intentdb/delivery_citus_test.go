@@ -16,29 +16,18 @@ import (
 
 	"github.com/effectd/effectd/internal/citustest"
 	"github.com/effectd/effectd/internal/fixture"
-	"github.com/effectd/effectd/internal/localpg"
 	"github.com/effectd/effectd/internal/pgtest"
 	"github.com/effectd/effectd/internal/query/retentiondb"
 	"github.com/effectd/effectd/migrations"
 )
 
-// citusCluster is the Citus cluster the tests of this binary started, if any;
-// pgtest.Main stops it.
-var citusCluster *localpg.Citus
-
-func init() {
-	pgtest.AtExit(func() {
-		if citusCluster != nil {
-			citusCluster.Stop()
-		}
-	})
-}
+// pgtest.Main stops the Citus cluster the tests of this binary started, if any.
+func init() { pgtest.AtExit(citustest.Stop) }
 
 // citusDB returns a pool on a fresh Citus database with producer.orders
 // distributed by bucket, migrated and distributed with 8 buckets.
 func citusDB(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	citusCluster = citustest.Cluster(t)
 	pool := citustest.New(t)
 	ctx := context.Background()
 	citustest.ProducerOrders(t, pool)
