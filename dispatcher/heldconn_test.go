@@ -177,16 +177,7 @@ func TestHeldPlansReadIndexesAsTheDayFills(t *testing.T) {
 	t.Parallel()
 	pool := registered(t)
 	ctx := context.Background()
-	held, err := dispatcher.HeldPool(ctx, pool, dispatcher.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Close()
-	conn, err := held.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
+	conn := heldConn(t, pool)
 	p := intentdb.ClaimParams{Channel: "hook", Lease: 30 * time.Second, Limit: 10}
 	if _, _, err := intentdb.Claim(ctx, conn, p); err != nil {
 		t.Fatal(err)
@@ -244,17 +235,26 @@ func TestHeldConnectionsCompileNothing(t *testing.T) {
 		t.Fatalf("with sequential scans off and jit on, the read was not compiled; the test shows nothing here:\n%s", plan)
 	}
 
+	conn := heldConn(t, pool)
+	if plan := pgtest.Plan(t, conn, read); strings.Contains(plan, "JIT:") {
+		t.Fatalf("a held connection compiles a one-row read:\n%s", plan)
+	}
+}
+
+// heldConn returns a connection of the pool a dispatcher on pool holds its
+// connections from, released, and that pool closed, when the test ends.
+func heldConn(t *testing.T, pool *pgxpool.Pool) *pgxpool.Conn {
+	t.Helper()
+	ctx := context.Background()
 	held, err := dispatcher.HeldPool(ctx, pool, dispatcher.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer held.Close()
+	t.Cleanup(held.Close)
 	conn, err := held.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Release()
-	if plan := pgtest.Plan(t, conn, read); strings.Contains(plan, "JIT:") {
-		t.Fatalf("a held connection compiles a one-row read:\n%s", plan)
-	}
+	t.Cleanup(conn.Release)
+	return conn
 }

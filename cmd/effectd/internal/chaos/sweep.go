@@ -233,13 +233,12 @@ type sweepAccount struct {
 // without one.
 func expectFindings(intents []harnessdb.IntentTally, ledger sandbox.Snapshot) sweepAccount {
 	byEvent := map[target]*harnessdb.IntentTally{}
-	for i := range intents {
-		byEvent[target{intents[i].Channel, intents[i].EventID}] = &intents[i]
-	}
 	a := sweepAccount{expected: map[finding]bool{}, byRef: map[string]target{}, policyAnswered: map[target]bool{}}
-	for _, in := range intents {
+	for i, in := range intents {
+		t := target{in.Channel, in.EventID}
+		byEvent[t] = &intents[i]
 		if (in.Status == "SKIPPED" || in.Status == "IN_DOUBT") && in.InDoubtSends > 0 {
-			a.policyAnswered[target{in.Channel, in.EventID}] = true
+			a.policyAnswered[t] = true
 		}
 	}
 	effects := map[target][]string{} // refs of the effects of each target's intent
